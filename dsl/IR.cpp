@@ -1,0 +1,420 @@
+//===- dsl/IR.cpp - Node construction and the DSL's math ------------------===//
+
+#include "dsl/IR.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+
+using namespace bitfold::dsl;
+
+llvm::StringRef bitfold::dsl::dtypeName(DType t) {
+  switch (t) {
+  case DType::F32: return "f32";
+  case DType::BF16: return "bf16";
+  case DType::F16: return "f16";
+  case DType::I1: return "i1";
+  }
+  return "?";
+}
+
+unsigned bitfold::dsl::dtypeBytes(DType t) {
+  switch (t) {
+  case DType::F32: return 4;
+  case DType::BF16:
+  case DType::F16: return 2;
+  case DType::I1: return 0;
+  }
+  return 0;
+}
+
+llvm::StringRef bitfold::dsl::opName(Op op) {
+  switch (op) {
+#define NAME(X, S) case Op::X: return S;
+    NAME(Const, "const") NAME(Scalar, "scalar") NAME(Dim, "dim")
+    NAME(Load, "load") NAME(FoldValue, "fold_value")
+    NAME(Placeholder, "arg") NAME(Invalid, "invalid") NAME(Neg, "neg")
+    NAME(Abs, "abs") NAME(Sqrt, "sqrt_rn") NAME(RcpApproxFtz, "rcp_approx_ftz")
+    NAME(RsqrtApproxFtz, "rsqrt_approx_ftz") NAME(Ex2ApproxFtz, "ex2_approx_ftz")
+    NAME(ExpLibdevice, "exp_libdevice") NAME(Saturate, "saturate")
+    NAME(Round, "round") NAME(Extend, "extend") NAME(Add, "add")
+    NAME(Sub, "sub") NAME(Mul, "mul") NAME(SubFtz, "sub_ftz")
+    NAME(Div, "div_rn") NAME(MinNum, "min_num") NAME(MaxNum, "max_num")
+    NAME(MinNaN, "min_nan") NAME(MaxNaN, "max_nan") NAME(CmpLT, "cmp_lt")
+    NAME(CmpLE, "cmp_le") NAME(CmpGT, "cmp_gt") NAME(CmpGE, "cmp_ge")
+    NAME(CmpEQ, "cmp_eq") NAME(CmpNE, "cmp_ne") NAME(And, "and")
+    NAME(Or, "or") NAME(Not, "not") NAME(Fma, "fma_rn")
+    NAME(Select, "select")
+#undef NAME
+  }
+  return "?";
+}
+
+llvm::StringRef bitfold::dsl::layoutName(Layout l) {
+  return l == Layout::RowMajor ? "row_major" : "channels_last";
+}
+
+llvm::StringRef bitfold::dsl::indexMapName(IndexMap m) {
+  switch (m) {
+  case IndexMap::PerElement: return "per_element";
+  case IndexMap::PerBatch: return "per_batch";
+  case IndexMap::PerColumn: return "per_column";
+  }
+  return "?";
+}
+
+Expr ExprNode::make(Op op, DType type, std::vector<Expr> args) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = op;
+  n->type = type;
+  n->args = std::move(args);
+  return Expr(std::move(n));
+}
+
+Expr ExprNode::invalid(std::string message) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = Op::Invalid;
+  n->type = DType::F32;
+  n->message = std::move(message);
+  return Expr(std::move(n));
+}
+
+Expr::Expr(float v) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = Op::Const;
+  n->type = DType::F32;
+  n->bits = std::bit_cast<uint32_t>(v);
+  node = std::move(n);
+}
+
+DType Expr::dtype() const { return node ? node->type : DType::F32; }
+
+Expr Expr::to_f32() const {
+  if (!node || node->type == DType::F32 || node->op == Op::Invalid)
+    return *this;
+  if (node->type == DType::I1)
+    return ExprNode::invalid("to_f32: a predicate (i1) has no f32 value; "
+                             "use select(cond, a, b)");
+  return ExprNode::make(Op::Extend, DType::F32, {*this});
+}
+
+namespace {
+
+bool isNumeric(DType t) { return t != DType::I1; }
+
+/// Checks the operands of `op` and widens numeric ones to f32. Returns an
+/// Invalid node (propagating the first invalid operand) or an empty Expr.
+Expr checkArgs(Op op, std::vector<Expr> &args, bool wantPredicates) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i])
+      return ExprNode::invalid(llvm::formatv(
+          "{0}: operand {1} is an empty Expr (declared but never assigned)",
+          opName(op), i));
+    if (args[i]->op == Op::Invalid)
+      return args[i];
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    DType t = args[i].dtype();
+    if (wantPredicates && t != DType::I1)
+      return ExprNode::invalid(llvm::formatv(
+          "{0}: operand {1} must be a predicate (i1), found {2}", opName(op),
+          i, dtypeName(t)));
+    if (!wantPredicates && !isNumeric(t))
+      return ExprNode::invalid(llvm::formatv(
+          "{0}: operand {1} is a predicate (i1); arithmetic needs a number "
+          "(use select)",
+          opName(op), i));
+    if (!wantPredicates)
+      args[i] = args[i].to_f32();
+  }
+  return Expr();
+}
+
+Expr arith(Op op, std::vector<Expr> args) {
+  if (Expr bad = checkArgs(op, args, false))
+    return bad;
+  return ExprNode::make(op, DType::F32, std::move(args));
+}
+
+Expr compare(Op op, const Expr &a, const Expr &b) {
+  std::vector<Expr> args{a, b};
+  if (Expr bad = checkArgs(op, args, false))
+    return bad;
+  return ExprNode::make(op, DType::I1, std::move(args));
+}
+
+Expr logic(Op op, std::vector<Expr> args) {
+  if (Expr bad = checkArgs(op, args, true))
+    return bad;
+  return ExprNode::make(op, DType::I1, std::move(args));
+}
+
+} // namespace
+
+namespace bitfold::dsl {
+
+Expr add(const Expr &a, const Expr &b) { return arith(Op::Add, {a, b}); }
+Expr sub(const Expr &a, const Expr &b) { return arith(Op::Sub, {a, b}); }
+Expr mul(const Expr &a, const Expr &b) { return arith(Op::Mul, {a, b}); }
+Expr fma(const Expr &a, const Expr &b, const Expr &c) {
+  return arith(Op::Fma, {a, b, c});
+}
+Expr div_rn(const Expr &a, const Expr &b) { return arith(Op::Div, {a, b}); }
+Expr sqrt_rn(const Expr &a) { return arith(Op::Sqrt, {a}); }
+Expr abs(const Expr &a) { return arith(Op::Abs, {a}); }
+Expr sub_ftz(const Expr &a, const Expr &b) {
+  return arith(Op::SubFtz, {a, b});
+}
+Expr min_num(const Expr &a, const Expr &b) { return arith(Op::MinNum, {a, b}); }
+Expr max_num(const Expr &a, const Expr &b) { return arith(Op::MaxNum, {a, b}); }
+Expr min_nan(const Expr &a, const Expr &b) { return arith(Op::MinNaN, {a, b}); }
+Expr max_nan(const Expr &a, const Expr &b) { return arith(Op::MaxNaN, {a, b}); }
+Expr saturate(const Expr &a) { return arith(Op::Saturate, {a}); }
+Expr rcp_approx_ftz(const Expr &a) { return arith(Op::RcpApproxFtz, {a}); }
+Expr rsqrt_approx_ftz(const Expr &a) {
+  return arith(Op::RsqrtApproxFtz, {a});
+}
+Expr ex2_approx_ftz(const Expr &a) { return arith(Op::Ex2ApproxFtz, {a}); }
+Expr exp_libdevice(const Expr &a) { return arith(Op::ExpLibdevice, {a}); }
+
+Expr operator+(const Expr &a, const Expr &b) { return add(a, b); }
+Expr operator-(const Expr &a, const Expr &b) { return sub(a, b); }
+Expr operator*(const Expr &a, const Expr &b) { return mul(a, b); }
+Expr operator-(const Expr &a) { return arith(Op::Neg, {a}); }
+Expr operator<(const Expr &a, const Expr &b) { return compare(Op::CmpLT, a, b); }
+Expr operator<=(const Expr &a, const Expr &b) { return compare(Op::CmpLE, a, b); }
+Expr operator>(const Expr &a, const Expr &b) { return compare(Op::CmpGT, a, b); }
+Expr operator>=(const Expr &a, const Expr &b) { return compare(Op::CmpGE, a, b); }
+Expr operator==(const Expr &a, const Expr &b) { return compare(Op::CmpEQ, a, b); }
+Expr operator!=(const Expr &a, const Expr &b) { return compare(Op::CmpNE, a, b); }
+Expr operator&&(const Expr &a, const Expr &b) { return logic(Op::And, {a, b}); }
+Expr operator||(const Expr &a, const Expr &b) { return logic(Op::Or, {a, b}); }
+Expr operator!(const Expr &a) { return logic(Op::Not, {a}); }
+
+Expr select(const Expr &cond, const Expr &a, const Expr &b) {
+  std::vector<Expr> c{cond};
+  if (Expr bad = checkArgs(Op::Select, c, true))
+    return bad;
+  std::vector<Expr> ab{a, b};
+  if (Expr bad = checkArgs(Op::Select, ab, false))
+    return bad;
+  return ExprNode::make(Op::Select, DType::F32, {cond, ab[0], ab[1]});
+}
+
+Expr round(DType to, const Expr &v) {
+  std::vector<Expr> args{v};
+  if (Expr bad = checkArgs(Op::Round, args, false))
+    return bad;
+  if (to == DType::I1)
+    return ExprNode::invalid("round: cannot round to i1; round to bf16, f16 "
+                             "or f32");
+  if (to == DType::F32)
+    return args[0];
+  Expr r = ExprNode::make(Op::Round, to, {args[0]});
+  const_cast<ExprNode *>(r.get())->roundTo = to;
+  return r;
+}
+
+Expr rcp_nvcc(const Expr &x) {
+  Expr r = rcp_approx_ftz(x);
+  Expr e = fma(x, r, Expr(-1.0f));
+  e = sub_ftz(Expr(-0.0f), e);
+  return fma(r, e, r);
+}
+
+Expr rsqrt_cuda(const Expr &x) {
+  const float flt_min = std::ldexp(1.0f, -126);
+  Expr tiny = abs(x) < Expr(flt_min);
+  Expr scaled = rsqrt_approx_ftz(x * Expr(std::ldexp(1.0f, 24))) *
+                Expr(std::ldexp(1.0f, 12));
+  return select(tiny, scaled, rsqrt_approx_ftz(x));
+}
+
+Expr rsqrt_approx(const Expr &x) { return rsqrt_approx_ftz(x); }
+
+Expr sigmoid(const Expr &x) {
+  return div_rn(Expr(1.0f), Expr(1.0f) + exp_libdevice(-x));
+}
+
+Expr silu(const Expr &x) {
+  return div_rn(x, Expr(1.0f) + exp_libdevice(-x));
+}
+
+Expr Dim::to_f32() const {
+  auto n = std::make_shared<ExprNode>();
+  n->op = Op::Dim;
+  n->type = DType::F32;
+  n->index = index;
+  return Expr(std::move(n));
+}
+
+} // namespace bitfold::dsl
+
+// ---- Combiner --------------------------------------------------------------
+
+static Expr placeholder(int id) {
+  auto n = std::make_shared<ExprNode>();
+  n->op = Op::Placeholder;
+  n->type = DType::F32;
+  n->index = id;
+  return Expr(std::move(n));
+}
+
+static State placeholders(int first, size_t count) {
+  State s;
+  for (size_t i = 0; i < count; ++i)
+    s.fields.push_back(placeholder(first + int(i)));
+  return s;
+}
+
+Combiner::Combiner(std::string name, std::vector<std::string> fields,
+                   std::vector<float> empty, PushFn push, CombineFn combine,
+                   std::vector<std::string> results, FinishFn finish)
+    : name_(std::move(name)), fields_(std::move(fields)),
+      empty_(std::move(empty)), results_(std::move(results)) {
+  int f = int(fields_.size());
+  if (push)
+    push_ = push(placeholders(0, f), placeholder(f));
+  if (combine)
+    combine_ = combine(placeholders(0, f), placeholders(f, f));
+  if (results_.empty()) {
+    results_ = fields_;
+    finish_ = placeholders(0, f);
+  } else if (finish) {
+    finish_ = finish(placeholders(0, f));
+  }
+}
+
+// ---- RowProgram ------------------------------------------------------------
+
+const OperandDecl *KernelDef::findOperand(llvm::StringRef n) const {
+  for (const OperandDecl &o : operands)
+    if (o.name == n)
+      return &o;
+  return nullptr;
+}
+
+int KernelDef::numInputs() const {
+  int n = 0;
+  for (const OperandDecl &o : operands)
+    n += !o.isOutput;
+  return n;
+}
+
+int KernelDef::numOutputs() const {
+  return int(operands.size()) - numInputs();
+}
+
+RowProgram::RowProgram(std::string name) {
+  static std::atomic<uint64_t> nextId{1};
+  def.name = std::move(name);
+  def.programId = nextId++;
+}
+
+Dim RowProgram::dim(llvm::StringRef name) {
+  for (size_t i = 0; i < def.dims.size(); ++i)
+    if (def.dims[i] == name)
+      return Dim{int(i)};
+  def.dims.push_back(name.str());
+  return Dim{int(def.dims.size() - 1)};
+}
+
+Input RowProgram::input(llvm::StringRef name, DType dtype, Layout layout,
+                        IndexMap map, Dim batch) {
+  OperandDecl o;
+  o.name = name.str();
+  o.dtype = dtype;
+  o.layout = layout;
+  o.map = map;
+  o.batchDim = batch.index;
+  int index = int(def.operands.size());
+  def.operands.push_back(o);
+
+  auto n = std::make_shared<ExprNode>();
+  n->op = Op::Load;
+  n->program = def.programId;
+  n->type = dtype;
+  n->index = index;
+  return Input{Expr(std::move(n))};
+}
+
+Expr RowProgram::scalar(llvm::StringRef name, DType dtype) {
+  def.scalars.push_back(ScalarDecl{name.str(), dtype});
+  auto n = std::make_shared<ExprNode>();
+  n->op = Op::Scalar;
+  n->program = def.programId;
+  n->type = DType::F32;
+  n->index = int(def.scalars.size() - 1);
+  return Expr(std::move(n));
+}
+
+void RowProgram::output(llvm::StringRef name, DType dtype, Layout layout,
+                        Expr value) {
+  OperandDecl o;
+  o.name = name.str();
+  o.dtype = dtype;
+  o.layout = layout;
+  o.map = IndexMap::PerElement;
+  o.isOutput = true;
+  o.value = std::move(value);
+  def.operands.push_back(std::move(o));
+}
+
+State RowProgram::fold(const Expr &input, const FoldOrder &order,
+                       std::shared_ptr<const Combiner> combiner) {
+  FoldDecl f;
+  f.order = order;
+  f.combiner = combiner;
+  f.input = input;
+  int index = int(def.folds.size());
+  def.folds.push_back(std::move(f));
+  State results;
+  size_t count = combiner ? combiner->resultNames().size() : 0;
+  for (size_t i = 0; i < count; ++i) {
+    auto n = std::make_shared<ExprNode>();
+    n->op = Op::FoldValue;
+  n->program = def.programId;
+    n->type = DType::F32;
+    n->index = index;
+    n->field = int(i);
+    // The fold value depends on the fold's input: keep it as an argument so
+    // a walk from the outputs reaches the fold.
+    n->args.push_back(input);
+    results.fields.push_back(Expr(std::move(n)));
+  }
+  if (!combiner)
+    errors.push_back(llvm::formatv("fold {0}: the combiner is null", index));
+  return results;
+}
+
+void RowProgram::groups(int n) { def.groups = n; }
+
+void RowProgram::guardCols(int64_t multipleOf, int64_t minCols,
+                           int64_t maxCols) {
+  def.colsMultipleOf = multipleOf;
+  def.minCols = minCols;
+  def.maxCols = maxCols;
+}
+
+llvm::Expected<std::shared_ptr<const KernelDef>> RowProgram::build() {
+  std::string all;
+  for (const std::string &e : errors)
+    all += e + "\n";
+  if (llvm::Error err = verify(def)) {
+    all += llvm::toString(std::move(err));
+  }
+  if (!all.empty()) {
+    if (all.back() == '\n')
+      all.pop_back();
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("row program '{0}' is ill-formed:\n{1}", def.name, all)
+            .str());
+  }
+  auto out = std::make_shared<KernelDef>(def);
+  out->canonicalText = printCanonical(*out);
+  out->hash = contentHash(out->canonicalText);
+  return std::shared_ptr<const KernelDef>(std::move(out));
+}

@@ -1,0 +1,487 @@
+//===- dsl/Interp.cpp - CPU reference interpreter -------------------------===//
+//
+// The program is flattened into "tapes": topologically ordered instruction
+// lists over a flat value array. The main program has one phase per fold
+// (the cone of its input) and one for the outputs; in each phase per-row
+// instructions run once per row and per-element ones once per column.
+// Combiner bodies are tapes over their placeholder arguments.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsl/Interp.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+using namespace bitfold::dsl;
+
+ApproxUnit::~ApproxUnit() = default;
+
+namespace {
+
+float flushSubnormal(float x) {
+  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+}
+
+class CorrectlyRoundedApprox final : public ApproxUnit {
+public:
+  float rcpApproxFtz(float x) const override {
+    return flushSubnormal(float(1.0 / double(flushSubnormal(x))));
+  }
+  float rsqrtApproxFtz(float x) const override {
+    double d = flushSubnormal(x);
+    if (d == 0.0)
+      return std::copysign(INFINITY, float(d));
+    return flushSubnormal(float(1.0 / std::sqrt(d)));
+  }
+  float ex2ApproxFtz(float x) const override {
+    return flushSubnormal(float(std::exp2(double(flushSubnormal(x)))));
+  }
+};
+
+float minMax(Op op, float a, float b) {
+  bool isMax = op == Op::MaxNum || op == Op::MaxNaN;
+  if (std::isnan(a) || std::isnan(b)) {
+    if (op == Op::MinNaN || op == Op::MaxNaN)
+      return NAN;
+    return std::isnan(a) ? b : a;
+  }
+  if (a == 0.0f && b == 0.0f) // -0 orders below +0.
+    return isMax ? (std::signbit(a) ? b : a) : (std::signbit(a) ? a : b);
+  return isMax ? (a > b ? a : b) : (a < b ? a : b);
+}
+
+struct Instr {
+  Op op;
+  DType type;
+  DType roundTo;
+  uint32_t bits;
+  int index, field;
+  int args[3];
+  bool perElement;
+};
+
+/// A flattened DAG. Leaves the tape cannot evaluate itself (loads, scalars,
+/// dims, fold values, placeholders) are filled in by the caller's `leaf`.
+class Tape {
+public:
+  /// Appends `e` and its operands; returns its slot. Fold values are leaves
+  /// (their argument is the fold input, evaluated in another phase).
+  int add(const Expr &e, const KernelDef *def) {
+    const ExprNode *n = e.get();
+    auto it = slots.find(n);
+    if (it != slots.end())
+      return it->second;
+    Instr in{};
+    in.op = n->op;
+    in.type = n->type;
+    in.roundTo = n->roundTo;
+    in.bits = n->bits;
+    in.index = n->index;
+    in.field = n->field;
+    in.perElement = false;
+    in.args[0] = in.args[1] = in.args[2] = -1;
+    if (n->op != Op::FoldValue) {
+      for (size_t i = 0; i < n->args.size(); ++i) {
+        in.args[i] = add(n->args[i], def);
+        in.perElement |= instrs[in.args[i]].perElement;
+      }
+    }
+    if (n->op == Op::Load)
+      in.perElement = true;
+    int slot = int(instrs.size());
+    instrs.push_back(in);
+    slots[n] = slot;
+    return slot;
+  }
+
+  std::vector<Instr> instrs;
+  llvm::DenseMap<const ExprNode *, int> slots;
+};
+
+/// One phase of the main program: what to run per row, what per column.
+struct Phase {
+  std::vector<int> rowInstrs, elemInstrs;
+};
+
+Phase makePhase(const Tape &tape, llvm::ArrayRef<int> roots) {
+  std::vector<bool> needed(tape.instrs.size(), false);
+  for (int r : roots)
+    needed[r] = true;
+  // Instructions are in topological order, so one backward sweep marks the
+  // cone.
+  for (int i = int(tape.instrs.size()) - 1; i >= 0; --i) {
+    if (!needed[i])
+      continue;
+    for (int a : tape.instrs[i].args)
+      if (a >= 0)
+        needed[a] = true;
+  }
+  Phase p;
+  for (size_t i = 0; i < tape.instrs.size(); ++i)
+    if (needed[i])
+      (tape.instrs[i].perElement ? p.elemInstrs : p.rowInstrs).push_back(int(i));
+  return p;
+}
+
+} // namespace
+
+const ApproxUnit &bitfold::dsl::correctlyRoundedApprox() {
+  static CorrectlyRoundedApprox unit;
+  return unit;
+}
+
+uint16_t bitfold::dsl::floatToBf16Bits(float v) {
+  uint32_t b = std::bit_cast<uint32_t>(v);
+  if (std::isnan(v))
+    return 0x7FFF;
+  uint32_t lsb = (b >> 16) & 1;
+  b += 0x7FFF + lsb;
+  return uint16_t(b >> 16);
+}
+
+float bitfold::dsl::bf16BitsToFloat(uint16_t b) {
+  return std::bit_cast<float>(uint32_t(b) << 16);
+}
+
+uint16_t bitfold::dsl::floatToHalfBits(float v) {
+  if (std::isnan(v))
+    return 0x7FFF;
+  _Float16 h = static_cast<_Float16>(v); // RNE in the default FP environment.
+  return std::bit_cast<uint16_t>(h);
+}
+
+float bitfold::dsl::halfBitsToFloat(uint16_t b) {
+  return static_cast<float>(std::bit_cast<_Float16>(b));
+}
+
+float bitfold::dsl::roundTo(DType t, float v) {
+  switch (t) {
+  case DType::BF16:
+    return std::isnan(v) ? v : bf16BitsToFloat(floatToBf16Bits(v));
+  case DType::F16:
+    return std::isnan(v) ? v : halfBitsToFloat(floatToHalfBits(v));
+  default:
+    return v;
+  }
+}
+
+float bitfold::dsl::expLibdevice(float a, const ApproxUnit &approx) {
+  // Transcribed from libdevice.10.bc's __nv_expf (no FTZ reflect).
+  const float log2eHi = std::bit_cast<float>(uint32_t(1069066811));
+  const float log2eLo = std::bit_cast<float>(uint32_t(849703008));
+  const float magic = std::bit_cast<float>(uint32_t(1262485504)); // 1.5*2^23
+  const float step = log2eHi / 252.0f;
+  float t = std::fma(a, step, 0.5f);
+  float s = t > 0.0f ? (t < 1.0f ? t : 1.0f) : 0.0f; // saturate, NaN -> 0
+  float bias = (-126.0f + magic) + 127.0f;
+  // fma.rm(s, 252, bias): s*252 + bias is exact in double and lies in
+  // [2^23, 2^24), where floats are integers, so rounding down is floor.
+  float j = float(std::floor(double(s) * 252.0 + double(bias)));
+  float k = -(j - (magic + 127.0f));
+  float r = std::fma(a, log2eHi, k);
+  r = std::fma(a, log2eLo, r);
+  float scale = std::bit_cast<float>(std::bit_cast<uint32_t>(j) << 23);
+  return approx.ex2ApproxFtz(r) * scale;
+}
+
+namespace {
+
+float evalOp(const Instr &in, const float *v, const ApproxUnit &approx) {
+  auto a = [&](int i) { return v[in.args[i]]; };
+  switch (in.op) {
+  case Op::Const: return std::bit_cast<float>(in.bits);
+  case Op::Neg: return -a(0);
+  case Op::Abs: return std::fabs(a(0));
+  case Op::Sqrt: return std::sqrt(a(0));
+  case Op::RcpApproxFtz: return approx.rcpApproxFtz(a(0));
+  case Op::RsqrtApproxFtz: return approx.rsqrtApproxFtz(a(0));
+  case Op::Ex2ApproxFtz: return approx.ex2ApproxFtz(a(0));
+  case Op::ExpLibdevice: return expLibdevice(a(0), approx);
+  case Op::Saturate: {
+    float x = a(0);
+    return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f;
+  }
+  case Op::Round: return roundTo(in.roundTo, a(0));
+  case Op::Extend: return a(0);
+  case Op::Add: return a(0) + a(1);
+  case Op::Sub: return a(0) - a(1);
+  case Op::Mul: return a(0) * a(1);
+  case Op::SubFtz:
+    return flushSubnormal(flushSubnormal(a(0)) - flushSubnormal(a(1)));
+  case Op::Div: return a(0) / a(1);
+  case Op::MinNum:
+  case Op::MaxNum:
+  case Op::MinNaN:
+  case Op::MaxNaN: return minMax(in.op, a(0), a(1));
+  case Op::CmpLT: return a(0) < a(1);
+  case Op::CmpLE: return a(0) <= a(1);
+  case Op::CmpGT: return a(0) > a(1);
+  case Op::CmpGE: return a(0) >= a(1);
+  case Op::CmpEQ: return a(0) == a(1);
+  case Op::CmpNE: return a(0) != a(1);
+  case Op::And: return (a(0) != 0.0f) && (a(1) != 0.0f);
+  case Op::Or: return (a(0) != 0.0f) || (a(1) != 0.0f);
+  case Op::Not: return a(0) == 0.0f;
+  case Op::Fma: return std::fma(a(0), a(1), a(2));
+  case Op::Select: return a(0) != 0.0f ? a(1) : a(2);
+  default: return NAN; // leaves are filled by the caller.
+  }
+}
+
+/// A combiner body compiled to a tape over its placeholders.
+struct BodyTape {
+  Tape tape;
+  std::vector<int> roots;
+  std::vector<int> placeholderSlots; // (slot, placeholder index) pairs, flat.
+
+  void build(const State &s) {
+    for (const Expr &e : s.fields)
+      roots.push_back(tape.add(e, nullptr));
+    for (size_t i = 0; i < tape.instrs.size(); ++i)
+      if (tape.instrs[i].op == Op::Placeholder) {
+        placeholderSlots.push_back(int(i));
+        placeholderSlots.push_back(tape.instrs[i].index);
+      }
+  }
+
+  void run(const float *args, float *out, std::vector<float> &vals,
+           const ApproxUnit &approx) const {
+    vals.resize(tape.instrs.size());
+    for (size_t i = 0; i + 1 < placeholderSlots.size(); i += 2)
+      vals[placeholderSlots[i]] = args[placeholderSlots[i + 1]];
+    for (size_t i = 0; i < tape.instrs.size(); ++i)
+      if (tape.instrs[i].op != Op::Placeholder)
+        vals[i] = evalOp(tape.instrs[i], vals.data(), approx);
+    for (size_t i = 0; i < roots.size(); ++i)
+      out[i] = vals[roots[i]];
+  }
+};
+
+float loadElement(const HostTensor &t, int64_t row, int64_t col) {
+  const char *base = static_cast<const char *>(t.data);
+  int64_t i = row * t.rowStride + col;
+  switch (t.dtype) {
+  case DType::F32: {
+    float f;
+    std::memcpy(&f, base + i * 4, 4);
+    return f;
+  }
+  case DType::BF16:
+  case DType::F16: {
+    uint16_t h;
+    std::memcpy(&h, base + i * 2, 2);
+    return t.dtype == DType::BF16 ? bf16BitsToFloat(h) : halfBitsToFloat(h);
+  }
+  default:
+    return NAN;
+  }
+}
+
+void storeElement(const HostTensor &t, int64_t row, int64_t col, float v) {
+  char *base = static_cast<char *>(t.data);
+  int64_t i = row * t.rowStride + col;
+  switch (t.dtype) {
+  case DType::F32:
+    std::memcpy(base + i * 4, &v, 4);
+    return;
+  case DType::BF16: {
+    uint16_t h = floatToBf16Bits(v);
+    std::memcpy(base + i * 2, &h, 2);
+    return;
+  }
+  case DType::F16: {
+    uint16_t h = floatToHalfBits(v);
+    std::memcpy(base + i * 2, &h, 2);
+    return;
+  }
+  default:
+    return;
+  }
+}
+
+llvm::Error bindingError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+llvm::Error checkBinding(const KernelDef &def, const Binding &b) {
+  if (b.cols < 1)
+    return bindingError(llvm::formatv("cols must be positive, found {0}",
+                                      b.cols));
+  if (int(b.groupRows.size()) != def.groups ||
+      int(b.tensors.size()) != def.groups)
+    return bindingError(llvm::formatv(
+        "'{0}' serves {1} tensor group(s); the binding has {2} row counts and "
+        "{3} tensor lists",
+        def.name, def.groups, b.groupRows.size(), b.tensors.size()));
+  if (b.dims.size() != def.dims.size())
+    return bindingError(llvm::formatv("'{0}' has {1} named dims; {2} given",
+                                      def.name, def.dims.size(),
+                                      b.dims.size()));
+  for (size_t i = 0; i < b.dims.size(); ++i)
+    if (b.dims[i] < 1)
+      return bindingError(llvm::formatv("dim {0} must be positive, found {1}",
+                                        def.dims[i], b.dims[i]));
+  if (b.scalars.size() != def.scalars.size())
+    return bindingError(llvm::formatv("'{0}' has {1} scalars; {2} given",
+                                      def.name, def.scalars.size(),
+                                      b.scalars.size()));
+  for (int g = 0; g < def.groups; ++g) {
+    if (b.tensors[g].size() != def.operands.size())
+      return bindingError(llvm::formatv(
+          "group {0}: '{1}' has {2} operands; {3} tensors given", g, def.name,
+          def.operands.size(), b.tensors[g].size()));
+    for (size_t i = 0; i < def.operands.size(); ++i) {
+      const OperandDecl &o = def.operands[i];
+      const HostTensor &t = b.tensors[g][i];
+      int64_t rows = b.groupRows[g];
+      int64_t need = rows;
+      if (o.map == IndexMap::PerColumn)
+        need = rows > 0 ? 1 : 0;
+      else if (o.map == IndexMap::PerBatch)
+        need = (rows + b.dims[o.batchDim] - 1) / b.dims[o.batchDim];
+      if (t.dtype != o.dtype)
+        return bindingError(llvm::formatv("operand '{0}': expected {1}, found "
+                                          "{2}",
+                                          o.name, dtypeName(o.dtype),
+                                          dtypeName(t.dtype)));
+      if (need > 0 && !t.data)
+        return bindingError(llvm::formatv("operand '{0}': null data", o.name));
+      if (t.rows < need)
+        return bindingError(llvm::formatv(
+            "operand '{0}': needs {1} rows, has {2}", o.name, need, t.rows));
+      if (need > 1 && t.rowStride < b.cols)
+        return bindingError(llvm::formatv(
+            "operand '{0}': row stride {1} is below the {2} columns", o.name,
+            t.rowStride, b.cols));
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error bitfold::dsl::interpret(const KernelDef &def,
+                                    const Binding &binding,
+                                    const ApproxUnit &approx) {
+  if (llvm::Error e = checkBinding(def, binding))
+    return e;
+
+  Tape tape;
+  std::vector<int> foldInput(def.folds.size());
+  for (size_t k = 0; k < def.folds.size(); ++k)
+    foldInput[k] = tape.add(def.folds[k].input, &def);
+  std::vector<int> outputSlot(def.operands.size(), -1);
+  std::vector<int> outputRoots;
+  for (size_t i = 0; i < def.operands.size(); ++i)
+    if (def.operands[i].isOutput) {
+      outputSlot[i] = tape.add(def.operands[i].value, &def);
+      outputRoots.push_back(outputSlot[i]);
+    }
+  std::vector<Phase> foldPhases;
+  for (int slot : foldInput)
+    foldPhases.push_back(makePhase(tape, {slot}));
+  Phase outPhase = makePhase(tape, outputRoots);
+
+  struct FoldTapes {
+    BodyTape push, combine, finish;
+  };
+  std::vector<FoldTapes> bodies(def.folds.size());
+  for (size_t k = 0; k < def.folds.size(); ++k) {
+    bodies[k].push.build(def.folds[k].combiner->pushBody());
+    bodies[k].combine.build(def.folds[k].combiner->combineBody());
+    bodies[k].finish.build(def.folds[k].combiner->finishBody());
+  }
+
+  std::vector<float> vals(tape.instrs.size());
+  std::vector<std::vector<float>> foldResults(def.folds.size());
+  std::vector<float> scratch;
+  const int64_t cols = binding.cols;
+
+  for (int g = 0; g < def.groups; ++g) {
+    const std::vector<HostTensor> &tensors = binding.tensors[g];
+    const int64_t rows = binding.groupRows[g];
+    for (int64_t r = 0; r < rows; ++r) {
+      auto evalLeaf = [&](const Instr &in, int64_t c) -> float {
+        switch (in.op) {
+        case Op::Load: {
+          const OperandDecl &o = def.operands[in.index];
+          int64_t row = o.map == IndexMap::PerElement ? r
+                        : o.map == IndexMap::PerColumn
+                            ? 0
+                            : r / binding.dims[o.batchDim];
+          return loadElement(tensors[in.index], row, c);
+        }
+        case Op::Scalar: return binding.scalars[in.index];
+        case Op::Dim:
+          return float(in.index == -1   ? cols
+                       : in.index == -2 ? rows
+                                        : binding.dims[in.index]);
+        case Op::FoldValue: return foldResults[in.index][in.field];
+        default: return evalOp(in, vals.data(), approx);
+        }
+      };
+      auto runRow = [&](const Phase &p) {
+        for (int i : p.rowInstrs)
+          vals[i] = evalLeaf(tape.instrs[i], -1);
+      };
+      auto runColumn = [&](const Phase &p, int64_t c) {
+        for (int i : p.elemInstrs)
+          vals[i] = evalLeaf(tape.instrs[i], c);
+      };
+
+      for (size_t k = 0; k < def.folds.size(); ++k) {
+        const FoldDecl &f = def.folds[k];
+        const Combiner &cb = *f.combiner;
+        const size_t F = cb.numFields();
+        const int T = f.order.threads, V = f.order.vector;
+        std::vector<float> lanes(size_t(T) * F);
+        for (int t = 0; t < T; ++t)
+          std::copy(cb.emptyState().begin(), cb.emptyState().end(),
+                    lanes.begin() + t * F);
+        runRow(foldPhases[k]);
+        std::vector<float> args(2 * F + 1);
+        for (int t = 0; t < T; ++t) {
+          float *state = &lanes[t * F];
+          for (int64_t v = t; v * V < cols; v += T) {
+            for (int e = 0; e < V; ++e) {
+              int64_t c = v * V + e;
+              if (c >= cols)
+                break;
+              runColumn(foldPhases[k], c);
+              std::copy(state, state + F, args.begin());
+              args[F] = vals[foldInput[k]];
+              bodies[k].push.run(args.data(), state, scratch, approx);
+            }
+          }
+        }
+        for (const TreeStage &s : f.order.stages) {
+          for (int i = 0; i < T; ++i) {
+            if ((i & s.offset) || i + s.offset >= T)
+              continue;
+            std::copy(&lanes[i * F], &lanes[i * F] + F, args.begin());
+            std::copy(&lanes[(i + s.offset) * F],
+                      &lanes[(i + s.offset) * F] + F, args.begin() + F);
+            bodies[k].combine.run(args.data(), &lanes[i * F], scratch, approx);
+          }
+        }
+        foldResults[k].resize(cb.resultNames().size());
+        bodies[k].finish.run(&lanes[0], foldResults[k].data(), scratch,
+                             approx);
+      }
+
+      runRow(outPhase);
+      for (int64_t c = 0; c < cols; ++c) {
+        runColumn(outPhase, c);
+        for (size_t i = 0; i < def.operands.size(); ++i)
+          if (outputSlot[i] >= 0)
+            storeElement(tensors[i], r, c, vals[outputSlot[i]]);
+      }
+    }
+  }
+  return llvm::Error::success();
+}

@@ -1,0 +1,328 @@
+//===- dsl/Verifier.cpp - Reject ill-formed row programs ------------------===//
+//
+// Every message names the program's own terms: the operand, the fold, the
+// dimension, and what was expected versus found.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsl/IR.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <bit>
+
+using namespace bitfold::dsl;
+
+namespace {
+
+class Verifier {
+public:
+  explicit Verifier(const KernelDef &def) : def(def) {}
+
+  llvm::Error run() {
+    checkNames();
+    checkOperands();
+    checkFolds();
+    checkOutputs();
+    if (def.groups < 1)
+      report(llvm::formatv("groups must be at least 1, found {0}", def.groups));
+    if (def.colsMultipleOf < 1 || def.minCols < 1 ||
+        def.maxCols < def.minCols)
+      report(llvm::formatv("column guard is empty: cols % {0} == 0 and {1} <= "
+                           "cols <= {2}",
+                           def.colsMultipleOf, def.minCols, def.maxCols));
+    if (errors.empty())
+      return llvm::Error::success();
+    std::string all;
+    for (const std::string &e : errors)
+      all += e + "\n";
+    all.pop_back();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), all);
+  }
+
+private:
+  void report(std::string msg) { errors.push_back(std::move(msg)); }
+
+  static bool isIdentifier(llvm::StringRef s) {
+    if (s.empty() || !(std::isalpha(s[0]) || s[0] == '_'))
+      return false;
+    for (char c : s)
+      if (!(std::isalnum(c) || c == '_'))
+        return false;
+    return true;
+  }
+
+  void checkNames() {
+    if (!isIdentifier(def.name))
+      report(llvm::formatv("program name '{0}' is not an identifier",
+                           def.name));
+    llvm::DenseSet<llvm::StringRef> seen;
+    auto unique = [&](llvm::StringRef what, llvm::StringRef n) {
+      if (!isIdentifier(n))
+        report(llvm::formatv("{0} name '{1}' is not an identifier", what, n));
+      else if (!seen.insert(n).second)
+        report(llvm::formatv("name '{0}' is declared twice", n));
+    };
+    for (const std::string &d : def.dims)
+      unique("dim", d);
+    for (const OperandDecl &o : def.operands)
+      unique(o.isOutput ? "output" : "input", o.name);
+    for (const ScalarDecl &s : def.scalars)
+      unique("scalar", s.name);
+  }
+
+  void checkOperands() {
+    for (const OperandDecl &o : def.operands) {
+      if (o.dtype == DType::I1)
+        report(llvm::formatv("{0} '{1}': dtype i1 cannot be stored; use bf16, "
+                             "f16 or f32",
+                             o.isOutput ? "output" : "input", o.name));
+      if (o.map == IndexMap::PerBatch &&
+          (o.batchDim < 0 || o.batchDim >= int(def.dims.size())))
+        report(llvm::formatv("input '{0}': per_batch needs the rows-per-batch "
+                             "dim (pass p.dim(\"S\")), found none",
+                             o.name));
+      if (o.map != IndexMap::PerBatch && o.batchDim >= 0)
+        report(llvm::formatv("input '{0}': a batch dim is given but the index "
+                             "map is {1}, not per_batch",
+                             o.name, indexMapName(o.map)));
+    }
+    for (const ScalarDecl &s : def.scalars)
+      if (s.dtype != DType::F32)
+        report(llvm::formatv("scalar '{0}': scalars are f32, found {1}",
+                             s.name, dtypeName(s.dtype)));
+  }
+
+  void checkFoldOrder(int index, const FoldOrder &o) {
+    std::string where = llvm::formatv("fold {0} (order '{1}')", index, o.name);
+    if (o.threads <= 0 || !std::has_single_bit(unsigned(o.threads))) {
+      report(llvm::formatv("{0}: threads must be a power of two, found {1}",
+                           where, o.threads));
+      return;
+    }
+    if (o.vector <= 0)
+      report(llvm::formatv("{0}: vector width must be positive, found {1}",
+                           where, o.vector));
+    int covered = 0;
+    for (const TreeStage &s : o.stages) {
+      if (s.offset <= 0 || !std::has_single_bit(unsigned(s.offset)) ||
+          s.offset >= o.threads) {
+        report(llvm::formatv("{0}: stage offset {1} must be a power of two "
+                             "below the {2} threads",
+                             where, s.offset, o.threads));
+        continue;
+      }
+      if (covered & s.offset)
+        report(llvm::formatv("{0}: stage offset {1} appears twice", where,
+                             s.offset));
+      covered |= s.offset;
+      if (s.kind != TreeStage::CrossWarp && s.offset >= 32)
+        report(llvm::formatv("{0}: a shuffle stage moves data inside a warp "
+                             "of 32, found offset {1} (use a cross-warp stage)",
+                             where, s.offset));
+      if (s.kind == TreeStage::CrossWarp && s.offset % 32 != 0)
+        report(llvm::formatv("{0}: a cross-warp stage merges whole warps, "
+                             "found offset {1} (not a multiple of 32)",
+                             where, s.offset));
+    }
+    if (covered != o.threads - 1)
+      report(llvm::formatv("{0}: the stages merge lanes 0..{1} only; every "
+                           "one of the {2} threads must reach lane 0 (missing "
+                           "offsets: {3:x})",
+                           where, covered, o.threads, (o.threads - 1) & ~covered));
+  }
+
+  void checkCombiner(int index, const Combiner &c) {
+    std::string where =
+        llvm::formatv("fold {0} (combiner '{1}')", index, c.name());
+    size_t f = c.numFields();
+    if (f == 0)
+      report(llvm::formatv("{0}: the state has no fields", where));
+    if (c.emptyState().size() != f)
+      report(llvm::formatv("{0}: the empty state has {1} values for {2} "
+                           "fields",
+                           where, c.emptyState().size(), f));
+    auto body = [&](llvm::StringRef fn, const State &s, size_t want,
+                    int placeholders) {
+      if (s.fields.size() != want) {
+        report(llvm::formatv("{0}: {1} returns {2} fields, expected {3}", where,
+                             fn, s.fields.size(), want));
+        return;
+      }
+      for (size_t i = 0; i < s.fields.size(); ++i)
+        checkBody(where + " " + fn.str(), s.fields[i], placeholders);
+    };
+    body("push", c.pushBody(), f, int(f) + 1);
+    body("combine", c.combineBody(), f, int(2 * f));
+    body("finish", c.finishBody(), c.resultNames().size(), int(f));
+  }
+
+  /// A combiner body may use constants, its own placeholders and pure ops.
+  void checkBody(const std::string &where, const Expr &e, int placeholders) {
+    llvm::DenseSet<const ExprNode *> seen;
+    std::vector<const ExprNode *> stack{e.get()};
+    while (!stack.empty()) {
+      const ExprNode *n = stack.back();
+      stack.pop_back();
+      if (!n) {
+        report(where + ": a field is an empty Expr");
+        continue;
+      }
+      if (!seen.insert(n).second)
+        continue;
+      switch (n->op) {
+      case Op::Invalid:
+        report(where + ": " + n->message);
+        continue;
+      case Op::Load:
+      case Op::Scalar:
+      case Op::FoldValue:
+      case Op::Dim:
+        report(llvm::formatv("{0}: uses {1}; a combiner sees only its state "
+                             "and the pushed value",
+                             where, opName(n->op)));
+        continue;
+      case Op::Placeholder:
+        if (n->index >= placeholders)
+          report(llvm::formatv("{0}: uses an argument of another combiner "
+                               "function",
+                               where));
+        continue;
+      default:
+        break;
+      }
+      if (n->type != DType::F32 && n->op != Op::Round && !isPredicateOp(n))
+        report(llvm::formatv("{0}: state values are f32", where));
+      for (const Expr &a : n->args)
+        stack.push_back(a.get());
+    }
+    if (e.get() && e.dtype() != DType::F32)
+      report(llvm::formatv("{0}: a state field must be f32, found {1}", where,
+                           dtypeName(e.dtype())));
+  }
+
+  static bool isPredicateOp(const ExprNode *n) { return n->type == DType::I1; }
+
+  void checkFolds() {
+    for (size_t i = 0; i < def.folds.size(); ++i) {
+      const FoldDecl &f = def.folds[i];
+      checkFoldOrder(int(i), f.order);
+      if (!f.combiner)
+        continue;
+      checkCombiner(int(i), *f.combiner);
+      if (!f.input) {
+        report(llvm::formatv("fold {0}: the folded value is an empty Expr", i));
+        continue;
+      }
+      if (f.input.dtype() == DType::I1)
+        report(llvm::formatv("fold {0}: the folded value is a predicate (i1); "
+                             "fold numbers",
+                             i));
+      checkValue(llvm::formatv("fold {0} input", i), f.input);
+      if (f.input.get() && !dependsOnElement(f.input.get()))
+        report(llvm::formatv("fold {0}: the folded value does not vary along "
+                             "the row (it reads no per-element or per-column "
+                             "operand)",
+                             i));
+    }
+  }
+
+  void checkOutputs() {
+    if (def.numOutputs() == 0)
+      report("the program writes no output");
+    for (const OperandDecl &o : def.operands) {
+      if (!o.isOutput)
+        continue;
+      std::string where = llvm::formatv("output '{0}'", o.name).str();
+      if (!o.value) {
+        report(where + ": no value assigned");
+        continue;
+      }
+      checkValue(where, o.value);
+      if (o.value->op != Op::Invalid && o.value.dtype() != o.dtype)
+        report(llvm::formatv("{0} is {1} but its value is {2}; write "
+                             "round<{1}>(...) to say where it is rounded",
+                             where, dtypeName(o.dtype),
+                             dtypeName(o.value.dtype())));
+    }
+  }
+
+  /// Main-program expressions: every leaf must belong to this program.
+  void checkValue(const std::string &where, const Expr &e) {
+    llvm::DenseSet<const ExprNode *> seen;
+    std::vector<const ExprNode *> stack{e.get()};
+    while (!stack.empty()) {
+      const ExprNode *n = stack.back();
+      stack.pop_back();
+      if (!n || !seen.insert(n).second)
+        continue;
+      if ((n->op == Op::Load || n->op == Op::Scalar ||
+           n->op == Op::FoldValue) &&
+          n->program != def.programId) {
+        report(llvm::formatv("{0}: uses a {1} of another row program", where,
+                             opName(n->op)));
+        continue;
+      }
+      switch (n->op) {
+      case Op::Invalid:
+        report(where + ": " + n->message);
+        continue;
+      case Op::Placeholder:
+        report(where + ": uses a combiner argument outside its combiner");
+        continue;
+      case Op::Load: {
+        if (n->index < 0 || n->index >= int(def.operands.size()) ||
+            def.operands[n->index].isOutput ||
+            def.operands[n->index].dtype != n->type) {
+          report(where + ": reads an operand that is not an input of this "
+                         "program");
+        }
+        continue;
+      }
+      case Op::Scalar:
+        if (n->index < 0 || n->index >= int(def.scalars.size()))
+          report(where + ": uses a scalar not declared in this program");
+        continue;
+      case Op::Dim:
+        if (n->index < -2 || n->index >= int(def.dims.size()))
+          report(where + ": uses a dim not declared in this program");
+        continue;
+      case Op::FoldValue:
+        if (n->index < 0 || n->index >= int(def.folds.size()))
+          report(where + ": uses a fold of another program");
+        break;
+      default:
+        break;
+      }
+      for (const Expr &a : n->args)
+        stack.push_back(a.get());
+    }
+  }
+
+  bool dependsOnElement(const ExprNode *root) {
+    llvm::DenseSet<const ExprNode *> seen;
+    std::vector<const ExprNode *> stack{root};
+    while (!stack.empty()) {
+      const ExprNode *n = stack.back();
+      stack.pop_back();
+      if (!n || !seen.insert(n).second || n->op == Op::FoldValue)
+        continue;
+      if (n->op == Op::Load && n->index >= 0 &&
+          n->index < int(def.operands.size()))
+        return true;
+      for (const Expr &a : n->args)
+        stack.push_back(a.get());
+    }
+    return false;
+  }
+
+  const KernelDef &def;
+  std::vector<std::string> errors;
+};
+
+} // namespace
+
+llvm::Error bitfold::dsl::verify(const KernelDef &def) {
+  return Verifier(def).run();
+}

@@ -1,0 +1,201 @@
+//===- templates/Templates.cpp - The stock kernels in the DSL -------------===//
+//
+// Each function reads like the reference's arithmetic in NUMERICS.md: every
+// rounding to the tensor dtype is written as rnd(...).
+//
+//===----------------------------------------------------------------------===//
+
+#include "templates/Templates.h"
+
+#include "dsl/Folds.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace bitfold;
+using namespace bitfold::dsl;
+using namespace bitfold::templates;
+
+namespace {
+
+llvm::Error unsupported(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+bool isHalf(DType t) { return t == DType::BF16 || t == DType::F16; }
+
+/// aten's LayerNorm statistics: (mean, rstd) of the row in aten's order.
+std::pair<Expr, Expr> atenLayerNormStats(RowProgram &p, const Expr &xf,
+                                         const Expr &eps) {
+  State st = p.fold(xf, folds::aten_vectorized_layer_norm(),
+                    folds::welford_aten());
+  Expr var = div_rn(st[2], p.cols().to_f32());
+  return {st[1], rsqrt_cuda(var + eps)};
+}
+
+} // namespace
+
+llvm::Expected<KernelDefRef> templates::lnModulate(DType dt) {
+  if (!isHalf(dt) && dt != DType::F32)
+    return unsupported("ln_modulate: dtype must be bf16, f16 or f32");
+  RowProgram p("ln_modulate");
+  Dim S = p.dim("S");
+  Expr x = p.input("x", dt, Layout::RowMajor).row();
+  Expr scale = p.input("scale", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+  Expr shift = p.input("shift", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+  Expr eps = p.scalar("eps");
+  // aten takes vectorized_layer_norm_kernel only for D % 4 == 0, D <= 2^24.
+  p.guardCols(4, 4, int64_t(1) << 24);
+
+  Expr xf = x.to_f32();
+  auto [mean, rstd] = atenLayerNormStats(p, xf, eps);
+  Expr y = round(dt, rstd * (xf - mean));
+  Expr onePlus = round(dt, Expr(1.0f) + scale);
+  Expr out = round(dt, round(dt, y * onePlus) + shift);
+  p.output("y", dt, Layout::RowMajor, out);
+  return p.build();
+}
+
+llvm::Expected<KernelDefRef> templates::qkLayerNorm(DType dt) {
+  if (!isHalf(dt) && dt != DType::F32)
+    return unsupported("qk_layernorm: dtype must be bf16, f16 or f32");
+  RowProgram p("qk_layernorm");
+  p.groups(2); // q and k in one launch.
+  Expr x = p.input("x", dt, Layout::RowMajor).row();
+  Expr eps = p.scalar("eps");
+  // One aten block per head row: D % 4 == 0 and D <= 128 keeps every vector
+  // in warp 0 (warps 1..3 enter the fold empty).
+  p.guardCols(4, 4, 128);
+  Expr xf = x.to_f32();
+  auto [mean, rstd] = atenLayerNormStats(p, xf, eps);
+  p.output("y", dt, Layout::RowMajor, round(dt, rstd * (xf - mean)));
+  return p.build();
+}
+
+llvm::Expected<KernelDefRef> templates::convBias(DType dt, DType biasDt,
+                                                 bool residual) {
+  if (biasDt != dt && biasDt != DType::F32)
+    return unsupported(llvm::formatv(
+        "conv_bias: bias must be {0} (x's dtype) or f32, found {1}",
+        dtypeName(dt), dtypeName(biasDt)));
+  RowProgram p(residual ? "conv_bias_residual" : "conv_bias");
+  Expr x = p.input("x", dt, Layout::ChannelsLast).row();
+  Expr bias = p.input("bias", biasDt, Layout::RowMajor, IndexMap::PerColumn).row();
+  // Autocast casts an f32 bias to x's dtype before the conv.
+  Expr b = round(dt, bias);
+  Expr y = round(dt, x + b);
+  if (residual) {
+    Expr h = p.input("h", dt, Layout::ChannelsLast).row();
+    y = round(dt, y + h);
+  }
+  p.guardCols(1, 2, int64_t(1) << 31); // C > 1
+  p.output("y", dt, Layout::ChannelsLast, y);
+  return p.build();
+}
+
+llvm::Expected<KernelDefRef> templates::residualGate(DType dt, GateMap gate) {
+  static const char *names[] = {"residual_gate", "residual_gate_per_batch",
+                                "residual_gate_global"};
+  RowProgram p(names[int(gate)]);
+  Expr r = p.input("residual", dt, Layout::RowMajor).row();
+  Expr u = p.input("update", dt, Layout::RowMajor).row();
+  Expr g;
+  switch (gate) {
+  case GateMap::Full:
+    g = p.input("gate", dt, Layout::RowMajor).row();
+    break;
+  case GateMap::PerBatch:
+    g = p.input("gate", dt, Layout::RowMajor, IndexMap::PerBatch, p.dim("S"))
+            .row();
+    break;
+  case GateMap::Global:
+    g = p.input("gate", dt, Layout::RowMajor, IndexMap::PerColumn).row();
+    break;
+  }
+  p.output("y", dt, Layout::RowMajor, round(dt, r + round(dt, u * g)));
+  return p.build();
+}
+
+llvm::Expected<KernelDefRef> templates::rmsNormModulate(int tpr, DType dt) {
+  if (tpr != 32 && tpr != 64)
+    return unsupported(llvm::formatv(
+        "rmsnorm_modulate: threads per row must be 32 or 64, found {0}", tpr));
+  RowProgram p("rmsnorm_modulate");
+  Dim S = p.dim("S");
+  Expr x = p.input("x", dt, Layout::RowMajor).row();
+  Expr w = p.input("weight", dt, Layout::RowMajor, IndexMap::PerColumn).row();
+  Expr scale = p.input("scale", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+  Expr shift = p.input("shift", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+  Expr eps = p.scalar("eps");
+  p.guardCols(64 * tpr, 64 * tpr, 64 * tpr);
+
+  Expr xf = x.to_f32();
+  State ss = p.fold(xf, folds::flashinfer_rmsnorm(tpr), folds::sum_of_squares());
+  Expr rstd = rsqrt_approx(div_rn(ss[0], p.cols().to_f32()) + eps);
+  Expr y = round(dt, (xf * rstd) * (w + Expr(0.0f)));
+  Expr out = round(dt, round(dt, y * round(dt, Expr(1.0f) + scale)) + shift);
+  p.output("y", dt, Layout::RowMajor, out);
+  return p.build();
+}
+
+llvm::Expected<KernelDefRef> templates::wanRmsNormSilu(DType dt) {
+  RowProgram p("wan_rmsnorm_silu");
+  Expr x = p.input("x", dt, Layout::ChannelsLast).row();
+  Expr gamma = p.input("gamma", dt, Layout::RowMajor, IndexMap::PerColumn).row();
+  Expr bias = p.input("bias", dt, Layout::RowMajor, IndexMap::PerColumn).row();
+  Expr scale = p.scalar("scale"); // C ** 0.5, as the float opmath sees it.
+  p.guardCols(1, 96, 1024);
+  // aten's NormTwoOps: acc + x*x, contracted to fma by nvcc. The lane order
+  // of aten's reduction for this layout is the open goal (NUMERICS.md 6).
+  auto normOps = std::make_shared<Combiner>(
+      "norm_two_fma", std::vector<std::string>{"acc"}, std::vector<float>{0.0f},
+      [](const State &s, const Expr &v) { return State{{fma(v, v, s[0])}}; },
+      [](const State &a, const State &b) { return State{{a[0] + b[0]}}; });
+  Expr xf = x.to_f32();
+  State ss = p.fold(xf, folds::serial(), normOps);
+  Expr norm = round(dt, sqrt_rn(ss[0]));
+  Expr denom = round(dt, max_nan(norm, Expr(1e-12f)));
+  Expr v = round(dt, div_rn(xf, denom));
+  v = round(dt, v * scale);
+  v = round(dt, v * gamma);
+  v = round(dt, v + bias);
+  p.output("y", dt, Layout::ChannelsLast, round(dt, silu(v)));
+  return p.build();
+}
+
+const std::vector<TemplateInfo> &templates::allTemplates() {
+  static const std::vector<TemplateInfo> all = {
+      {"ln_modulate", "LayerNorm (aten order) + adaLN modulate", true,
+       [](const TemplateArgs &a) { return lnModulate(a.dtype); }},
+      {"qk_layernorm", "per-head q/k LayerNorm, one launch (aten order)", true,
+       [](const TemplateArgs &a) { return qkLayerNorm(a.dtype); }},
+      {"conv_bias", "conv bias epilogue, optional residual (channels-last)",
+       true,
+       [](const TemplateArgs &a) {
+         return convBias(a.dtype, a.biasDtype, a.residual);
+       }},
+      {"residual_gate", "residual + update * gate", true,
+       [](const TemplateArgs &a) { return residualGate(a.dtype, a.gate); }},
+      {"rmsnorm_modulate", "RMSNorm (flashinfer order) + scale/shift", true,
+       [](const TemplateArgs &a) -> llvm::Expected<KernelDefRef> {
+         if (a.cols != 2048 && a.cols != 4096)
+           return unsupported(llvm::formatv(
+               "rmsnorm_modulate: flashinfer's order is defined here for D = "
+               "64 * threads per row (2048 or 4096), found D = {0}",
+               a.cols));
+         return rmsNormModulate(int(a.cols / 64), a.dtype);
+       }},
+      {"wan_rmsnorm_silu",
+       "Wan VAE RMSNorm + SiLU (NOT bit-exact: reduction order open)", false,
+       [](const TemplateArgs &a) { return wanRmsNormSilu(a.dtype); }},
+  };
+  return all;
+}
+
+const TemplateInfo *templates::findTemplate(llvm::StringRef name) {
+  for (const TemplateInfo &t : allTemplates())
+    if (t.name == name)
+      return &t;
+  return nullptr;
+}
