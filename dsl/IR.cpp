@@ -108,7 +108,7 @@ bool isNumeric(DType t) { return t != DType::I1; }
 /// Invalid node (propagating the first invalid operand) or an empty Expr.
 Expr checkArgs(Op op, std::vector<Expr> &args, bool wantPredicates) {
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!args[i])
+    if (!args[i].get())
       return ExprNode::invalid(llvm::formatv(
           "{0}: operand {1} is an empty Expr (declared but never assigned)",
           opName(op), i));

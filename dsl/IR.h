@@ -86,6 +86,8 @@ public:
 
   const ExprNode *get() const { return node.get(); }
   const ExprNode *operator->() const { return node.get(); }
+  /// True when the Expr holds a node. Note `!e` is the DSL's predicate
+  /// negation, not a null test: write `!e.get()` for that.
   explicit operator bool() const { return node != nullptr; }
   DType dtype() const;
 

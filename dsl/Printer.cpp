@@ -37,7 +37,7 @@ public:
 
   /// Prints `e` (and what it needs, once) and returns its name.
   std::string print(const Expr &e) {
-    if (!e)
+    if (!e.get())
       return "<empty>";
     return visit(e.get());
   }

@@ -211,7 +211,7 @@ private:
       if (!f.combiner)
         continue;
       checkCombiner(int(i), *f.combiner);
-      if (!f.input) {
+      if (!f.input.get()) {
         report(llvm::formatv("fold {0}: the folded value is an empty Expr", i));
         continue;
       }
@@ -235,7 +235,7 @@ private:
       if (!o.isOutput)
         continue;
       std::string where = llvm::formatv("output '{0}'", o.name).str();
-      if (!o.value) {
+      if (!o.value.get()) {
         report(where + ": no value assigned");
         continue;
       }

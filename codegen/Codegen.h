@@ -1,0 +1,109 @@
+//===- codegen/Codegen.h - Row program + shape + TileConfig -> cubin -*- C++ -*-===//
+//
+// Public contract of codegen. A verified KernelDef, specialised for one
+// ShapeSpec and run under one TileConfig, is lowered DSL -> MLIR -> LLVM IR
+// -> PTX (LLVM's NVPTX backend, in process) -> cubin.
+//
+// Guarantee: every legal TileConfig of a shape evaluates exactly the DAG the
+// program wrote (same fold DAG, no contraction, no FTZ unless written, IEEE
+// div/sqrt, cvt.rn to bf16/fp16), so all configs give identical bits.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_CODEGEN_CODEGEN_H
+#define BITFOLD_CODEGEN_CODEGEN_H
+
+#include "dsl/IR.h"
+
+#include <string>
+#include <vector>
+
+namespace bitfold::codegen {
+
+/// How a row program runs. Never changes what it computes.
+struct TileConfig {
+  int rowsPerCta = 1;    ///< rows handled by one CTA.
+  int threadsPerRow = 128;
+  int vectorElems = 8;   ///< elements per thread per memory access.
+  bool twoPass = false;  ///< re-read the row after a fold instead of
+                         ///< keeping it in registers.
+  int ctaThreads() const { return rowsPerCta * threadsPerRow; }
+  /// "r1.t128.v8.p1": stable text, used in cache keys and file names.
+  std::string str() const;
+  static llvm::Expected<TileConfig> parse(llvm::StringRef text);
+  bool operator==(const TileConfig &) const = default;
+};
+
+/// What a kernel is specialised on (the shape class). Row counts are
+/// launch-time arguments; the column count and alignments are baked in.
+struct ShapeSpec {
+  int64_t cols = 0;
+  /// Per operand (KernelDef order): base address and row stride (in bytes)
+  /// are multiples of this many bytes (1, 2, 4, 8 or 16). Wider vectors are
+  /// legal only where all operands allow them.
+  std::vector<int> alignBytes;
+  /// Largest element offset any operand can reach; above 2^31 the kernel
+  /// indexes with 64-bit arithmetic.
+  int64_t maxElementOffset = 0;
+  std::string str() const; ///< stable text for keys.
+};
+
+struct CompileOptions {
+  std::string arch = "sm_90"; ///< sm_80, sm_90, sm_100 ...
+  bool emitCubin = true;      ///< false: stop at PTX.
+  std::string dumpDir;        ///< non-empty: write every stage there.
+};
+
+/// Where each argument sits in the kernel's parameter list. The ABI is:
+/// for each group g, for each operand i: (pointer u64, row stride i64 in
+/// elements); then for each group: rows (i64); then named dims (i64); then
+/// scalars (f32). Grid: x = ceil(total rows / rowsPerCta), rows of group 0
+/// first. Block: ctaThreads().
+struct KernelABI {
+  int numGroups = 1;
+  int numOperands = 0;
+  int numDims = 0;
+  int numScalars = 0;
+  size_t paramCount() const {
+    return size_t(numGroups) * numOperands * 2 + numGroups + numDims +
+           numScalars;
+  }
+};
+
+struct StageTime {
+  std::string stage;
+  double ms;
+};
+
+struct CompiledKernel {
+  std::string entryName;
+  std::string ptx;
+  std::vector<char> cubin; ///< empty when emitCubin was false.
+  std::string cubinTool;   ///< "nvJitLink", "driver" or "ptxas".
+  TileConfig config;
+  KernelABI abi;
+  unsigned sharedBytes = 0; ///< static shared memory the kernel declares.
+  std::vector<StageTime> times;
+};
+
+/// Legal configs of a shape (the autotuner's space), in a stable order.
+std::vector<TileConfig> enumerateConfigs(const dsl::KernelDef &def,
+                                         const ShapeSpec &shape);
+/// A sensible default (no tuning).
+TileConfig defaultConfig(const dsl::KernelDef &def, const ShapeSpec &shape);
+/// Why `config` is not legal for `shape`, or success.
+llvm::Error checkConfig(const dsl::KernelDef &def, const ShapeSpec &shape,
+                        const TileConfig &config);
+
+/// Lower and assemble. Errors name the failing stage; with dumpDir set, the
+/// failing IR is kept there for a repro.
+llvm::Expected<CompiledKernel> compile(const dsl::KernelDef &def,
+                                       const ShapeSpec &shape,
+                                       const TileConfig &config,
+                                       const CompileOptions &options);
+
+/// Versions that belong in a cache key: LLVM, and the PTX -> cubin tool.
+std::string toolchainVersion();
+
+} // namespace bitfold::codegen
+
+#endif // BITFOLD_CODEGEN_CODEGEN_H
