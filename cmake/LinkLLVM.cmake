@@ -14,11 +14,12 @@ function(bitfold_link_llvm target)
     endif()
     return()
   endif()
-  find_program(LLVM_CONFIG llvm-config HINTS ${LLVM_TOOLS_BINARY_DIR} REQUIRED)
-  execute_process(COMMAND ${LLVM_CONFIG} --link-static --libfiles ${ARG_LLVM}
+  find_program(BITFOLD_LLVM_CONFIG llvm-config HINTS ${LLVM_TOOLS_BINARY_DIR} REQUIRED NO_DEFAULT_PATH)
+  message(STATUS "bitfold: static LLVM via ${BITFOLD_LLVM_CONFIG}")
+  execute_process(COMMAND ${BITFOLD_LLVM_CONFIG} --link-static --libfiles ${ARG_LLVM}
                   OUTPUT_VARIABLE llvm_libs OUTPUT_STRIP_TRAILING_WHITESPACE
                   COMMAND_ERROR_IS_FATAL ANY)
-  execute_process(COMMAND ${LLVM_CONFIG} --link-static --system-libs
+  execute_process(COMMAND ${BITFOLD_LLVM_CONFIG} --link-static --system-libs
                   OUTPUT_VARIABLE llvm_sys OUTPUT_STRIP_TRAILING_WHITESPACE
                   COMMAND_ERROR_IS_FATAL ANY)
   separate_arguments(llvm_libs UNIX_COMMAND "${llvm_libs}")
@@ -27,6 +28,7 @@ function(bitfold_link_llvm target)
   foreach(lib ${ARG_MLIR})
     list(APPEND mlir_libs ${LLVM_LIBRARY_DIR}/lib${lib}.a)
   endforeach()
-  target_link_libraries(${target} PUBLIC
+  # libstdc++ too: the GPU machine's may be older or newer than ours.
+  target_link_libraries(${target} PUBLIC -static-libstdc++ -static-libgcc
     -Wl,--start-group ${mlir_libs} ${llvm_libs} -Wl,--end-group ${llvm_sys})
 endfunction()

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the statically linked release (MLIR/LLVM from their archives, see
+# DESIGN.md) and packs what the GPU machine needs into pkg/ (git-ignored):
+#   pkg/bitfold-release.tar.xz   bin/bitfold, lib/libbitfold.so, include/
+# The GPU machine has no LLVM and no zstd command, so the package is
+# self-contained and compressed with xz. Keep it under the 64 MiB carry limit.
+#
+# Run it on the GPU machine with the `device` tool (carry: ["pkg"]):
+#   mkdir -p /tmp/bf && tar xJf pkg/bitfold-release.tar.xz -C /tmp/bf &&
+#   /tmp/bf/bin/bitfold version
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+build=$root/build-release
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DBITFOLD_STATIC_LLVM=ON -DBITFOLD_BUILD_TESTS=OFF >/dev/null
+ninja -C "$build" -j"$(nproc)" bitfold $(ninja -C "$build" -t targets all |
+  grep -o '^bitfold_shared[^:]*' | head -1 || true)
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib" "$stage/include"
+cp "$build/tools/bitfold" "$stage/bin/"
+if [[ -f $build/runtime/libbitfold.so ]]; then
+  cp "$build/runtime/libbitfold.so" "$stage/lib/"
+  cp "$root/runtime/bitfold.h" "$stage/include/" 2>/dev/null || true
+fi
+strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
+# The binaries must need nothing the GPU machine lacks.
+for f in "$stage"/bin/* "$stage"/lib/*; do
+  [[ -f $f ]] || continue
+  if ldd "$f" | grep -q -E 'libLLVM|libMLIR|not found'; then
+    echo "package-release: $f links a library the GPU machine lacks:" >&2
+    ldd "$f" >&2
+    exit 1
+  fi
+done
+mkdir -p "$root/pkg"
+tar cJf "$root/pkg/bitfold-release.tar.xz" -C "$stage" .
+size=$(stat -c %s "$root/pkg/bitfold-release.tar.xz")
+echo "package-release: pkg/bitfold-release.tar.xz $((size / 1024 / 1024)) MiB"
+if ((size > 60 * 1024 * 1024)); then
+  echo "package-release: over the 64 MiB carry budget" >&2
+  exit 1
+fi
