@@ -192,6 +192,7 @@ private:
       default:
         break;
       }
+      checkArity(where, n);
       if (n->type != DType::F32 && n->op != Op::Round && !isPredicateOp(n))
         report(llvm::formatv("{0}: state values are f32", where));
       for (const Expr &a : n->args)
@@ -203,6 +204,48 @@ private:
   }
 
   static bool isPredicateOp(const ExprNode *n) { return n->type == DType::I1; }
+
+  /// Operands an op takes; -1 for fold values (their argument is the fold
+  /// input, kept for reachability).
+  static int arity(Op op) {
+    switch (op) {
+    case Op::Const:
+    case Op::Scalar:
+    case Op::Dim:
+    case Op::Load:
+    case Op::Placeholder:
+    case Op::Invalid:
+      return 0;
+    case Op::FoldValue:
+      return -1;
+    case Op::Neg:
+    case Op::Abs:
+    case Op::Sqrt:
+    case Op::RcpApproxFtz:
+    case Op::RsqrtApproxFtz:
+    case Op::Ex2ApproxFtz:
+    case Op::ExpLibdevice:
+    case Op::Saturate:
+    case Op::Round:
+    case Op::Extend:
+    case Op::Not:
+      return 1;
+    case Op::Fma:
+    case Op::Select:
+      return 3;
+    default:
+      return 2;
+    }
+  }
+
+  /// Nodes made by hand (ExprNode::make) can have any operand count.
+  void checkArity(const std::string &where, const ExprNode *n) {
+    int want = arity(n->op);
+    if (want >= 0 && int(n->args.size()) != want)
+      report(llvm::formatv("{0}: {1} takes {2} operand{3}, found {4}", where,
+                           opName(n->op), want, want == 1 ? "" : "s",
+                           n->args.size()));
+  }
 
   void checkFolds() {
     for (size_t i = 0; i < def.folds.size(); ++i) {
@@ -219,7 +262,7 @@ private:
         report(llvm::formatv("fold {0}: the folded value is a predicate (i1); "
                              "fold numbers",
                              i));
-      checkValue(llvm::formatv("fold {0} input", i), f.input);
+      checkValue(llvm::formatv("fold {0} input", i), f.input, int(i));
       if (f.input.get() && !dependsOnElement(f.input.get()))
         report(llvm::formatv("fold {0}: the folded value does not vary along "
                              "the row (it reads no per-element or per-column "
@@ -235,11 +278,14 @@ private:
       if (!o.isOutput)
         continue;
       std::string where = llvm::formatv("output '{0}'", o.name).str();
+      if (o.map != IndexMap::PerElement)
+        report(llvm::formatv("{0}: an output is written per element, found {1}",
+                             where, indexMapName(o.map)));
       if (!o.value.get()) {
         report(where + ": no value assigned");
         continue;
       }
-      checkValue(where, o.value);
+      checkValue(where, o.value, int(def.folds.size()));
       if (o.value->op != Op::Invalid && o.value.dtype() != o.dtype)
         report(llvm::formatv("{0} is {1} but its value is {2}; write "
                              "round<{1}>(...) to say where it is rounded",
@@ -248,8 +294,10 @@ private:
     }
   }
 
-  /// Main-program expressions: every leaf must belong to this program.
-  void checkValue(const std::string &where, const Expr &e) {
+  /// Main-program expressions: every leaf must belong to this program, and
+  /// only folds before `foldLimit` may be used (a fold's input can use only
+  /// the folds computed before it).
+  void checkValue(const std::string &where, const Expr &e, int foldLimit) {
     llvm::DenseSet<const ExprNode *> seen;
     std::vector<const ExprNode *> stack{e.get()};
     while (!stack.empty()) {
@@ -264,6 +312,7 @@ private:
                              opName(n->op)));
         continue;
       }
+      checkArity(where, n);
       switch (n->op) {
       case Op::Invalid:
         report(where + ": " + n->message);
@@ -288,10 +337,23 @@ private:
         if (n->index < -2 || n->index >= int(def.dims.size()))
           report(where + ": uses a dim not declared in this program");
         continue;
-      case Op::FoldValue:
-        if (n->index < 0 || n->index >= int(def.folds.size()))
+      case Op::FoldValue: {
+        if (n->index < 0 || n->index >= int(def.folds.size())) {
           report(where + ": uses a fold of another program");
+          continue;
+        }
+        if (n->index >= foldLimit)
+          report(llvm::formatv("{0}: uses fold {1}, which is not computed "
+                               "before fold {2}",
+                               where, n->index, foldLimit));
+        const auto &combiner = def.folds[n->index].combiner;
+        size_t results = combiner ? combiner->resultNames().size() : 0;
+        if (n->field < 0 || size_t(n->field) >= results)
+          report(llvm::formatv("{0}: uses result {1} of fold {2}, which has "
+                               "{3} result(s)",
+                               where, n->field, n->index, results));
         break;
+      }
       default:
         break;
       }
