@@ -51,6 +51,9 @@ struct CompileOptions {
   std::string arch = "sm_90"; ///< sm_80, sm_90, sm_100 ...
   bool emitCubin = true;      ///< false: stop at PTX.
   std::string dumpDir;        ///< non-empty: write every stage there.
+  /// PTX -> cubin tool: "" = automatic (see codegen/Assemble.h),
+  /// "nvJitLink", "ptxas" or "driver".
+  std::string cubinTool;
 };
 
 /// Where each argument sits in the kernel's parameter list. The ABI is:
@@ -83,6 +86,16 @@ struct CompiledKernel {
   KernelABI abi;
   unsigned sharedBytes = 0; ///< static shared memory the kernel declares.
   std::vector<StageTime> times;
+  std::string assemblerLog; ///< ptxas -v output (registers, spills).
+  /// Facts for the PTX audit (codegen/PtxAudit.h).
+  struct IRFacts {
+    int64_t fmaWritten = 0;     ///< fmas the lowering emitted for Op::Fma
+                                ///< (and exp_libdevice), all sites.
+    int64_t fmaBeforeOpt = 0;   ///< llvm.fma calls after translation.
+    int64_t fmaAfterOpt = 0;    ///< llvm.fma calls after O3.
+    int64_t fmaFoldable = 0;    ///< of those, with >= 2 constant operands.
+    bool contractionAllowed = false; ///< any fast-math flag or fmuladd.
+  } ir;
 };
 
 /// Legal configs of a shape (the autotuner's space), in a stable order.

@@ -1,0 +1,255 @@
+//===- codegen/Assemble.cpp - PTX -> cubin: nvJitLink, driver hook, ptxas -===//
+//
+// nvJitLink is loaded with dlopen (no link-time dependency on the CUDA
+// toolkit); ptxas runs as a subprocess. The runtime may install a driver
+// linker (cuLink*) through setDriverLinker.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Assemble.h"
+#include "codegen/Backend.h"
+
+#include "bitfold/Config.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <mutex>
+
+using namespace bitfold::codegen;
+
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+/// The nvJitLink entry points we use (CUDA 13 versioned symbols).
+struct NvJitLink {
+  using Handle = void *;
+  int (*create)(Handle *, uint32_t, const char **) = nullptr;
+  int (*destroy)(Handle *) = nullptr;
+  int (*addData)(Handle, int, const void *, size_t, const char *) = nullptr;
+  int (*complete)(Handle) = nullptr;
+  int (*cubinSize)(Handle, size_t *) = nullptr;
+  int (*cubin)(Handle, void *) = nullptr;
+  int (*errorLogSize)(Handle, size_t *) = nullptr;
+  int (*errorLog)(Handle, char *) = nullptr;
+  int (*infoLogSize)(Handle, size_t *) = nullptr;
+  int (*infoLog)(Handle, char *) = nullptr;
+  int (*version)(unsigned *, unsigned *) = nullptr;
+  bool ok = false;
+  std::string why;
+};
+
+const NvJitLink &nvJitLink() {
+  static NvJitLink lib;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::string dir = BITFOLD_CUDA_LIBRARY_DIR;
+    void *h = nullptr;
+    for (std::string path : {dir + "/libnvJitLink.so.13",
+                             std::string("libnvJitLink.so.13")}) {
+      h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (h)
+        break;
+    }
+    if (!h) {
+      lib.why = "libnvJitLink.so.13 not found";
+      return;
+    }
+    auto sym = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+          dlsym(h, name));
+      return fn != nullptr;
+    };
+    lib.ok = sym(lib.create, "__nvJitLinkCreate_13_0") &&
+             sym(lib.destroy, "__nvJitLinkDestroy_13_0") &&
+             sym(lib.addData, "__nvJitLinkAddData_13_0") &&
+             sym(lib.complete, "__nvJitLinkComplete_13_0") &&
+             sym(lib.cubinSize, "__nvJitLinkGetLinkedCubinSize_13_0") &&
+             sym(lib.cubin, "__nvJitLinkGetLinkedCubin_13_0") &&
+             sym(lib.errorLogSize, "__nvJitLinkGetErrorLogSize_13_0") &&
+             sym(lib.errorLog, "__nvJitLinkGetErrorLog_13_0") &&
+             sym(lib.infoLogSize, "__nvJitLinkGetInfoLogSize_13_0") &&
+             sym(lib.infoLog, "__nvJitLinkGetInfoLog_13_0") &&
+             sym(lib.version, "nvJitLinkVersion");
+    if (!lib.ok)
+      lib.why = "libnvJitLink.so.13 lacks the CUDA 13 entry points";
+  });
+  return lib;
+}
+
+llvm::Expected<AssembledCubin> viaNvJitLink(llvm::StringRef ptx,
+                                            llvm::StringRef arch) {
+  const NvJitLink &lib = nvJitLink();
+  if (!lib.ok)
+    return fail("nvJitLink: " + lib.why);
+  std::string archOpt = ("-arch=" + arch).str();
+  const char *opts[] = {archOpt.c_str(), "-Xptxas=-v"};
+  void *h = nullptr;
+  if (int rc = lib.create(&h, 2, opts))
+    return fail(llvm::formatv("nvJitLinkCreate failed ({0})", rc));
+  auto logOf = [&](auto sizeFn, auto logFn) {
+    size_t n = 0;
+    std::string s;
+    if (sizeFn(h, &n) == 0 && n > 1) {
+      s.resize(n);
+      logFn(h, s.data());
+      s.resize(n - 1);
+    }
+    return s;
+  };
+  AssembledCubin out;
+  out.tool = "nvJitLink";
+  int rc = lib.addData(h, /*NVJITLINK_INPUT_PTX=*/2, ptx.data(), ptx.size(),
+                       "kernel.ptx");
+  if (rc == 0)
+    rc = lib.complete(h);
+  out.log = logOf(lib.infoLogSize, lib.infoLog);
+  if (rc != 0) {
+    std::string err = logOf(lib.errorLogSize, lib.errorLog);
+    lib.destroy(&h);
+    return fail(llvm::formatv("nvJitLink failed ({0}): {1}", rc, err));
+  }
+  size_t n = 0;
+  lib.cubinSize(h, &n);
+  out.cubin.resize(n);
+  lib.cubin(h, out.cubin.data());
+  lib.destroy(&h);
+  return out;
+}
+
+CubinLinker &driverLinker() {
+  static CubinLinker linker;
+  return linker;
+}
+
+} // namespace
+
+void bitfold::codegen::setDriverLinker(CubinLinker linker) {
+  driverLinker() = std::move(linker);
+}
+
+std::string bitfold::codegen::findPtxas() {
+  if (const char *env = std::getenv("BITFOLD_PTXAS"))
+    if (*env && llvm::sys::fs::can_execute(env))
+      return env;
+  std::string baked = std::string(BITFOLD_CUDA_BIN_DIR) + "/ptxas";
+  if (llvm::sys::fs::can_execute(baked))
+    return baked;
+  if (llvm::ErrorOr<std::string> p = llvm::sys::findProgramByName("ptxas"))
+    return *p;
+  return "";
+}
+
+llvm::Expected<AssembledCubin>
+bitfold::codegen::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef arch) {
+  std::string ptxas = findPtxas();
+  if (ptxas.empty())
+    return fail("ptxas not found (set BITFOLD_PTXAS, or put it on PATH)");
+  llvm::SmallString<128> in, cubin, log;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("bitfold", "ptx", in))
+    return fail("temporary file: " + ec.message());
+  llvm::sys::fs::createTemporaryFile("bitfold", "cubin", cubin);
+  llvm::sys::fs::createTemporaryFile("bitfold", "log", log);
+  llvm::scope_exit cleanup([&] {
+    llvm::sys::fs::remove(in);
+    llvm::sys::fs::remove(cubin);
+    llvm::sys::fs::remove(log);
+  });
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(in, ec);
+    if (ec)
+      return fail("cannot write " + in + ": " + ec.message());
+    os << ptx;
+  }
+  std::string archOpt = ("-arch=" + arch).str();
+  llvm::SmallVector<llvm::StringRef, 8> args{ptxas, archOpt, "-v", "-o",
+                                             cubin, in};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt,
+                                                llvm::StringRef(log),
+                                                llvm::StringRef(log)};
+  std::string err;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0, 0,
+                                     &err);
+  AssembledCubin out;
+  out.tool = "ptxas";
+  if (auto buf = llvm::MemoryBuffer::getFile(log))
+    out.log = (*buf)->getBuffer().str();
+  if (rc != 0)
+    return fail(llvm::formatv("ptxas failed ({0}{1}): {2}", rc,
+                              err.empty() ? "" : ", " + err, out.log));
+  auto buf = llvm::MemoryBuffer::getFile(cubin, /*IsText=*/false);
+  if (!buf)
+    return fail("ptxas wrote no cubin");
+  out.cubin.assign((*buf)->getBufferStart(), (*buf)->getBufferEnd());
+  return out;
+}
+
+llvm::Expected<AssembledCubin> bitfold::codegen::assemble(llvm::StringRef ptx,
+                                                          llvm::StringRef arch,
+                                                          llvm::StringRef tool) {
+  if (tool.empty())
+    if (const char *env = std::getenv("BITFOLD_CUBIN_TOOL"))
+      tool = env;
+  if (tool == "ptxas")
+    return assembleWithPtxas(ptx, arch);
+  if (tool == "nvJitLink")
+    return viaNvJitLink(ptx, arch);
+  if (tool == "driver" || (tool.empty() && !nvJitLink().ok && driverLinker())) {
+    if (!driverLinker())
+      return fail("no driver linker installed (runtime's setDriverLinker)");
+    AssembledCubin out;
+    out.tool = "driver";
+    llvm::Expected<std::vector<char>> c = driverLinker()(ptx, arch, out.log);
+    if (!c)
+      return c.takeError();
+    out.cubin = std::move(*c);
+    return out;
+  }
+  if (!tool.empty())
+    return fail("unknown cubin tool '" + tool +
+                "' (nvJitLink, ptxas or driver)");
+  if (nvJitLink().ok)
+    return viaNvJitLink(ptx, arch);
+  return assembleWithPtxas(ptx, arch);
+}
+
+std::string bitfold::codegen::assemblerVersion() {
+  static std::string v = [] {
+    const NvJitLink &lib = nvJitLink();
+    std::string s;
+    if (lib.ok) {
+      unsigned maj = 0, min = 0;
+      lib.version(&maj, &min);
+      s += llvm::formatv("nvJitLink {0}.{1}", maj, min).str();
+    }
+    std::string ptxas = findPtxas();
+    if (!ptxas.empty()) {
+      llvm::SmallString<128> out;
+      llvm::sys::fs::createTemporaryFile("bitfold", "ver", out);
+      std::optional<llvm::StringRef> redirects[] = {
+          std::nullopt, llvm::StringRef(out), llvm::StringRef(out)};
+      llvm::StringRef args[] = {ptxas, "--version"};
+      llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects);
+      if (auto buf = llvm::MemoryBuffer::getFile(out)) {
+        llvm::StringRef text = (*buf)->getBuffer().trim();
+        llvm::StringRef lastLine = text.rsplit('\n').second;
+        s += (s.empty() ? "" : "; ") + ("ptxas " + lastLine).str();
+      }
+      llvm::sys::fs::remove(out);
+    }
+    return s.empty() ? std::string("no assembler") : s;
+  }();
+  return v;
+}

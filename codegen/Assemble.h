@@ -1,0 +1,40 @@
+//===- codegen/Assemble.h - PTX -> cubin tools --------------------*- C++ -*-===//
+//
+// Public so the runtime can install the driver's linker and tests can ask
+// for ptxas by name. Tool choice for compile(): CompileOptions::cubinTool,
+// else $BITFOLD_CUBIN_TOOL, else nvJitLink (dlopen libnvJitLink.so.13), else
+// an installed driver linker, else ptxas ($BITFOLD_PTXAS, the CUDA bin dir
+// found at configure time, PATH).
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_CODEGEN_ASSEMBLE_H
+#define BITFOLD_CODEGEN_ASSEMBLE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace bitfold::codegen {
+
+struct AssembledCubin;
+
+/// PTX + arch -> cubin through the CUDA driver (cuLinkCreate ...). `log`
+/// receives the info log.
+using CubinLinker = std::function<llvm::Expected<std::vector<char>>(
+    llvm::StringRef ptx, llvm::StringRef arch, std::string &log)>;
+/// Installs (or, with an empty function, removes) the driver linker.
+void setDriverLinker(CubinLinker linker);
+
+/// Path of ptxas, or "" when none is found.
+std::string findPtxas();
+
+/// ptxas -v as a subprocess.
+llvm::Expected<AssembledCubin> assembleWithPtxas(llvm::StringRef ptx,
+                                                 llvm::StringRef arch);
+
+} // namespace bitfold::codegen
+
+#endif // BITFOLD_CODEGEN_ASSEMBLE_H

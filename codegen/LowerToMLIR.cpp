@@ -1,0 +1,828 @@
+//===- codegen/LowerToMLIR.cpp - Row program -> MLIR ----------------------===//
+//
+// One kernel per (program, shape, config). Everything is unrolled at build
+// time (the column count is baked in): the body is straight-line code in one
+// block except the guarded stores (scf.if). Per-row values are built once
+// (memo by node); per-element values once per element slot of the current
+// phase's mapping (memo by node and slot), so a one-pass kernel reuses the
+// values its fold loaded.
+//
+// Exactness: every DSL op becomes exactly one IEEE op or a fixed sequence
+// that computes exactly the interpreter's function (dsl/Interp.cpp), with no
+// fast-math flags anywhere. The fold evaluates the interpreter's DAG: each
+// lane pushes its elements in order, each tree stage updates exactly the
+// lanes whose offset bit is clear, and lane 0's state is broadcast.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Lowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <bit>
+#include <map>
+
+using namespace mlir;
+using namespace bitfold;
+using namespace bitfold::codegen;
+using dsl::DType;
+using dsl::ExprNode;
+using DOp = dsl::Op;
+
+void codegen::loadCodegenDialects(MLIRContext &ctx) {
+  ctx.loadDialect<arith::ArithDialect, scf::SCFDialect, cf::ControlFlowDialect,
+                  LLVM::LLVMDialect, NVVM::NVVMDialect>();
+}
+
+namespace {
+
+/// One memory access of a phase: `width` contiguous elements at column `col`
+/// (already clamped to 0 where out of range) of the current row.
+struct Access {
+  int id = 0;
+  int width = 1;
+  Value col;     ///< index type, clamped.
+  Value inRange; ///< i1, or null when statically in range.
+};
+
+class KernelBuilder {
+public:
+  KernelBuilder(MLIRContext &ctx, const dsl::KernelDef &def, const Plan &plan,
+                LoweringStats &stats)
+      : ctx(ctx), b(&ctx), loc(UnknownLoc::get(&ctx)), def(def), plan(plan),
+        stats(stats) {
+    f32 = b.getF32Type();
+    i1 = b.getI1Type();
+    i32 = b.getI32Type();
+    i64 = b.getI64Type();
+    idx = plan.index64 ? i64 : i32;
+    ptrGen = LLVM::LLVMPointerType::get(&ctx, 0);
+    ptrGlobal = LLVM::LLVMPointerType::get(&ctx, 1);
+    ptrShared = LLVM::LLVMPointerType::get(&ctx, 3);
+  }
+
+  OwningOpRef<ModuleOp> build(StringRef entryName);
+
+private:
+  // ---- Small builders ----
+  Value cF32(float v) {
+    return arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(v));
+  }
+  Value cF32Bits(uint32_t bits) { return cF32(std::bit_cast<float>(bits)); }
+  Value cIdx(int64_t v) {
+    return arith::ConstantOp::create(b, loc, idx, b.getIntegerAttr(idx, v));
+  }
+  Value cI32(int64_t v) {
+    return arith::ConstantOp::create(b, loc, i32, b.getIntegerAttr(i32, v));
+  }
+  Value cI64(int64_t v) {
+    return arith::ConstantOp::create(b, loc, i64, b.getIntegerAttr(i64, v));
+  }
+  Value cBool(bool v) {
+    return arith::ConstantOp::create(b, loc, i1, b.getBoolAttr(v));
+  }
+  Value toIdx(Value v) { // from i32 or i64 (non-negative)
+    if (v.getType() == idx)
+      return v;
+    if (idx == i64)
+      return arith::ExtUIOp::create(b, loc, i64, v);
+    return arith::TruncIOp::create(b, loc, i32, v);
+  }
+  Value intrinsic(StringRef name, ValueRange args, Type result = {}) {
+    auto op = LLVM::CallIntrinsicOp::create(b, loc, result ? result : f32,
+                                            b.getStringAttr(name), args);
+    return op.getResult(0);
+  }
+  Value sel(Value c, Value t, Value f) {
+    return arith::SelectOp::create(b, loc, c, t, f);
+  }
+  Value cmp(arith::CmpFPredicate p, Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, p, x, y);
+  }
+  Value andI(Value x, Value y) {
+    if (!x)
+      return y;
+    if (!y)
+      return x;
+    return arith::AndIOp::create(b, loc, x, y);
+  }
+  Type storageType(DType t) {
+    switch (t) {
+    case DType::BF16: return b.getBF16Type();
+    case DType::F16: return b.getF16Type();
+    case DType::I1: return i1;
+    default: return f32;
+    }
+  }
+
+  // ---- Ops ----
+  Value emitOp(const ExprNode *n, llvm::ArrayRef<Value> a);
+  Value minMax(DOp op, Value x, Value y);
+  Value expLibdevice(Value x);
+  Value saturate(Value x);
+
+  // ---- Values ----
+  bool isElem(const ExprNode *n);
+  Value rowValue(const ExprNode *n);
+  Value elemValue(const ExprNode *n, const Access &acc, int e);
+  std::vector<Value> evalBody(const dsl::State &body,
+                              llvm::ArrayRef<Value> args);
+  std::vector<Value> &loadAccess(int operand, const Access &acc);
+
+  // ---- Structure ----
+  void setupRow(LLVM::LLVMFuncOp fn);
+  std::vector<Access> foldAccesses(const FoldPlan &fp);
+  std::vector<Access> outputAccesses();
+  Access makeAccess(int id, int width, Value col, int64_t minCol,
+                    int64_t maxCol, bool threadsIdle, Value threadActive);
+  void emitFold(size_t f, const std::vector<Access> &accs);
+  void emitOutputs(const std::vector<Access> &accs);
+  void newPhase();
+  Value sharedBuffer(StringRef name, int64_t floats);
+  Value sharedAddr(Value buf, Value index);
+  void barrier() { NVVM::Barrier0Op::create(b, loc); }
+
+  MLIRContext &ctx;
+  OpBuilder b;
+  Location loc;
+  const dsl::KernelDef &def;
+  const Plan &plan;
+  LoweringStats &stats;
+  ModuleOp module;
+  Type f32, i1, i32, i64, idx, ptrGen, ptrGlobal, ptrShared;
+
+  // Row set-up.
+  Value tid, laneInRow /*i32*/, rowInCta /*i32*/, pIdx /*idx*/, rowValid;
+  Value groupRowsF;              ///< rows of the row's group (i64).
+  std::vector<Value> base;       ///< per operand: ptr<1> to its row start.
+  std::vector<Value> dimValues;  ///< i64.
+  std::vector<Value> scalarValues;
+  std::vector<std::vector<Value>> foldResults;
+
+  llvm::DenseMap<const ExprNode *, bool> elemMemo;
+  llvm::DenseMap<const ExprNode *, Value> rowMemo;
+  std::map<std::pair<const ExprNode *, int64_t>, Value> elemValues;
+  std::map<std::pair<int, int>, std::vector<Value>> loads;
+};
+
+// ---------------------------------------------------------------------------
+// Ops: one DSL op -> the IEEE op (or the interpreter's exact sequence).
+
+Value KernelBuilder::saturate(Value x) {
+  // x > 0 ? (x < 1 ? x : 1) : 0   (NaN -> 0, -0 -> +0), as the interpreter.
+  Value inner = sel(cmp(arith::CmpFPredicate::OLT, x, cF32(1.0f)), x, cF32(1.0f));
+  return sel(cmp(arith::CmpFPredicate::OGT, x, cF32(0.0f)), inner, cF32(0.0f));
+}
+
+Value KernelBuilder::expLibdevice(Value a) {
+  // libdevice __nv_expf (ftz off), the sequence of dsl::expLibdevice.
+  const float log2eHi = std::bit_cast<float>(uint32_t(1069066811));
+  const float log2eLo = std::bit_cast<float>(uint32_t(849703008));
+  const float magic = std::bit_cast<float>(uint32_t(1262485504));
+  volatile float step = log2eHi / 252.0f;
+  volatile float bias = (-126.0f + magic) + 127.0f;
+  volatile float magic127 = magic + 127.0f;
+  Value t = LLVM::FMAOp::create(b, loc, a, cF32(step), cF32(0.5f));
+  Value s = saturate(t);
+  Value j = intrinsic("llvm.nvvm.fma.rm.f", {s, cF32(252.0f), cF32(bias)});
+  Value k = arith::NegFOp::create(
+      b, loc, arith::SubFOp::create(b, loc, j, cF32(magic127)));
+  Value r = LLVM::FMAOp::create(b, loc, a, cF32(log2eHi), k);
+  r = LLVM::FMAOp::create(b, loc, a, cF32(log2eLo), r);
+  stats.fmaWritten += 3;
+  Value jBits = arith::BitcastOp::create(b, loc, i32, j);
+  Value sBits = arith::ShLIOp::create(b, loc, jBits, cI32(23));
+  Value scale = arith::BitcastOp::create(b, loc, f32, sBits);
+  Value e = intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {r});
+  return arith::MulFOp::create(b, loc, e, scale);
+}
+
+Value KernelBuilder::minMax(DOp op, Value x, Value y) {
+  // The interpreter's minMax: NaN handling first, then -0 below +0, then <.
+  bool isMax = op == DOp::MaxNum || op == DOp::MaxNaN;
+  Value xNaN = cmp(arith::CmpFPredicate::UNO, x, x);
+  Value yNaN = cmp(arith::CmpFPredicate::UNO, y, y);
+  Value xNeg = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::slt,
+      arith::BitcastOp::create(b, loc, i32, x), cI32(0));
+  Value bothZero =
+      andI(cmp(arith::CmpFPredicate::OEQ, x, cF32(0.0f)),
+           cmp(arith::CmpFPredicate::OEQ, y, cF32(0.0f)));
+  Value zeroPick = isMax ? sel(xNeg, y, x) : sel(xNeg, x, y);
+  Value ordPick = isMax ? sel(cmp(arith::CmpFPredicate::OGT, x, y), x, y)
+                        : sel(cmp(arith::CmpFPredicate::OLT, x, y), x, y);
+  Value v = sel(bothZero, zeroPick, ordPick);
+  if (op == DOp::MinNaN || op == DOp::MaxNaN) {
+    Value anyNaN = arith::OrIOp::create(b, loc, xNaN, yNaN);
+    return sel(anyNaN, cF32Bits(0x7fc00000u), v);
+  }
+  return sel(xNaN, y, sel(yNaN, x, v));
+}
+
+Value KernelBuilder::emitOp(const ExprNode *n, llvm::ArrayRef<Value> a) {
+  using P = arith::CmpFPredicate;
+  switch (n->op) {
+  case DOp::Const: return cF32Bits(n->bits);
+  case DOp::Neg: return arith::NegFOp::create(b, loc, a[0]);
+  case DOp::Abs: return LLVM::FAbsOp::create(b, loc, a[0]);
+  case DOp::Sqrt: return intrinsic("llvm.nvvm.sqrt.rn.f", {a[0]});
+  case DOp::RcpApproxFtz: return intrinsic("llvm.nvvm.rcp.approx.ftz.f", {a[0]});
+  case DOp::RsqrtApproxFtz:
+    return intrinsic("llvm.nvvm.rsqrt.approx.ftz.f", {a[0]});
+  case DOp::Ex2ApproxFtz:
+    return intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {a[0]});
+  case DOp::ExpLibdevice: return expLibdevice(a[0]);
+  case DOp::Saturate: return saturate(a[0]);
+  case DOp::Round:
+    // cvt.rn through the NVVM intrinsics, not fptrunc: LLVM would fold
+    // fptrunc(fmul(fpext, fpext)) into bf16 arithmetic (exact, but then the
+    // PTX no longer shows the program's f32 ops and cvt.rn).
+    if (n->roundTo == DType::BF16)
+      return intrinsic("llvm.nvvm.f2bf16.rn", {a[0]}, b.getBF16Type());
+    return arith::BitcastOp::create(
+        b, loc, b.getF16Type(),
+        intrinsic("llvm.nvvm.f2h.rn", {a[0]}, b.getI16Type()));
+  case DOp::Extend:
+    if (a[0].getType() == f32)
+      return a[0];
+    return arith::ExtFOp::create(b, loc, f32, a[0]);
+  case DOp::Add: return arith::AddFOp::create(b, loc, a[0], a[1]);
+  case DOp::Sub: return arith::SubFOp::create(b, loc, a[0], a[1]);
+  case DOp::Mul: return arith::MulFOp::create(b, loc, a[0], a[1]);
+  case DOp::SubFtz: {
+    auto op = LLVM::InlineAsmOp::create(
+        b, loc, f32, ValueRange{a[0], a[1]}, "sub.rn.ftz.f32 $0, $1, $2;",
+        "=f,f,f", /*has_side_effects=*/false, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+        ArrayAttr());
+    return op.getResult(0);
+  }
+  case DOp::Div: return intrinsic("llvm.nvvm.div.rn.f", {a[0], a[1]});
+  case DOp::MinNum:
+  case DOp::MaxNum:
+  case DOp::MinNaN:
+  case DOp::MaxNaN: return minMax(n->op, a[0], a[1]);
+  case DOp::CmpLT: return cmp(P::OLT, a[0], a[1]);
+  case DOp::CmpLE: return cmp(P::OLE, a[0], a[1]);
+  case DOp::CmpGT: return cmp(P::OGT, a[0], a[1]);
+  case DOp::CmpGE: return cmp(P::OGE, a[0], a[1]);
+  case DOp::CmpEQ: return cmp(P::OEQ, a[0], a[1]);
+  case DOp::CmpNE: return cmp(P::UNE, a[0], a[1]);
+  case DOp::And: return arith::AndIOp::create(b, loc, a[0], a[1]);
+  case DOp::Or: return arith::OrIOp::create(b, loc, a[0], a[1]);
+  case DOp::Not: return arith::XOrIOp::create(b, loc, a[0], cBool(true));
+  case DOp::Fma:
+    ++stats.fmaWritten;
+    return LLVM::FMAOp::create(b, loc, a[0], a[1], a[2]);
+  case DOp::Select: return sel(a[0], a[1], a[2]);
+  default:
+    llvm_unreachable("leaf op reached emitOp");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Values.
+
+bool KernelBuilder::isElem(const ExprNode *n) {
+  auto it = elemMemo.find(n);
+  if (it != elemMemo.end())
+    return it->second;
+  bool e = n->op == DOp::Load;
+  if (n->op != DOp::FoldValue)
+    for (const dsl::Expr &a : n->args)
+      e = e || isElem(a.get());
+  elemMemo[n] = e;
+  return e;
+}
+
+Value KernelBuilder::rowValue(const ExprNode *n) {
+  auto it = rowMemo.find(n);
+  if (it != rowMemo.end())
+    return it->second;
+  Value v;
+  switch (n->op) {
+  case DOp::Scalar: v = scalarValues[n->index]; break;
+  case DOp::Dim:
+    if (n->index == -1)
+      v = cF32(float(plan.cols));
+    else if (n->index == -2)
+      v = arith::SIToFPOp::create(b, loc, f32, groupRowsF);
+    else
+      v = arith::SIToFPOp::create(b, loc, f32, dimValues[n->index]);
+    break;
+  case DOp::FoldValue: v = foldResults[n->index][n->field]; break;
+  default: {
+    llvm::SmallVector<Value, 3> args;
+    for (const dsl::Expr &a : n->args)
+      args.push_back(rowValue(a.get()));
+    v = emitOp(n, args);
+  }
+  }
+  rowMemo[n] = v;
+  return v;
+}
+
+std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
+  auto key = std::make_pair(operand, acc.id);
+  auto it = loads.find(key);
+  if (it != loads.end())
+    return it->second;
+  DType dt = def.operands[operand].dtype;
+  Type elemTy = storageType(dt);
+  int bytes = int(dsl::dtypeBytes(dt));
+  int piece = std::min(acc.width, 16 / bytes);
+  std::vector<Value> out;
+  for (int start = 0; start < acc.width; start += piece) {
+    Value col = start ? arith::AddIOp::create(b, loc, acc.col, cIdx(start))
+                      : acc.col;
+    Value addr = LLVM::GEPOp::create(b, loc, ptrGlobal, elemTy, base[operand],
+                                     ValueRange{col});
+    if (piece == 1) {
+      out.push_back(LLVM::LoadOp::create(b, loc, elemTy, addr, bytes));
+      continue;
+    }
+    auto vecTy = VectorType::get({piece}, elemTy);
+    Value vec = LLVM::LoadOp::create(b, loc, vecTy, addr, piece * bytes);
+    for (int e = 0; e < piece; ++e)
+      out.push_back(LLVM::ExtractElementOp::create(b, loc, vec, cI32(e)));
+  }
+  return loads[key] = std::move(out);
+}
+
+Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
+  if (!isElem(n))
+    return rowValue(n);
+  auto key = std::make_pair(n, int64_t(acc.id) * 64 + e);
+  auto it = elemValues.find(key);
+  if (it != elemValues.end())
+    return it->second;
+  Value v;
+  if (n->op == DOp::Load) {
+    v = loadAccess(n->index, acc)[e];
+  } else {
+    llvm::SmallVector<Value, 3> args;
+    for (const dsl::Expr &a : n->args)
+      args.push_back(elemValue(a.get(), acc, e));
+    v = emitOp(n, args);
+  }
+  elemValues[key] = v;
+  return v;
+}
+
+std::vector<Value> KernelBuilder::evalBody(const dsl::State &body,
+                                           llvm::ArrayRef<Value> args) {
+  llvm::DenseMap<const ExprNode *, Value> memo;
+  std::function<Value(const ExprNode *)> eval = [&](const ExprNode *n) {
+    auto it = memo.find(n);
+    if (it != memo.end())
+      return it->second;
+    Value v;
+    if (n->op == DOp::Placeholder) {
+      v = args[n->index];
+    } else {
+      llvm::SmallVector<Value, 3> a;
+      for (const dsl::Expr &e : n->args)
+        a.push_back(eval(e.get()));
+      v = emitOp(n, a);
+    }
+    memo[n] = v;
+    return v;
+  };
+  std::vector<Value> out;
+  for (const dsl::Expr &e : body.fields)
+    out.push_back(eval(e.get()));
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Structure.
+
+Value KernelBuilder::sharedBuffer(StringRef name, int64_t floats) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  auto arrTy = LLVM::LLVMArrayType::get(f32, floats);
+  LLVM::GlobalOp::create(b, loc, arrTy, /*isConstant=*/false,
+                         LLVM::Linkage::Internal, name, Attribute(),
+                         /*alignment=*/16, /*addrSpace=*/3);
+  return Value();
+}
+
+Value KernelBuilder::sharedAddr(Value buf, Value index) {
+  return LLVM::GEPOp::create(b, loc, ptrShared, f32, buf, ValueRange{index});
+}
+
+void KernelBuilder::newPhase() {
+  elemValues.clear();
+  loads.clear();
+  // Keep the re-read: an empty asm that clobbers memory stops LLVM from
+  // forwarding the first pass's loads into the second.
+  LLVM::InlineAsmOp::create(b, loc, TypeRange{}, ValueRange{}, "",
+                            "~{memory}", /*has_side_effects=*/true,
+                            /*is_align_stack=*/false,
+                            LLVM::tailcallkind::TailCallKind::None,
+                            LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
+void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
+  Block *entry = &fn.getBody().front();
+  const int G = def.groups, N = int(def.operands.size());
+  const TileConfig &c = plan.config;
+  auto arg = [&](int i) { return entry->getArgument(i); };
+  int rowsArg = G * N * 2, dimsArg = rowsArg + G,
+      scalarsArg = dimsArg + int(def.dims.size());
+
+  tid = NVVM::ThreadIdXOp::create(b, loc, i32);
+  Value cta = NVVM::BlockIdXOp::create(b, loc, i32);
+  int logP = std::countr_zero(unsigned(c.threadsPerRow));
+  laneInRow = arith::AndIOp::create(b, loc, tid, cI32(c.threadsPerRow - 1));
+  rowInCta = arith::ShRUIOp::create(b, loc, tid, cI32(logP));
+  pIdx = toIdx(laneInRow);
+  Value row = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, cta),
+                            cI64(c.rowsPerCta)),
+      arith::ExtUIOp::create(b, loc, i64, rowInCta));
+
+  // Groups: rows of group 0 first.
+  std::vector<Value> groupStart{cI64(0)};
+  Value total = arg(rowsArg);
+  for (int g = 1; g < G; ++g) {
+    groupStart.push_back(total);
+    total = arith::AddIOp::create(b, loc, total, arg(rowsArg + g));
+  }
+  rowValid = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, row, total);
+  // Rows past the end compute on the last row (never stored), so every
+  // thread reaches every barrier and shuffle.
+  Value last = arith::SubIOp::create(b, loc, total, cI64(1));
+  Value rowC = sel(rowValid, row, last);
+  std::vector<Value> inGroup(G);
+  for (int g = 1; g < G; ++g)
+    inGroup[g] = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rowC,
+                                       groupStart[g]);
+  auto pick = [&](auto valueOf) {
+    Value v = valueOf(0);
+    for (int g = 1; g < G; ++g)
+      v = sel(inGroup[g], valueOf(g), v);
+    return v;
+  };
+  Value start = pick([&](int g) { return groupStart[g]; });
+  Value local = arith::SubIOp::create(b, loc, rowC, start);
+  groupRowsF = pick([&](int g) { return arg(rowsArg + g); });
+  for (size_t d = 0; d < def.dims.size(); ++d)
+    dimValues.push_back(arg(dimsArg + int(d)));
+  for (size_t s = 0; s < def.scalars.size(); ++s)
+    scalarValues.push_back(arg(scalarsArg + int(s)));
+
+  for (int i = 0; i < N; ++i) {
+    const dsl::OperandDecl &o = def.operands[i];
+    Value ptr = pick([&](int g) { return arg((g * N + i) * 2); });
+    Value stride = pick([&](int g) { return arg((g * N + i) * 2 + 1); });
+    Value g1 = LLVM::AddrSpaceCastOp::create(b, loc, ptrGlobal, ptr);
+    Value rowOff;
+    switch (o.map) {
+    case dsl::IndexMap::PerElement:
+      rowOff = arith::MulIOp::create(b, loc, toIdx(local), toIdx(stride));
+      break;
+    case dsl::IndexMap::PerBatch: {
+      Value batch =
+          arith::DivUIOp::create(b, loc, local, dimValues[o.batchDim]);
+      rowOff = arith::MulIOp::create(b, loc, toIdx(batch), toIdx(stride));
+      break;
+    }
+    case dsl::IndexMap::PerColumn: rowOff = cIdx(0); break;
+    }
+    base.push_back(LLVM::GEPOp::create(b, loc, ptrGlobal,
+                                       storageType(o.dtype), g1,
+                                       ValueRange{rowOff}));
+  }
+}
+
+Access KernelBuilder::makeAccess(int id, int width, Value col, int64_t minCol,
+                                 int64_t maxCol, bool threadsIdle,
+                                 Value threadActive) {
+  Access a;
+  a.id = id;
+  a.width = width;
+  const int64_t D = plan.cols;
+  if (maxCol < D && !threadsIdle) {
+    a.col = col;
+    return a;
+  }
+  Value in = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, col,
+                                   cIdx(D));
+  if (threadsIdle)
+    in = andI(in, threadActive);
+  (void)minCol;
+  a.inRange = in;
+  a.col = sel(in, col, cIdx(0));
+  return a;
+}
+
+std::vector<Access> KernelBuilder::foldAccesses(const FoldPlan &fp) {
+  // Chunk (hi, m): columns (A * (p + Pf * hi) + T * m) * V + [0, A * V).
+  std::vector<Access> accs;
+  const int64_t D = plan.cols;
+  const int chunk = fp.A * fp.V, perChunk = chunk / fp.access;
+  bool idle = plan.config.threadsPerRow > fp.Pf;
+  Value active;
+  if (idle)
+    active = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, pIdx,
+                                   cIdx(fp.Pf));
+  Value pCol = arith::MulIOp::create(b, loc, pIdx, cIdx(chunk));
+  for (int hi = 0; hi < fp.k / fp.A; ++hi)
+    for (int64_t m = 0; m < fp.reps; ++m)
+      for (int j = 0; j < perChunk; ++j) {
+        int id = int((hi * fp.reps + m) * perChunk + j);
+        int64_t cs = (int64_t(fp.A) * fp.Pf * hi + fp.T * m) * fp.V +
+                     int64_t(j) * fp.access;
+        if (cs >= D) {
+          accs.push_back(Access{id, 0, Value(), Value()}); // never in range
+          continue;
+        }
+        Value col = arith::AddIOp::create(b, loc, pCol, cIdx(cs));
+        accs.push_back(makeAccess(id, fp.access, col, cs,
+                                  cs + int64_t(chunk) * (fp.Pf - 1), idle,
+                                  active));
+      }
+  return accs;
+}
+
+std::vector<Access> KernelBuilder::outputAccesses() {
+  std::vector<Access> accs;
+  const int64_t D = plan.cols;
+  const int P = plan.config.threadsPerRow, W = plan.config.vectorElems;
+  Value pCol = arith::MulIOp::create(b, loc, pIdx, cIdx(W));
+  for (int64_t j = 0; j < plan.outChunks; ++j) {
+    int64_t cs = int64_t(P) * W * j;
+    if (cs >= D)
+      continue;
+    Value col = arith::AddIOp::create(b, loc, pCol, cIdx(cs));
+    accs.push_back(makeAccess(int(j), W, col, cs, cs + int64_t(W) * (P - 1),
+                              false, Value()));
+  }
+  return accs;
+}
+
+void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
+  const FoldPlan &fp = plan.folds[f];
+  const dsl::FoldDecl &decl = def.folds[f];
+  const dsl::Combiner &cb = *decl.combiner;
+  const int F = int(cb.numFields());
+  const int chunk = fp.A * fp.V, perChunk = chunk / fp.access;
+  const int P = plan.config.threadsPerRow, R = plan.config.rowsPerCta;
+
+  // Lane L = lo + A * hi of this thread; initial state: empty.
+  std::vector<std::vector<Value>> st(fp.k);
+  for (auto &s : st)
+    for (float v : cb.emptyState())
+      s.push_back(cF32(v));
+
+  // Pushes: lane (lo, hi) pushes vectors m = 0, 1, ..., elements in order.
+  for (int hi = 0; hi < fp.k / fp.A; ++hi)
+    for (int lo = 0; lo < fp.A; ++lo) {
+      std::vector<Value> &s = st[lo + fp.A * hi];
+      for (int64_t m = 0; m < fp.reps; ++m)
+        for (int e = 0; e < fp.V; ++e) {
+          int off = lo * fp.V + e;
+          const Access &a =
+              accs[(hi * fp.reps + m) * perChunk + off / fp.access];
+          if (!a.col)
+            continue; // never in range
+          Value x = elemValue(decl.input.get(), a, off % fp.access);
+          std::vector<Value> args = s;
+          args.push_back(x);
+          std::vector<Value> next = evalBody(cb.pushBody(), args);
+          if (a.inRange)
+            for (int i = 0; i < F; ++i)
+              next[i] = sel(a.inRange, next[i], s[i]);
+          s = std::move(next);
+        }
+    }
+
+  auto combineInto = [&](std::vector<Value> &self,
+                         const std::vector<Value> &other, Value cond) {
+    std::vector<Value> args = self;
+    args.insert(args.end(), other.begin(), other.end());
+    std::vector<Value> r = evalBody(cb.combineBody(), args);
+    for (int i = 0; i < F; ++i)
+      self[i] = cond ? sel(cond, r[i], self[i]) : r[i];
+  };
+
+  Value exchange;
+  if (fp.needsShared()) {
+    std::string name = "bf_exchange_" + std::to_string(f);
+    sharedBuffer(name, int64_t(R) * P * fp.k * F);
+    exchange = LLVM::AddressOfOp::create(b, loc, ptrShared, name);
+  }
+  Value rowI32 = rowInCta;
+  auto slot = [&](Value thread, int L, int field) {
+    // ((row * P + thread) * k + L) * F + field, in i32.
+    Value v = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, rowI32, cI32(P)), thread);
+    v = arith::MulIOp::create(b, loc, v, cI32(fp.k * F));
+    return arith::AddIOp::create(b, loc, v, cI32(L * F + field));
+  };
+
+  for (const StagePlan &sp : fp.stages) {
+    switch (sp.where) {
+    case StagePlan::RegisterLo: {
+      int o = sp.threadOffset;
+      for (int hi = 0; hi < fp.k / fp.A; ++hi)
+        for (int lo = 0; lo + o < fp.A; ++lo)
+          if (!(lo & o))
+            combineInto(st[lo + fp.A * hi], st[lo + o + fp.A * hi], Value());
+      break;
+    }
+    case StagePlan::RegisterHi: {
+      int m = sp.threadOffset;
+      for (int hi = 0; hi + m < fp.k / fp.A; ++hi)
+        if (!(hi & m))
+          for (int lo = 0; lo < fp.A; ++lo)
+            combineInto(st[lo + fp.A * hi], st[lo + fp.A * (hi + m)], Value());
+      break;
+    }
+    case StagePlan::Shuffle: {
+      int q = sp.threadOffset;
+      Value clear = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::eq,
+          arith::AndIOp::create(b, loc, laneInRow, cI32(q)), cI32(0));
+      for (int L = 0; L < fp.k; ++L) {
+        std::vector<Value> other;
+        for (int i = 0; i < F; ++i)
+          other.push_back(NVVM::ShflOp::create(
+              b, loc, f32, cI32(-1), st[L][i], cI32(q), cI32(0x1f),
+              NVVM::ShflKind::down, UnitAttr()));
+        combineInto(st[L], other, clear);
+      }
+      break;
+    }
+    case StagePlan::Shared: {
+      int q = sp.threadOffset;
+      for (int L = 0; L < fp.k; ++L)
+        for (int i = 0; i < F; ++i)
+          LLVM::StoreOp::create(b, loc, st[L][i],
+                                sharedAddr(exchange, slot(laneInRow, L, i)), 4);
+      barrier();
+      Value clear = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::eq,
+          arith::AndIOp::create(b, loc, laneInRow, cI32(q)), cI32(0));
+      // Threads with the bit set read themselves (their result is unused).
+      Value partner = sel(clear, arith::AddIOp::create(b, loc, laneInRow, cI32(q)),
+                          laneInRow);
+      for (int L = 0; L < fp.k; ++L) {
+        std::vector<Value> other;
+        for (int i = 0; i < F; ++i)
+          other.push_back(LLVM::LoadOp::create(
+              b, loc, f32, sharedAddr(exchange, slot(partner, L, i)), 4));
+        combineInto(st[L], other, clear);
+      }
+      barrier();
+      break;
+    }
+    }
+  }
+
+  // Broadcast lane 0's state (thread 0 of the row, L = 0) to the row.
+  std::vector<Value> state(F);
+  if (P <= 32) {
+    Value src = arith::AndIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, tid, cI32(31)), cI32(~(P - 1)));
+    for (int i = 0; i < F; ++i)
+      state[i] = NVVM::ShflOp::create(b, loc, f32, cI32(-1), st[0][i], src,
+                                      cI32(0x1f), NVVM::ShflKind::idx,
+                                      UnitAttr());
+  } else {
+    std::string name = "bf_broadcast_" + std::to_string(f);
+    sharedBuffer(name, int64_t(R) * F);
+    Value buf = LLVM::AddressOfOp::create(b, loc, ptrShared, name);
+    auto at = [&](int i) {
+      return sharedAddr(buf, arith::AddIOp::create(
+                                 b, loc,
+                                 arith::MulIOp::create(b, loc, rowI32, cI32(F)),
+                                 cI32(i)));
+    };
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        laneInRow, cI32(0));
+    auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      for (int i = 0; i < F; ++i)
+        LLVM::StoreOp::create(b, loc, st[0][i], at(i), 4);
+    }
+    barrier();
+    for (int i = 0; i < F; ++i)
+      state[i] = LLVM::LoadOp::create(b, loc, f32, at(i), 4);
+  }
+  foldResults[f] = evalBody(cb.finishBody(), state);
+}
+
+void KernelBuilder::emitOutputs(const std::vector<Access> &accs) {
+  for (const Access &a : accs) {
+    if (!a.col)
+      continue;
+    // Values first (outside the guard), then one guarded block of stores.
+    std::vector<std::pair<int, std::vector<Value>>> values;
+    for (size_t i = 0; i < def.operands.size(); ++i) {
+      const dsl::OperandDecl &o = def.operands[i];
+      if (!o.isOutput)
+        continue;
+      std::vector<Value> v;
+      for (int e = 0; e < a.width; ++e)
+        v.push_back(elemValue(o.value.get(), a, e));
+      values.push_back({int(i), std::move(v)});
+    }
+    Value cond = andI(rowValid, a.inRange);
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    for (auto &[i, v] : values) {
+      DType dt = def.operands[i].dtype;
+      Type elemTy = storageType(dt);
+      int bytes = int(dsl::dtypeBytes(dt));
+      int piece = std::min(a.width, 16 / bytes);
+      for (int start = 0; start < a.width; start += piece) {
+        Value col = start ? arith::AddIOp::create(b, loc, a.col, cIdx(start))
+                          : a.col;
+        Value addr = LLVM::GEPOp::create(b, loc, ptrGlobal, elemTy, base[i],
+                                         ValueRange{col});
+        if (piece == 1) {
+          LLVM::StoreOp::create(b, loc, v[start], addr, bytes);
+          continue;
+        }
+        auto vecTy = VectorType::get({piece}, elemTy);
+        Value vec = LLVM::PoisonOp::create(b, loc, vecTy);
+        for (int e = 0; e < piece; ++e)
+          vec = LLVM::InsertElementOp::create(b, loc, vec, v[start + e],
+                                              cI32(e));
+        LLVM::StoreOp::create(b, loc, vec, addr, piece * bytes);
+      }
+    }
+  }
+}
+
+OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(loc);
+  module = *owned;
+  b.setInsertionPointToEnd(module.getBody());
+
+  // ABI (Codegen.h KernelABI): per group, per operand (ptr, stride); per
+  // group rows; dims; scalars.
+  llvm::SmallVector<Type> params;
+  for (int g = 0; g < def.groups; ++g)
+    for (size_t i = 0; i < def.operands.size(); ++i) {
+      params.push_back(ptrGen);
+      params.push_back(i64);
+    }
+  for (int g = 0; g < def.groups; ++g)
+    params.push_back(i64);
+  for (size_t d = 0; d < def.dims.size(); ++d)
+    params.push_back(i64);
+  for (size_t s = 0; s < def.scalars.size(); ++s)
+    params.push_back(f32);
+  auto fnTy = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(&ctx), params);
+  auto fn = LLVM::LLVMFuncOp::create(b, loc, entryName, fnTy);
+  fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+              b.getDenseI32ArrayAttr({plan.config.ctaThreads(), 1, 1}));
+  Block *entry = fn.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+
+  setupRow(fn);
+  foldResults.resize(def.folds.size());
+  std::vector<Access> mapping;
+  for (size_t f = 0; f < def.folds.size(); ++f) {
+    if (f == 0 || plan.config.twoPass) {
+      if (f > 0)
+        newPhase();
+      mapping = foldAccesses(plan.folds[f]);
+    }
+    emitFold(f, mapping);
+  }
+  if (!plan.outputUsesFoldMapping) {
+    if (!def.folds.empty())
+      newPhase();
+    mapping = outputAccesses();
+  }
+  emitOutputs(mapping);
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
+  return owned;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> codegen::lowerToMLIR(MLIRContext &ctx,
+                                           const dsl::KernelDef &def,
+                                           const Plan &plan,
+                                           StringRef entryName,
+                                           LoweringStats &stats) {
+  KernelBuilder kb(ctx, def, plan, stats);
+  return kb.build(entryName);
+}

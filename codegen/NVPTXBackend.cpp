@@ -1,0 +1,134 @@
+//===- codegen/NVPTXBackend.cpp - LLVM IR -> optimized IR -> PTX ----------===//
+//
+// The bit-exactness settings live here: FPOpFusion::Strict (no contraction
+// of fmul + fadd, so NVPTX prints add.rn / sub.rn / mul.rn), no unsafe or
+// approximate FP options, IEEE denormals (no "denormal-fp-math" override:
+// no .ftz on generic ops).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Backend.h"
+
+#include "llvm/Analysis/CGSCCPassManager.h"
+#include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/IR/IntrinsicInst.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Operator.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <mutex>
+
+using namespace bitfold::codegen;
+
+extern "C" void LLVMInitializeNVPTXTarget();
+extern "C" void LLVMInitializeNVPTXTargetInfo();
+extern "C" void LLVMInitializeNVPTXTargetMC();
+extern "C" void LLVMInitializeNVPTXAsmPrinter();
+
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
+bitfold::codegen::createNVPTXTargetMachine(llvm::StringRef arch) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  std::string err;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
+  if (!target)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "NVPTX target: " + err);
+  llvm::TargetOptions opts;
+  opts.AllowFPOpFusion = llvm::FPOpFusion::Strict;
+  opts.NoInfsFPMath = false;
+  opts.NoNaNsFPMath = false;
+  opts.NoSignedZerosFPMath = false;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, arch, /*Features=*/"", opts, llvm::Reloc::Static, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (!tm)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "NVPTX target machine for " + arch +
+                                       " could not be created");
+  return tm;
+}
+
+void bitfold::codegen::optimizeModule(llvm::Module &m, llvm::TargetMachine &tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm =
+      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(m, mam);
+}
+
+llvm::Expected<std::string> bitfold::codegen::emitPTX(llvm::Module &m,
+                                                      llvm::TargetMachine &tm) {
+  m.setDataLayout(tm.createDataLayout());
+  m.setTargetTriple(tm.getTargetTriple());
+  llvm::SmallString<0> text;
+  llvm::raw_svector_ostream os(text);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr,
+                             llvm::CodeGenFileType::AssemblyFile))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "NVPTX cannot emit assembly");
+  pm.run(m);
+  return std::string(text.str());
+}
+
+/// A constant, or an intrinsic call on constants only (the backend may
+/// constant-fold it, e.g. rcp.approx(1.0) = 1.0).
+static bool constantLike(const llvm::Value *v) {
+  if (llvm::isa<llvm::Constant>(v))
+    return true;
+  if (auto *ii = llvm::dyn_cast<llvm::IntrinsicInst>(v))
+    return llvm::all_of(ii->args(),
+                        [](const llvm::Use &u) { return llvm::isa<llvm::Constant>(u.get()); });
+  return false;
+}
+
+void bitfold::codegen::countIRFacts(const llvm::Module &m, int64_t &fmaCalls,
+                                    int64_t &fmaFoldable,
+                                    bool &contractionAllowed) {
+  fmaCalls = 0;
+  fmaFoldable = 0;
+  contractionAllowed = false;
+  for (const llvm::Function &f : m)
+    for (const llvm::BasicBlock &bb : f)
+      for (const llvm::Instruction &i : bb) {
+        if (auto *ii = llvm::dyn_cast<llvm::IntrinsicInst>(&i)) {
+          llvm::Intrinsic::ID id = ii->getIntrinsicID();
+          if (id == llvm::Intrinsic::fma) {
+            ++fmaCalls;
+            int consts = 0;
+            for (int a = 0; a < 3; ++a)
+              consts += constantLike(ii->getArgOperand(a));
+            fmaFoldable += consts >= 2;
+          }
+          if (id == llvm::Intrinsic::fmuladd)
+            contractionAllowed = true;
+        }
+        if (llvm::isa<llvm::FPMathOperator>(&i)) {
+          llvm::FastMathFlags fmf = i.getFastMathFlags();
+          if (fmf.allowContract() || fmf.allowReassoc() || fmf.approxFunc() ||
+              fmf.noNaNs() || fmf.noInfs() || fmf.noSignedZeros() ||
+              fmf.allowReciprocal())
+            contractionAllowed = true;
+        }
+      }
+}

@@ -1,0 +1,68 @@
+//===- codegen/Plan.h - Physical mapping of a row program (private) -*- C++ -*-===//
+//
+// A Plan is a TileConfig checked against one KernelDef and ShapeSpec and
+// expanded into the decisions the lowering needs: which physical thread and
+// register holds which virtual fold lane, how each tree stage moves data
+// (register / shuffle / shared memory), which elements each thread touches.
+// It is pure arithmetic (no MLIR), shared by legality checks and lowering.
+//
+// Fold lanes (README.md has the picture). A fold order has T virtual lanes,
+// lane t owning the V-element vectors t, t+T, ... The row's P threads map
+// them as follows: Pf = min(P, T) threads hold lanes, k = T / Pf lanes each;
+// A adjacent lanes per thread (A | k) so one thread reads A*V contiguous
+// elements; lane t = lo + A * (p + Pf * hi), lo < A, hi < k / A. A stage with
+// offset o is a register merge when o < A or o >= A * Pf, otherwise a merge
+// with thread p + o / A: a shuffle when o / A < 32, shared memory beyond.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_CODEGEN_PLAN_H
+#define BITFOLD_CODEGEN_PLAN_H
+
+#include "codegen/Codegen.h"
+
+namespace bitfold::codegen {
+
+struct StagePlan {
+  enum Where : uint8_t { RegisterLo, RegisterHi, Shuffle, Shared };
+  Where where;
+  int offset;       ///< virtual lane offset o.
+  int threadOffset; ///< Shuffle/Shared: o / A. RegisterLo: o. RegisterHi: o / (A*Pf).
+};
+
+struct FoldPlan {
+  int T = 1, V = 1; ///< virtual lanes and vector width (from the FoldOrder).
+  int Pf = 1;       ///< physical threads that hold lanes: min(P, T).
+  int k = 1;        ///< lanes per thread: T / Pf.
+  int A = 1;        ///< adjacent lanes per thread.
+  int access = 1;   ///< elements per memory access in the fold phase.
+  int64_t reps = 0; ///< vectors per lane: ceil(ceil(D / V) / T).
+  std::vector<StagePlan> stages;
+  bool needsShared() const;
+};
+
+struct Plan {
+  TileConfig config;
+  int64_t cols = 0;
+  std::vector<FoldPlan> folds;
+  /// One pass with folds: the output phase walks fold 0's element mapping
+  /// and reuses the values loaded for the fold.
+  bool outputUsesFoldMapping = false;
+  /// Output phase otherwise: thread p handles the W-element chunks
+  /// p + P * j, j < outChunks.
+  int64_t outChunks = 0;
+  bool index64 = false;
+  unsigned sharedBytes = 0;
+  int estimatedRegisters = 0;
+  int registerLimit = 255;
+};
+
+/// Checks `config` against the program and shape; on success, the plan.
+llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const ShapeSpec &shape,
+                              const TileConfig &config);
+
+/// Registers ptxas may use per thread with `ctaThreads` threads (.maxntid).
+int registerLimit(int ctaThreads);
+
+} // namespace bitfold::codegen
+
+#endif // BITFOLD_CODEGEN_PLAN_H

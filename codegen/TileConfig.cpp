@@ -1,0 +1,369 @@
+//===- codegen/TileConfig.cpp - Tile configs: text, legality, spaces ------===//
+//
+// No MLIR here: legality is arithmetic on the program's fold orders, the
+// shape and the config (see Plan.h for the mapping of fold lanes).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Plan.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <bit>
+#include <set>
+
+using namespace bitfold;
+using namespace bitfold::codegen;
+using dsl::ExprNode;
+using dsl::KernelDef;
+using dsl::Op;
+
+namespace {
+
+llvm::Error illegal(const TileConfig &c, const llvm::Twine &why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "config " + c.str() + ": " + why);
+}
+
+bool pow2(int64_t v) { return v > 0 && std::has_single_bit(uint64_t(v)); }
+
+/// Inputs whose loads appear in `root`'s cone (not looking through folds).
+void loadsOf(const ExprNode *root, std::set<int> &out) {
+  std::vector<const ExprNode *> stack{root};
+  std::set<const ExprNode *> seen;
+  while (!stack.empty()) {
+    const ExprNode *n = stack.back();
+    stack.pop_back();
+    if (!n || !seen.insert(n).second || n->op == Op::FoldValue)
+      continue;
+    if (n->op == Op::Load)
+      out.insert(n->index);
+    for (const dsl::Expr &a : n->args)
+      stack.push_back(a.get());
+  }
+}
+
+} // namespace
+
+std::string TileConfig::str() const {
+  return llvm::formatv("r{0}.t{1}.v{2}.p{3}", rowsPerCta, threadsPerRow,
+                       vectorElems, twoPass ? 2 : 1);
+}
+
+llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
+  TileConfig c;
+  llvm::SmallVector<llvm::StringRef, 4> parts;
+  text.split(parts, '.');
+  auto bad = [&](const llvm::Twine &why) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "tile config '" + text + "': " + why +
+            " (expected rR.tT.vV.pP, e.g. r1.t128.v8.p1)");
+  };
+  if (parts.size() != 4)
+    return bad("needs four fields");
+  const char keys[] = {'r', 't', 'v', 'p'};
+  int vals[4];
+  for (int i = 0; i < 4; ++i) {
+    if (parts[i].empty() || parts[i][0] != keys[i] ||
+        parts[i].drop_front().getAsInteger(10, vals[i]) || vals[i] < 1)
+      return bad(llvm::formatv("field {0} must be '{1}' and a positive number",
+                               i + 1, keys[i]));
+  }
+  if (vals[3] > 2)
+    return bad("passes must be 1 or 2");
+  c.rowsPerCta = vals[0];
+  c.threadsPerRow = vals[1];
+  c.vectorElems = vals[2];
+  c.twoPass = vals[3] == 2;
+  return c;
+}
+
+std::string ShapeSpec::str() const {
+  std::string s = llvm::formatv("c{0}.a", cols);
+  for (size_t i = 0; i < alignBytes.size(); ++i)
+    s += (i ? "-" : "") + std::to_string(alignBytes[i]);
+  s += llvm::formatv(".o{0}", maxElementOffset >= (int64_t(1) << 31) ||
+                                      maxElementOffset == 0
+                                  ? 64
+                                  : 32);
+  return s;
+}
+
+bool FoldPlan::needsShared() const {
+  for (const StagePlan &s : stages)
+    if (s.where == StagePlan::Shared)
+      return true;
+  return false;
+}
+
+int codegen::registerLimit(int ctaThreads) {
+  int warps = (ctaThreads + 31) / 32;
+  int perThread = 65536 / (warps * 32);
+  return std::min(255, perThread & ~7);
+}
+
+llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
+                                       const ShapeSpec &shape,
+                                       const TileConfig &c) {
+  Plan plan;
+  plan.config = c;
+  const int64_t D = shape.cols;
+  plan.cols = D;
+  const int P = c.threadsPerRow, R = c.rowsPerCta, W = c.vectorElems;
+  if (D < def.minCols || D > def.maxCols || D % def.colsMultipleOf != 0)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("'{0}' needs cols % {1} == 0 and {2} <= cols <= {3}; "
+                      "the shape has {4} columns",
+                      def.name, def.colsMultipleOf, def.minCols, def.maxCols,
+                      D));
+  if (!shape.alignBytes.empty() &&
+      shape.alignBytes.size() != def.operands.size())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("shape gives {0} alignments for the {1} operands of '{2}'",
+                      shape.alignBytes.size(), def.operands.size(), def.name));
+  if (!pow2(P) || !pow2(R) || !pow2(W))
+    return illegal(c, "rows per CTA, threads per row and vector width must "
+                      "be powers of two");
+  if (c.ctaThreads() > 1024)
+    return illegal(c, llvm::formatv("{0} threads per CTA exceed 1024",
+                                    c.ctaThreads()));
+  if (c.ctaThreads() % 32 != 0)
+    return illegal(c, llvm::formatv("{0} threads per CTA is not a whole number "
+                                    "of warps",
+                                    c.ctaThreads()));
+  if (W > 16)
+    return illegal(c, "vector width above 16 elements");
+  if (def.folds.empty() && c.twoPass)
+    return illegal(c, "two passes need a fold");
+  plan.index64 = shape.maxElementOffset == 0 ||
+                 shape.maxElementOffset >= (int64_t(1) << 31);
+
+  // Fold mappings.
+  for (size_t f = 0; f < def.folds.size(); ++f) {
+    const dsl::FoldOrder &o = def.folds[f].order;
+    if (!c.twoPass && P > o.threads)
+      return illegal(c, llvm::formatv("one pass keeps the row in the {0} "
+                                      "threads of fold {1}; {2} threads per "
+                                      "row would idle (use two passes)",
+                                      o.threads, f, P));
+    FoldPlan fp;
+    fp.T = o.threads;
+    fp.V = o.vector;
+    fp.Pf = std::min(P, fp.T);
+    fp.k = fp.T / fp.Pf;
+    int wantA = W >= fp.V ? W / fp.V : 1;
+    if (W >= fp.V && W % fp.V != 0)
+      return illegal(c, llvm::formatv("vector width {0} is not a multiple of "
+                                      "fold {1}'s vector {2}",
+                                      W, f, fp.V));
+    if (W < fp.V && fp.V % W != 0)
+      return illegal(c, llvm::formatv("fold {0}'s vector {1} is not a multiple "
+                                      "of the vector width {2}",
+                                      f, fp.V, W));
+    if (wantA > fp.k) {
+      if (!c.twoPass || P <= fp.T)
+        return illegal(c, llvm::formatv(
+                              "vector width {0} needs {1} adjacent lanes of "
+                              "fold {2} per thread, but each of the {3} "
+                              "threads holds only {4} of its {5} lanes",
+                              W, wantA, f, fp.Pf, fp.k, fp.T));
+      wantA = fp.k; // two passes with idle threads: narrower fold reads.
+    }
+    fp.A = wantA;
+    fp.access = std::min(W, fp.A * fp.V);
+    if (D % fp.access != 0)
+      return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
+                                      "fold's access width {1}",
+                                      D, fp.access));
+    int64_t vectors = (D + fp.V - 1) / fp.V;
+    fp.reps = (vectors + fp.T - 1) / fp.T;
+    for (const dsl::TreeStage &s : o.stages) {
+      StagePlan sp;
+      sp.offset = s.offset;
+      if (s.offset < fp.A) {
+        sp.where = StagePlan::RegisterLo;
+        sp.threadOffset = s.offset;
+      } else if (s.offset >= fp.A * fp.Pf) {
+        sp.where = StagePlan::RegisterHi;
+        sp.threadOffset = s.offset / (fp.A * fp.Pf);
+      } else {
+        sp.threadOffset = s.offset / fp.A;
+        sp.where = sp.threadOffset < 32 ? StagePlan::Shuffle : StagePlan::Shared;
+      }
+      fp.stages.push_back(sp);
+    }
+    plan.folds.push_back(fp);
+  }
+
+  // Output phase.
+  if (!def.folds.empty() && !c.twoPass) {
+    const FoldPlan &f0 = plan.folds[0];
+    for (size_t f = 1; f < plan.folds.size(); ++f)
+      if (plan.folds[f].T != f0.T || plan.folds[f].V != f0.V ||
+          plan.folds[f].A != f0.A)
+        return illegal(c, "folds with different lane mappings need two passes");
+    if (P > f0.T)
+      return illegal(c, llvm::formatv("one pass keeps the row in the {0} "
+                                      "threads of the fold; {1} threads per "
+                                      "row would idle (use two passes)",
+                                      f0.T, P));
+    plan.outputUsesFoldMapping = true;
+  } else {
+    if (D % W != 0)
+      return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
+                                      "vector width {1}",
+                                      D, W));
+    plan.outChunks = (D + int64_t(P) * W - 1) / (int64_t(P) * W);
+  }
+
+  // Alignment: every access of an operand is min(width * bytes, 16) bytes
+  // and must be aligned to that.
+  int widest = plan.outputUsesFoldMapping ? 1 : W;
+  for (const FoldPlan &fp : plan.folds)
+    widest = std::max(widest, fp.access);
+  for (size_t i = 0; i < def.operands.size(); ++i) {
+    int b = int(dsl::dtypeBytes(def.operands[i].dtype));
+    int need = std::min(widest * b, 16);
+    int have = shape.alignBytes.empty() ? 16 : shape.alignBytes[i];
+    if (have < need)
+      return illegal(c, llvm::formatv("operand '{0}' is {1}-byte aligned; "
+                                      "{2}-element accesses need {3} bytes",
+                                      def.operands[i].name, have, widest,
+                                      need));
+  }
+
+  // Shared memory: per fold, a broadcast slot per row (P > 32) and an
+  // exchange buffer for cross-warp stages.
+  unsigned smem = 0;
+  for (size_t f = 0; f < plan.folds.size(); ++f) {
+    unsigned F = unsigned(def.folds[f].combiner->numFields());
+    if (P > 32)
+      smem += unsigned(R) * F * 4;
+    if (plan.folds[f].needsShared())
+      smem += unsigned(R) * unsigned(P) * unsigned(plan.folds[f].k) * F * 4;
+  }
+  plan.sharedBytes = smem;
+  if (smem > 48 * 1024)
+    return illegal(c, llvm::formatv("needs {0} bytes of shared memory (48 KiB "
+                                    "static limit)",
+                                    smem));
+
+  // Registers: a conservative estimate; ptxas -v confirms (tests).
+  std::set<int> foldLoads, outLoads;
+  for (const dsl::FoldDecl &f : def.folds)
+    loadsOf(f.input.get(), foldLoads);
+  for (const dsl::OperandDecl &o : def.operands)
+    if (o.isOutput)
+      loadsOf(o.value.get(), outLoads);
+  int64_t perThread = (D + P - 1) / P;
+  int est = 40;
+  for (size_t f = 0; f < plan.folds.size(); ++f)
+    est += 2 * int(def.folds[f].combiner->numFields()) * plan.folds[f].k;
+  if (plan.outputUsesFoldMapping) {
+    int kept = 0;
+    for (int i : foldLoads)
+      kept += outLoads.count(i) ? 1 : 0;
+    est += int(perThread * std::max(kept, 1));
+  } else if (!def.folds.empty()) {
+    int64_t bytes = 0;
+    for (int i : foldLoads)
+      bytes += dtypeBytes(def.operands[i].dtype);
+    int64_t fp = (D + plan.folds[0].Pf - 1) / plan.folds[0].Pf;
+    est += int(std::min<int64_t>(fp * bytes / 4, 1 << 20));
+  }
+  plan.estimatedRegisters = est;
+  plan.registerLimit = registerLimit(c.ctaThreads());
+  if (est > plan.registerLimit)
+    return illegal(c, llvm::formatv("needs about {0} registers per thread; "
+                                    "{1} threads per CTA allow {2}",
+                                    est, c.ctaThreads(), plan.registerLimit));
+  return plan;
+}
+
+llvm::Error codegen::checkConfig(const KernelDef &def, const ShapeSpec &shape,
+                                 const TileConfig &config) {
+  llvm::Expected<Plan> p = makePlan(def, shape, config);
+  if (!p)
+    return p.takeError();
+  return llvm::Error::success();
+}
+
+std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
+                                                  const ShapeSpec &shape) {
+  std::vector<TileConfig> out;
+  const int64_t D = shape.cols;
+  int64_t roundD = int64_t(std::bit_ceil(uint64_t(std::max<int64_t>(D, 1))));
+  int maxT = 0;
+  for (const dsl::FoldDecl &f : def.folds)
+    maxT = std::max(maxT, f.order.threads);
+  for (int passes = 1; passes <= (def.folds.empty() ? 1 : 2); ++passes)
+    for (int P = 1; P <= 1024; P *= 2)
+      for (int W : {8, 4, 2, 1}) {
+        // Every thread owns some of the row; narrow vectors only when the
+        // wide ones are not legal.
+        if (int64_t(P) * W > roundD)
+          continue;
+        if (!def.folds.empty() && P < 32)
+          continue; // rows of folds: at least a warp.
+        if (!def.folds.empty() && passes == 1 && P > maxT)
+          continue;
+        if (P > 256)
+          continue;
+        std::set<int> rows{1, 2, 4, 8};
+        for (int cta : {128, 256})
+          if (cta / P >= 1)
+            rows.insert(cta / P);
+        for (int R : rows) {
+          if (R * P < 32 || R * P > 1024 || R > 64)
+            continue;
+          TileConfig c{R, P, W, passes == 2};
+          if (!makePlan(def, shape, c)) {
+            llvm::consumeError(makePlan(def, shape, c).takeError());
+            continue;
+          }
+          out.push_back(c);
+        }
+      }
+  // Drop narrow vectors when a wider one is legal for the same (R, P, passes).
+  std::vector<TileConfig> pruned;
+  for (const TileConfig &c : out) {
+    bool wider = false;
+    for (const TileConfig &d : out)
+      if (d.rowsPerCta == c.rowsPerCta && d.threadsPerRow == c.threadsPerRow &&
+          d.twoPass == c.twoPass && d.vectorElems > c.vectorElems &&
+          d.vectorElems >= 4 && c.vectorElems < 4)
+        wider = true;
+    if (!wider)
+      pruned.push_back(c);
+  }
+  return pruned;
+}
+
+TileConfig codegen::defaultConfig(const KernelDef &def,
+                                  const ShapeSpec &shape) {
+  std::vector<TileConfig> all = enumerateConfigs(def, shape);
+  if (all.empty())
+    return TileConfig{};
+  // Prefer one pass, 256-thread CTAs, the widest vector, then 128 threads
+  // per row for folds (the references' block size).
+  auto score = [&](const TileConfig &c) {
+    int s = 0;
+    s += c.twoPass ? 0 : 100000;
+    s += c.ctaThreads() == 256 ? 300 : c.ctaThreads() == 128 ? 200 : 0;
+    s += c.vectorElems * 1000; // 16-byte accesses first
+    if (!def.folds.empty())
+      s += c.threadsPerRow == 128 ? 50 : c.threadsPerRow == 64 ? 40 : 0;
+    else
+      s += c.rowsPerCta <= 8 ? 5 : 0;
+    return s;
+  };
+  return *std::max_element(all.begin(), all.end(),
+                           [&](const TileConfig &a, const TileConfig &b) {
+                             return score(a) < score(b);
+                           });
+}

@@ -1,0 +1,343 @@
+//===- tests/codegen/CodegenTest.cpp - codegen on the CPU -----------------===//
+//
+// Every template, every config of its space at the seed shapes of
+// NUMERICS.md: PTX generates, passes the bit-exactness audit, and ptxas
+// accepts it for sm_90 with no register spills. Plus tile-config text and
+// legality, the fold-lane mapping, other archs, errors and the CLI entry.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Assemble.h"
+#include "codegen/Codegen.h"
+#include "codegen/CompileCommand.h"
+#include "codegen/Plan.h"
+#include "codegen/PtxAudit.h"
+#include "templates/Templates.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+using namespace bitfold;
+using namespace bitfold::codegen;
+
+namespace {
+
+struct SeedCase {
+  std::string label;
+  TemplateRequest req;
+};
+
+TemplateRequest req(std::string name, std::vector<int64_t> shape,
+                    dsl::DType bias = dsl::DType::BF16, bool residual = false,
+                    std::string gate = "full") {
+  TemplateRequest r;
+  r.name = std::move(name);
+  r.tensorShape = std::move(shape);
+  r.biasDtype = bias;
+  r.residual = residual;
+  r.gate = std::move(gate);
+  return r;
+}
+
+void PrintTo(const SeedCase &c, std::ostream *os) { *os << c.label; }
+
+/// Seed shapes of NUMERICS.md, one per distinct specialisation (the row
+/// count only changes launch arguments).
+std::vector<SeedCase> seedCases() {
+  using dsl::DType;
+  return {
+      {"ln_modulate_1x4096x4096", req("ln_modulate", {1, 4096, 4096})},
+      {"ln_modulate_2x1024x2240", req("ln_modulate", {2, 1024, 2240})},
+      {"ln_modulate_1x1x128", req("ln_modulate", {1, 1, 128})},
+      {"qk_layernorm_1x4360x32x128", req("qk_layernorm", {1, 4360, 32, 128})},
+      {"conv_bias_1x96x4x480x832", req("conv_bias", {1, 96, 4, 480, 832})},
+      {"conv_bias_residual_f32bias_1x96x4x480x832",
+       req("conv_bias", {1, 96, 4, 480, 832}, DType::F32, true)},
+      {"conv_bias_1x192x4x240x416", req("conv_bias", {1, 192, 4, 240, 416})},
+      {"conv_bias_1x384x2x120x208", req("conv_bias", {1, 384, 2, 120, 208})},
+      {"conv_bias_1x3x4x8x8", req("conv_bias", {1, 3, 4, 8, 8})},
+      {"conv_bias_2x1152x9x7", req("conv_bias", {2, 1152, 9, 7})},
+      {"residual_gate_1x4096x4096", req("residual_gate", {1, 4096, 4096})},
+      {"residual_gate_per_batch_1x4096x4096",
+       req("residual_gate", {1, 4096, 4096}, DType::BF16, false, "per_batch")},
+      {"residual_gate_global_1x4096x4096",
+       req("residual_gate", {1, 4096, 4096}, DType::BF16, false, "global")},
+      {"rmsnorm_modulate_1x4096x4096", req("rmsnorm_modulate", {1, 4096, 4096})},
+      {"rmsnorm_modulate_1x128x2048", req("rmsnorm_modulate", {1, 128, 2048})},
+      {"wan_rmsnorm_silu_1x96x4x480x832",
+       req("wan_rmsnorm_silu", {1, 96, 4, 480, 832})},
+  };
+}
+
+/// Runs fn(i) for i < n on all cores.
+void parallelFor(size_t n, const std::function<void(size_t)> &fn) {
+  std::atomic<size_t> next{0};
+  unsigned workers = std::max(2u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next++) < n;)
+        fn(i);
+    });
+  for (std::thread &t : pool)
+    t.join();
+}
+
+class AllConfigs : public ::testing::TestWithParam<SeedCase> {};
+
+TEST_P(AllConfigs, PtxPassesAuditAndPtxasWithoutSpills) {
+  if (findPtxas().empty())
+    GTEST_SKIP() << "ptxas not found: PTX is not assembled (set BITFOLD_PTXAS)";
+  const SeedCase &sc = GetParam();
+  llvm::Expected<ShapedTemplate> st = shapeTemplate(sc.req);
+  ASSERT_TRUE(bool(st)) << llvm::toString(st.takeError());
+  std::vector<TileConfig> configs = enumerateConfigs(*st->def, st->shape);
+  ASSERT_GE(configs.size(), 2u) << sc.label << ": config space too small";
+  PtxAllowances allow = allowancesOf(*st->def);
+  std::mutex mu;
+  std::vector<std::string> failures;
+  parallelFor(configs.size(), [&](size_t i) {
+    CompileOptions opts;
+    opts.cubinTool = "ptxas";
+    llvm::Expected<CompiledKernel> k =
+        compile(*st->def, st->shape, configs[i], opts);
+    std::string why;
+    if (!k) {
+      why = llvm::toString(k.takeError());
+    } else {
+      if (llvm::Error e = auditPtx(*k, allow))
+        why += llvm::toString(std::move(e));
+      PtxasUsage u = parsePtxasLog(k->assemblerLog);
+      if (u.spillBytes != 0 || u.stackBytes != 0)
+        why += llvm::formatv("ptxas: {0} spill bytes, {1} stack bytes\n",
+                             u.spillBytes, u.stackBytes);
+      if (u.registers < 0)
+        why += "ptxas -v printed no register count\n";
+    }
+    if (!why.empty()) {
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back(sc.label + " shape " + st->shape.str() + " config " +
+                         configs[i].str() + ":\n" + why);
+    }
+  });
+  for (const std::string &f : failures)
+    ADD_FAILURE() << f;
+  std::cout << "[ configs  ] " << sc.label << ": " << configs.size()
+            << " configs, default " << defaultConfig(*st->def, st->shape).str()
+            << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(SeedShapes, AllConfigs,
+                         ::testing::ValuesIn(seedCases()),
+                         [](const auto &info) { return info.param.label; });
+
+// ---- Tile configs ----------------------------------------------------------
+
+TEST(TileConfig, TextRoundTrips) {
+  TileConfig c{4, 64, 8, true};
+  EXPECT_EQ(c.str(), "r4.t64.v8.p2");
+  llvm::Expected<TileConfig> p = TileConfig::parse(c.str());
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(*p, c);
+  for (const char *bad : {"r4.t64.v8", "x4.t64.v8.p1", "r0.t64.v8.p1",
+                          "r1.t64.v8.p3", "r1.t64.vx.p1"}) {
+    llvm::Expected<TileConfig> q = TileConfig::parse(bad);
+    EXPECT_FALSE(bool(q)) << bad;
+    if (!q)
+      llvm::consumeError(q.takeError());
+  }
+}
+
+ShapedTemplate shaped(const TemplateRequest &r) {
+  llvm::Expected<ShapedTemplate> st = shapeTemplate(r);
+  if (!st) {
+    ADD_FAILURE() << llvm::toString(st.takeError());
+    return {};
+  }
+  return *st;
+}
+
+std::string errorOf(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+TEST(TileConfig, IllegalConfigsSayWhy) {
+  ShapedTemplate ln = shaped(req("ln_modulate", {1, 4096, 4096}));
+  EXPECT_NE(errorOf(checkConfig(*ln.def, ln.shape, {8, 256, 8, false}))
+                .find("1024"),
+            std::string::npos);
+  // Two adjacent vec4 lanes per thread need two lanes per thread.
+  EXPECT_NE(errorOf(checkConfig(*ln.def, ln.shape, {1, 128, 8, false}))
+                .find("adjacent lanes"),
+            std::string::npos);
+  ShapeSpec misaligned = ln.shape;
+  misaligned.alignBytes[0] = 4;
+  EXPECT_NE(errorOf(checkConfig(*ln.def, misaligned, {1, 64, 8, false}))
+                .find("aligned"),
+            std::string::npos);
+  // One pass with more threads than fold lanes would idle them.
+  ShapedTemplate wan = shaped(req("wan_rmsnorm_silu", {1, 96, 4, 480, 832}));
+  EXPECT_NE(errorOf(checkConfig(*wan.def, wan.shape, {4, 32, 4, false}))
+                .find("two passes"),
+            std::string::npos);
+  EXPECT_FALSE(bool(checkConfig(*wan.def, wan.shape, {4, 32, 4, true})));
+}
+
+TEST(TileConfig, EverySeedSpaceHasSeveralConfigsAndALegalDefault) {
+  for (const SeedCase &sc : seedCases()) {
+    ShapedTemplate st = shaped(sc.req);
+    std::vector<TileConfig> all = enumerateConfigs(*st.def, st.shape);
+    EXPECT_GE(all.size(), 2u) << sc.label;
+    TileConfig d = defaultConfig(*st.def, st.shape);
+    EXPECT_FALSE(bool(checkConfig(*st.def, st.shape, d)))
+        << sc.label << " default " << d.str();
+  }
+}
+
+TEST(FoldMapping, AtenLayerNormOnSixtyFourThreads) {
+  // T=128 lanes of vec4 on P=64 threads, 8-element accesses: A=2 adjacent
+  // lanes per thread, k=2; offsets 16..2 are shuffles by o/2, offset 1 a
+  // register merge, 64 goes through shared memory (thread offset 32), 32 is
+  // a shuffle by 16.
+  ShapedTemplate ln = shaped(req("ln_modulate", {1, 4096, 4096}));
+  llvm::Expected<Plan> p = makePlan(*ln.def, ln.shape, {1, 64, 8, false});
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  const FoldPlan &f = p->folds[0];
+  EXPECT_EQ(f.Pf, 64);
+  EXPECT_EQ(f.k, 2);
+  EXPECT_EQ(f.A, 2);
+  EXPECT_EQ(f.access, 8);
+  ASSERT_EQ(f.stages.size(), 7u);
+  // aten order: 16, 8, 4, 2, 1, 64, 32.
+  EXPECT_EQ(f.stages[0].where, StagePlan::Shuffle);
+  EXPECT_EQ(f.stages[0].threadOffset, 8);
+  EXPECT_EQ(f.stages[4].where, StagePlan::RegisterLo);
+  EXPECT_EQ(f.stages[5].where, StagePlan::Shared); // thread offset 32
+  EXPECT_EQ(f.stages[5].threadOffset, 32);
+  EXPECT_EQ(f.stages[6].where, StagePlan::Shuffle); // thread offset 16
+  EXPECT_TRUE(p->outputUsesFoldMapping);
+  // On 32 threads the cross-warp stages become register merges.
+  llvm::Expected<Plan> q = makePlan(*ln.def, ln.shape, {1, 32, 8, false});
+  ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
+  EXPECT_EQ(q->folds[0].stages[5].where, StagePlan::RegisterHi);
+  EXPECT_EQ(q->folds[0].stages[6].where, StagePlan::Shuffle);
+}
+
+// ---- Targets, tools, errors, dumps -----------------------------------------
+
+TEST(Codegen, OtherArchsGenerateAndAssemble) {
+  bool havePtxas = !findPtxas().empty();
+  for (const char *arch : {"sm_80", "sm_100"})
+    for (const SeedCase &sc : {seedCases()[0], seedCases()[4],
+                               seedCases()[13], seedCases()[15]}) {
+      ShapedTemplate st = shaped(sc.req);
+      CompileOptions opts;
+      opts.arch = arch;
+      opts.emitCubin = havePtxas;
+      opts.cubinTool = "ptxas";
+      llvm::Expected<CompiledKernel> k = compile(
+          *st.def, st.shape, defaultConfig(*st.def, st.shape), opts);
+      ASSERT_TRUE(bool(k)) << sc.label << " " << arch << ": "
+                           << llvm::toString(k.takeError());
+      EXPECT_NE(k->ptx.find(std::string(".target ") + arch), std::string::npos);
+      llvm::Error audit = auditPtx(*k, allowancesOf(*st.def));
+      EXPECT_FALSE(bool(audit)) << sc.label << " " << arch << ": "
+                                << (audit ? llvm::toString(std::move(audit))
+                                          : std::string());
+    }
+}
+
+TEST(Codegen, SixtyFourBitIndexingAboveTwoToTheThirtyOne) {
+  ShapedTemplate st = shaped(req("conv_bias", {1, 96, 4, 480, 832}));
+  st.shape.maxElementOffset = int64_t(1) << 32;
+  CompileOptions opts;
+  opts.emitCubin = false;
+  llvm::Expected<CompiledKernel> k =
+      compile(*st.def, st.shape, {64, 4, 8, false}, opts);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_NE(k->ptx.find("mul.lo.s64"), std::string::npos);
+}
+
+TEST(Codegen, NvJitLinkWhenAvailable) {
+  ShapedTemplate st = shaped(req("residual_gate", {1, 4096, 4096}));
+  CompileOptions opts;
+  opts.cubinTool = "nvJitLink";
+  llvm::Expected<CompiledKernel> k =
+      compile(*st.def, st.shape, defaultConfig(*st.def, st.shape), opts);
+  if (!k) {
+    std::string e = llvm::toString(k.takeError());
+    if (e.find("not found") != std::string::npos)
+      GTEST_SKIP() << e;
+    FAIL() << e;
+  }
+  EXPECT_EQ(k->cubinTool, "nvJitLink");
+  EXPECT_GT(k->cubin.size(), 1000u);
+  EXPECT_EQ(parsePtxasLog(k->assemblerLog).spillBytes, 0);
+}
+
+TEST(Codegen, ErrorsNameTheStageAndDumpsHoldEveryStage) {
+  ShapedTemplate st = shaped(req("ln_modulate", {1, 4096, 4096}));
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("bitfold-dump", dir));
+  CompileOptions opts;
+  opts.dumpDir = std::string(dir);
+  opts.emitCubin = !findPtxas().empty();
+  opts.cubinTool = "ptxas";
+  llvm::Expected<CompiledKernel> bad =
+      compile(*st.def, st.shape, {8, 256, 8, false}, opts);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("stage 'plan'"),
+            std::string::npos);
+  llvm::Expected<CompiledKernel> k =
+      compile(*st.def, st.shape, {2, 64, 8, false}, opts);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  std::vector<std::string> want = {"program.txt", "mlir-built.mlir",
+                                   "arith-to-llvm.mlir", "llvm-before-opt.ll",
+                                   "llvm-after-opt.ll", "kernel.ptx"};
+  if (opts.emitCubin) {
+    want.push_back("kernel.cubin");
+    want.push_back("ptxas-v.txt");
+  }
+  std::error_code ec;
+  std::vector<std::string> have;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    have.push_back(llvm::sys::path::filename(it->path()).str());
+  for (const std::string &w : want)
+    EXPECT_TRUE(llvm::any_of(have, [&](const std::string &h) {
+      return llvm::StringRef(h).ends_with(w);
+    })) << "missing dump " << w;
+  std::vector<std::string> stages;
+  for (const StageTime &t : k->times)
+    stages.push_back(t.stage);
+  EXPECT_EQ(stages.front(), "plan");
+  EXPECT_EQ(stages[stages.size() - (opts.emitCubin ? 2 : 1)], "ptx");
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(CompileCommand, PrintsStageTimesAndAudit) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  int rc = runCompileCommand({"ln_modulate", "--shape", "1,4096,4096",
+                              "--config", "r2.t64.v8.p2", "--ptx-only"},
+                             os);
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("llvm-opt"), std::string::npos) << text;
+  EXPECT_NE(text.find("audit    ok"), std::string::npos) << text;
+  text.clear();
+  EXPECT_EQ(runCompileCommand({"conv_bias", "--shape", "1,96,4,480,832",
+                               "--list-configs"},
+                              os),
+            0);
+  EXPECT_NE(text.find("r64.t4.v8.p1"), std::string::npos) << text;
+  text.clear();
+  EXPECT_NE(runCompileCommand({"no_such", "--shape", "1,2,3"}, os), 0);
+  EXPECT_NE(text.find("unknown template"), std::string::npos) << text;
+}
+
+} // namespace
