@@ -1,0 +1,258 @@
+//===- autotune/GpuRunner.cpp - CUDA events, L2 flush, rotating buffers ---===//
+
+#include "autotune/GpuRunner.h"
+
+#include "runtime/Driver.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cstring>
+#include <optional>
+
+using namespace bitfold;
+using namespace bitfold::autotune;
+using runtime::checkCuda;
+using runtime::DeviceBuffer;
+using runtime::Event;
+
+namespace {
+
+llvm::Error gpuError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+class GpuRunner final : public ConfigRunner {
+public:
+  llvm::Error init(const dsl::KernelDef &def,
+                   const templates::HostProblem &problem,
+                   const GpuRunnerOptions &opts);
+
+  llvm::Error load(const codegen::CompiledKernel &kernel) override;
+  llvm::Error warmUp(int runs) override;
+  llvm::Expected<std::vector<uint8_t>> outputBytes() override;
+  llvm::Expected<double> timeOnceUs() override;
+
+private:
+  /// One set of operand buffers and the packed parameter values.
+  struct BufferSet {
+    std::vector<std::vector<DeviceBuffer>> buffers; ///< [group][operand]
+    std::vector<uint64_t> values; ///< one 8-byte slot per kernel parameter
+    std::vector<void *> params;   ///< pointers into values
+  };
+  llvm::Error launch(BufferSet &set);
+
+  const runtime::DriverApi *api = nullptr;
+  std::optional<runtime::ScopedContext> ctx;
+  const dsl::KernelDef *def = nullptr;
+  std::vector<BufferSet> sets;
+  size_t next = 0;
+  int64_t totalRows = 0;
+  DeviceBuffer flush;
+  uint8_t flushByte = 0;
+  Event start, stop;
+  runtime::Module module;
+  CUfunction fn = nullptr;
+  codegen::TileConfig config;
+};
+
+llvm::Error GpuRunner::init(const dsl::KernelDef &d,
+                            const templates::HostProblem &problem,
+                            const GpuRunnerOptions &opts) {
+  def = &d;
+  auto drv = runtime::driver();
+  if (!drv)
+    return drv.takeError();
+  api = &*drv;
+  auto sc = runtime::ScopedContext::forDevice(opts.device);
+  if (!sc)
+    return sc.takeError();
+  ctx.emplace(std::move(*sc));
+
+  CUdevice dev;
+  if (llvm::Error e = checkCuda(api->cuDeviceGet(&dev, opts.device),
+                                "cuDeviceGet"))
+    return e;
+  int l2 = 0;
+  if (llvm::Error e = checkCuda(api->cuDeviceGetAttribute(
+                                    &l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev),
+                                "L2 cache size"))
+    return e;
+  size_t totalMem = 0;
+  if (llvm::Error e = checkCuda(api->cuDeviceTotalMem(&totalMem, dev),
+                                "cuDeviceTotalMem"))
+    return e;
+  size_t flushBytes = opts.flushBytes
+                          ? opts.flushBytes
+                          : std::max<size_t>(2 * size_t(l2), size_t(64) << 20);
+  auto fb = DeviceBuffer::allocate(flushBytes);
+  if (!fb)
+    return fb.takeError();
+  flush = std::move(*fb);
+
+  size_t setBytes = 0;
+  for (const auto &group : problem.storage)
+    for (const auto &op : group)
+      setBytes += op.size();
+  size_t want = setBytes ? (flushBytes + setBytes - 1) / setBytes : 2;
+  size_t cap = std::max<size_t>(2, (totalMem / 4) / std::max<size_t>(setBytes, 1));
+  int numSets = int(std::clamp<size_t>(want, 2, std::min<size_t>(
+                                                    size_t(std::max(opts.maxSets, 2)), cap)));
+
+  const dsl::Binding &b = problem.binding;
+  totalRows = 0;
+  for (int64_t r : b.groupRows)
+    totalRows += r;
+  sets.resize(numSets);
+  for (BufferSet &s : sets) {
+    s.buffers.resize(problem.storage.size());
+    for (size_t g = 0; g < problem.storage.size(); ++g)
+      for (size_t i = 0; i < problem.storage[g].size(); ++i) {
+        const std::vector<uint8_t> &host = problem.storage[g][i];
+        auto buf = DeviceBuffer::allocate(std::max<size_t>(host.size(), 16));
+        if (!buf)
+          return buf.takeError();
+        if (llvm::Error e = buf->copyFromHost(host.data(), host.size()))
+          return e;
+        s.buffers[g].push_back(std::move(*buf));
+      }
+    // KernelABI order.
+    for (size_t g = 0; g < s.buffers.size(); ++g)
+      for (size_t i = 0; i < s.buffers[g].size(); ++i) {
+        s.values.push_back(uint64_t(s.buffers[g][i].ptr()));
+        s.values.push_back(uint64_t(b.tensors[g][i].rowStride));
+      }
+    for (int64_t r : b.groupRows)
+      s.values.push_back(uint64_t(r));
+    for (int64_t dim : b.dims)
+      s.values.push_back(uint64_t(dim));
+    for (float f : b.scalars) {
+      uint64_t slot = 0;
+      std::memcpy(&slot, &f, sizeof f);
+      s.values.push_back(slot);
+    }
+    for (uint64_t &v : s.values)
+      s.params.push_back(&v);
+  }
+  auto e0 = Event::create();
+  if (!e0)
+    return e0.takeError();
+  auto e1 = Event::create();
+  if (!e1)
+    return e1.takeError();
+  start = std::move(*e0);
+  stop = std::move(*e1);
+  return llvm::Error::success();
+}
+
+llvm::Error GpuRunner::load(const codegen::CompiledKernel &k) {
+  if (size_t(k.abi.paramCount()) != sets.front().params.size())
+    return gpuError(llvm::formatv(
+        "{0}: the kernel takes {1} parameters, the problem binds {2}",
+        k.config.str(), k.abi.paramCount(), sets.front().params.size()));
+  std::vector<char> image(k.cubin.begin(), k.cubin.end());
+  if (image.empty()) { // PTX: the driver JIT-compiles it
+    image.assign(k.ptx.begin(), k.ptx.end());
+    image.push_back('\0');
+  }
+  fn = nullptr;
+  module = runtime::Module();
+  auto m = runtime::Module::load(image);
+  if (!m)
+    return m.takeError();
+  module = std::move(*m);
+  auto f = module.function(k.entryName);
+  if (!f)
+    return f.takeError();
+  fn = *f;
+  config = k.config;
+  return llvm::Error::success();
+}
+
+llvm::Error GpuRunner::launch(BufferSet &s) {
+  if (!fn)
+    return gpuError("no kernel loaded");
+  int64_t rpc = std::max(config.rowsPerCta, 1);
+  unsigned grid = unsigned((totalRows + rpc - 1) / rpc);
+  return checkCuda(api->cuLaunchKernel(fn, grid, 1, 1,
+                                       unsigned(config.ctaThreads()), 1, 1, 0,
+                                       /*stream=*/nullptr, s.params.data(),
+                                       nullptr),
+                   "cuLaunchKernel " + config.str());
+}
+
+llvm::Error GpuRunner::warmUp(int runs) {
+  for (int i = 0; i < runs; ++i) {
+    if (llvm::Error e = launch(sets[next]))
+      return e;
+    next = (next + 1) % sets.size();
+  }
+  return checkCuda(api->cuCtxSynchronize(), "warm-up");
+}
+
+llvm::Expected<std::vector<uint8_t>> GpuRunner::outputBytes() {
+  BufferSet &s = sets[0];
+  for (auto &group : s.buffers)
+    for (size_t i = 0; i < group.size(); ++i)
+      if (def->operands[i].isOutput)
+        if (llvm::Error e = group[i].fill(0xFF))
+          return std::move(e);
+  if (llvm::Error e = launch(s))
+    return std::move(e);
+  if (llvm::Error e = checkCuda(api->cuCtxSynchronize(), "output run"))
+    return std::move(e);
+  std::vector<uint8_t> out;
+  for (auto &group : s.buffers)
+    for (size_t i = 0; i < group.size(); ++i)
+      if (def->operands[i].isOutput) {
+        size_t at = out.size();
+        out.resize(at + group[i].size());
+        if (llvm::Error e = group[i].copyToHost(out.data() + at, group[i].size()))
+          return std::move(e);
+      }
+  return out;
+}
+
+llvm::Expected<double> GpuRunner::timeOnceUs() {
+  BufferSet &s = sets[next];
+  next = (next + 1) % sets.size();
+  if (llvm::Error e = checkCuda(api->cuMemsetD8(flush.ptr(), flushByte++,
+                                                flush.size()),
+                                "L2 flush"))
+    return std::move(e);
+  if (llvm::Error e = start.record(nullptr))
+    return std::move(e);
+  if (llvm::Error e = launch(s))
+    return std::move(e);
+  if (llvm::Error e = stop.record(nullptr))
+    return std::move(e);
+  if (llvm::Error e = stop.synchronize())
+    return std::move(e);
+  auto ms = stop.elapsedSince(start);
+  if (!ms)
+    return ms.takeError();
+  return double(*ms) * 1000.0;
+}
+
+} // namespace
+
+llvm::Expected<std::pair<std::string, std::string>>
+autotune::gpuIdentity(int ordinal) {
+  auto info = runtime::queryDriver();
+  if (!info)
+    return info.takeError();
+  for (const runtime::DeviceInfo &d : info->devices)
+    if (d.ordinal == ordinal)
+      return std::make_pair(d.name, d.arch());
+  return gpuError(llvm::formatv("no CUDA device {0} ({1} found)", ordinal,
+                                info->devices.size()));
+}
+
+llvm::Expected<std::unique_ptr<ConfigRunner>>
+autotune::makeGpuRunner(const dsl::KernelDef &def,
+                        const templates::HostProblem &problem,
+                        const GpuRunnerOptions &options) {
+  auto r = std::make_unique<GpuRunner>();
+  if (llvm::Error e = r->init(def, problem, options))
+    return std::move(e);
+  return std::unique_ptr<ConfigRunner>(std::move(r));
+}

@@ -1,0 +1,213 @@
+//===- autotune/Policy.cpp - DB hit, default, or tune ---------------------===//
+
+#include "autotune/Policy.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+using namespace bitfold;
+using namespace bitfold::autotune;
+
+llvm::StringRef autotune::provenanceName(Provenance p) {
+  switch (p) {
+  case Provenance::Database: return "tune DB";
+  case Provenance::Default: return "default";
+  case Provenance::DefaultStale: return "default (stale DB entry)";
+  case Provenance::DefaultInvalid: return "default (DB config not legal)";
+  case Provenance::DefaultTuning: return "default (tuning in background)";
+  case Provenance::TunedNow: return "tuned now";
+  case Provenance::DefaultTuneFailed: return "default (tuning failed)";
+  }
+  return "?";
+}
+
+TunePolicy::TunePolicy(PolicyOptions options, TuneDB initial)
+    : opts(std::move(options)), db(std::move(initial)) {
+  if (!opts.warn)
+    opts.warn = [](llvm::StringRef m) {
+      llvm::errs() << "bitfold: warning: " << m << "\n";
+    };
+}
+
+llvm::Expected<std::unique_ptr<TunePolicy>>
+TunePolicy::open(PolicyOptions options) {
+  TuneDB initial;
+  if (!options.dbPath.empty()) {
+    auto loaded = TuneDB::loadOrEmpty(options.dbPath);
+    if (!loaded)
+      return loaded.takeError();
+    initial = std::move(*loaded);
+  }
+  return std::make_unique<TunePolicy>(std::move(options), std::move(initial));
+}
+
+TunePolicy::~TunePolicy() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  if (worker.joinable())
+    worker.join();
+}
+
+void TunePolicy::warnOnce(const std::string &tag, const llvm::Twine &message) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!warned.insert(tag).second)
+      return;
+  }
+  opts.warn(message.str());
+}
+
+Choice TunePolicy::choose(const ChooseRequest &req) {
+  const std::string keyText = req.key.text();
+  const std::string what = req.key.kernelName + " " + req.key.shapeClass;
+  Choice fallback{req.defaultConfig, Provenance::Default, ""};
+
+  std::string winnerText;
+  Lookup found;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    found = db.lookup(req.key);
+    if (found.kind == Lookup::Hit)
+      if (const Measurement *w = found.entry->winner())
+        winnerText = w->config;
+  }
+  if (!winnerText.empty()) {
+    auto parsed = codegen::TileConfig::parse(winnerText);
+    llvm::Error bad = parsed ? (req.check ? req.check(*parsed)
+                                          : llvm::Error::success())
+                             : parsed.takeError();
+    if (!bad)
+      return Choice{*parsed, Provenance::Database, ""};
+    std::string why = llvm::toString(std::move(bad));
+    warnOnce("invalid\n" + keyText,
+             "tune DB entry for " + what + " names config " + winnerText +
+                 ", which is not legal here (" + why +
+                 "); using the default");
+    fallback.from = Provenance::DefaultInvalid;
+    fallback.detail = why;
+    // An entry exists for this environment: tuning again would not help.
+    return fallback;
+  }
+  if (found.kind == Lookup::Stale) {
+    warnOnce("stale\n" + keyText, "tune DB entry for " + what +
+                                      " not used: " + found.reason);
+    fallback.from = Provenance::DefaultStale;
+    fallback.detail = found.reason;
+  }
+
+  switch (opts.onMiss) {
+  case OnMiss::UseDefault:
+    return fallback;
+  case OnMiss::TuneNow: {
+    if (!req.tune)
+      return fallback;
+    auto outcome = req.tune();
+    if (!outcome) {
+      std::string why = llvm::toString(outcome.takeError());
+      warnOnce("tune\n" + keyText, "tuning " + what + " failed: " + why);
+      return Choice{req.defaultConfig, Provenance::DefaultTuneFailed, why};
+    }
+    std::string winner;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      db.record(req.key, outcome->defaultConfig, outcome->measurements);
+      if (const TuneEntry *e = db.lookup(req.key).entry)
+        if (const Measurement *w = e->winner())
+          winner = w->config;
+    }
+    persist();
+    auto parsed = codegen::TileConfig::parse(winner);
+    if (!parsed) {
+      std::string why = llvm::toString(parsed.takeError());
+      return Choice{req.defaultConfig, Provenance::DefaultTuneFailed, why};
+    }
+    if (req.check)
+      if (llvm::Error e = req.check(*parsed))
+        return Choice{req.defaultConfig, Provenance::DefaultInvalid,
+                      llvm::toString(std::move(e))};
+    return Choice{*parsed, Provenance::TunedNow, ""};
+  }
+  case OnMiss::TuneInBackground: {
+    if (!req.tune)
+      return fallback;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (tuning.insert(keyText).second) {
+        queue.push_back(req);
+        if (!worker.joinable())
+          worker = std::thread([this] { backgroundLoop(); });
+      }
+    }
+    cv.notify_all();
+    Choice c = fallback;
+    if (c.from == Provenance::Default)
+      c.from = Provenance::DefaultTuning;
+    return c;
+  }
+  }
+  return fallback;
+}
+
+void TunePolicy::backgroundLoop() {
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    cv.wait(lock, [&] { return stopping || !queue.empty(); });
+    if (queue.empty())
+      return; // stopping, nothing left
+    ChooseRequest req = std::move(queue.front());
+    queue.erase(queue.begin());
+    lock.unlock();
+    auto outcome = req.tune();
+    std::string keyText = req.key.text();
+    if (!outcome) {
+      warnOnce("tune\n" + keyText, "background tuning of " +
+                                       req.key.kernelName + " " +
+                                       req.key.shapeClass + " failed: " +
+                                       llvm::toString(outcome.takeError()));
+    } else {
+      {
+        std::lock_guard<std::mutex> g(mu);
+        db.record(req.key, outcome->defaultConfig, outcome->measurements);
+      }
+      persist();
+    }
+    lock.lock();
+    tuning.erase(keyText);
+    cv.notify_all();
+  }
+}
+
+/// Persists the DB (merged with the file's current contents).
+void TunePolicy::persist() {
+  if (opts.dbPath.empty())
+    return;
+  TuneDB merged;
+  auto onDisk = TuneDB::loadOrEmpty(opts.dbPath);
+  if (!onDisk) {
+    warnOnce("read\n" + opts.dbPath,
+             "tune DB not merged before writing: " +
+                 llvm::toString(onDisk.takeError()));
+  } else {
+    merged = std::move(*onDisk);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    merged.merge(db);
+    db = merged; // pick up what other processes wrote
+  }
+  if (llvm::Error e = merged.save(opts.dbPath))
+    warnOnce("write\n" + opts.dbPath,
+             "cannot persist the tune DB: " + llvm::toString(std::move(e)));
+}
+
+void TunePolicy::waitIdle() {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return tuning.empty(); });
+}
+
+TuneDB TunePolicy::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return db;
+}

@@ -1,0 +1,323 @@
+//===- autotune/TuneDB.cpp - The tune DB: JSON, merge, lookup -------------===//
+
+#include "autotune/TuneDB.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <tuple>
+
+using namespace bitfold;
+using namespace bitfold::autotune;
+using nlohmann::json;
+
+namespace {
+
+llvm::Error dbError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+json toJson(const Measurement &m) {
+  return json{{"config", m.config},   {"medianUs", m.medianUs},
+              {"spreadUs", m.spreadUs}, {"minUs", m.minUs},
+              {"maxUs", m.maxUs},     {"samples", m.samples},
+              {"cut", m.cut}};
+}
+
+json toJson(const TuneKey &k) {
+  return json{{"kernel", k.kernelName},
+              {"kernelHash", k.kernelHash},
+              {"shapeClass", k.shapeClass},
+              {"dtypes", k.dtypes},
+              {"gpu", k.env.gpuName},
+              {"arch", k.env.arch},
+              {"bitfold", k.env.bitfoldVersion},
+              {"llvm", k.env.llvmVersion},
+              {"toolchain", k.env.toolchain}};
+}
+
+/// Reads a required field; nlohmann's exceptions never leave this file.
+template <typename T>
+llvm::Error field(const json &j, const char *name, T &out,
+                  const llvm::Twine &where) {
+  auto it = j.find(name);
+  if (it == j.end())
+    return dbError(where + ": missing field '" + name + "'");
+  try {
+    out = it->get<T>();
+  } catch (const json::exception &e) {
+    return dbError(where + ": field '" + name + "': " + e.what());
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+// ---- Keys --------------------------------------------------------------------
+
+std::string TuneEnvironment::mismatch(const TuneEnvironment &cur) const {
+  if (gpuName != cur.gpuName || arch != cur.arch)
+    return llvm::formatv("tuned on GPU '{0}' ({1}), this is '{2}' ({3})",
+                         gpuName, arch, cur.gpuName, cur.arch);
+  std::vector<std::string> diffs;
+  auto cmp = [&](const char *what, const std::string &a, const std::string &b) {
+    if (a != b)
+      diffs.push_back(llvm::formatv("{0} '{1}', this is '{2}'", what, a, b));
+  };
+  cmp("bitfold", bitfoldVersion, cur.bitfoldVersion);
+  cmp("LLVM", llvmVersion, cur.llvmVersion);
+  cmp("toolchain", toolchain, cur.toolchain);
+  if (diffs.empty())
+    return "";
+  std::string s = "tuned with ";
+  for (size_t i = 0; i < diffs.size(); ++i)
+    s += (i ? "; " : "") + diffs[i];
+  return s;
+}
+
+std::string TuneKey::problemText() const {
+  return "kernelHash: " + kernelHash + "\nshapeClass: " + shapeClass +
+         "\ndtypes: " + dtypes + "\n";
+}
+
+std::string TuneKey::text() const {
+  return problemText() + "gpu: " + env.gpuName + "\narch: " + env.arch +
+         "\nbitfold: " + env.bitfoldVersion + "\nllvm: " + env.llvmVersion +
+         "\ntoolchain: " + env.toolchain + "\n";
+}
+
+// ---- Measurements and entries ----------------------------------------------
+
+bool Measurement::preferredOver(const Measurement &o) const {
+  if (samples != o.samples)
+    return samples > o.samples;
+  if (medianUs != o.medianUs)
+    return medianUs < o.medianUs;
+  if (spreadUs != o.spreadUs)
+    return spreadUs < o.spreadUs;
+  return toJson(*this).dump() < toJson(o).dump();
+}
+
+const Measurement *TuneEntry::winner() const {
+  const Measurement *best = nullptr;
+  for (const Measurement &m : measurements) {
+    if (m.cut || m.samples <= 0)
+      continue;
+    if (!best || m.medianUs < best->medianUs ||
+        (m.medianUs == best->medianUs && m.config < best->config))
+      best = &m;
+  }
+  return best;
+}
+
+const Measurement *TuneEntry::find(llvm::StringRef config) const {
+  for (const Measurement &m : measurements)
+    if (m.config == config)
+      return &m;
+  return nullptr;
+}
+
+// ---- The DB ------------------------------------------------------------------
+
+void TuneDB::record(const TuneKey &key, llvm::StringRef defaultConfig,
+                    llvm::ArrayRef<Measurement> ms) {
+  std::string text = key.text();
+  auto [it, inserted] = entries.try_emplace(text);
+  TuneEntry &e = it->second;
+  if (inserted) {
+    e.key = key;
+  } else if (key.kernelName < e.key.kernelName) {
+    e.key.kernelName = key.kernelName; // names are informational
+  }
+  if (!defaultConfig.empty() &&
+      (e.defaultConfig.empty() || defaultConfig < e.defaultConfig))
+    e.defaultConfig = defaultConfig.str();
+  for (const Measurement &m : ms) {
+    auto pos = std::lower_bound(
+        e.measurements.begin(), e.measurements.end(), m.config,
+        [](const Measurement &a, const std::string &c) { return a.config < c; });
+    if (pos != e.measurements.end() && pos->config == m.config) {
+      if (m.preferredOver(*pos))
+        *pos = m;
+    } else {
+      e.measurements.insert(pos, m);
+    }
+  }
+}
+
+void TuneDB::merge(const TuneDB &other) {
+  for (const auto &[text, e] : other.entries)
+    record(e.key, e.defaultConfig, e.measurements);
+}
+
+Lookup TuneDB::lookup(const TuneKey &key) const {
+  Lookup l;
+  auto it = entries.find(key.text());
+  if (it != entries.end()) {
+    l.kind = Lookup::Hit;
+    l.entry = &it->second;
+    return l;
+  }
+  // Same problem tuned elsewhere: stale, never used silently.
+  std::string problem = key.problemText();
+  for (const auto &[text, e] : entries) {
+    if (e.key.problemText() != problem)
+      continue;
+    l.kind = Lookup::Stale;
+    l.entry = &e;
+    l.reason = e.key.env.mismatch(key.env);
+    return l;
+  }
+  return l;
+}
+
+std::vector<const TuneEntry *> TuneDB::all() const {
+  std::vector<const TuneEntry *> out;
+  for (const auto &[text, e] : entries)
+    out.push_back(&e);
+  return out;
+}
+
+std::string TuneDB::toJsonText() const {
+  json list = json::array();
+  for (const auto &[text, e] : entries) {
+    json ms = json::array();
+    for (const Measurement &m : e.measurements)
+      ms.push_back(toJson(m));
+    json je{{"key", toJson(e.key)},
+            {"defaultConfig", e.defaultConfig},
+            {"measurements", std::move(ms)}};
+    if (const Measurement *w = e.winner())
+      je["winner"] = w->config; // derived; for readers, ignored on load
+    list.push_back(std::move(je));
+  }
+  json root{{"format", "bitfold-tune-db"},
+            {"version", kTuneDBFormat},
+            {"entries", std::move(list)}};
+  return root.dump(2) + "\n";
+}
+
+llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
+  json root = json::parse(text.begin(), text.end(), nullptr,
+                          /*allow_exceptions=*/false);
+  if (root.is_discarded())
+    return dbError("not valid JSON");
+  if (!root.is_object() || root.value("format", "") != "bitfold-tune-db")
+    return dbError("not a bitfold tune DB (\"format\" is not "
+                   "\"bitfold-tune-db\")");
+  int version = 0;
+  if (llvm::Error e = field(root, "version", version, "tune DB"))
+    return std::move(e);
+  if (version != kTuneDBFormat)
+    return dbError(llvm::formatv("tune DB format version {0}, this bitfold "
+                                 "reads version {1}",
+                                 version, kTuneDBFormat));
+  auto entriesIt = root.find("entries");
+  if (entriesIt == root.end() || !entriesIt->is_array())
+    return dbError("tune DB: 'entries' must be a list");
+  TuneDB db;
+  size_t index = 0;
+  for (const json &je : *entriesIt) {
+    std::string where = llvm::formatv("entry {0}", index++);
+    if (!je.is_object() || !je.contains("key") || !je["key"].is_object())
+      return dbError(where + ": needs an object 'key'");
+    const json &jk = je["key"];
+    TuneKey k;
+    std::string defaultConfig;
+    for (auto [name, out] :
+         {std::pair{"kernel", &k.kernelName},
+          {"kernelHash", &k.kernelHash},
+          {"shapeClass", &k.shapeClass},
+          {"dtypes", &k.dtypes},
+          {"gpu", &k.env.gpuName},
+          {"arch", &k.env.arch},
+          {"bitfold", &k.env.bitfoldVersion},
+          {"llvm", &k.env.llvmVersion},
+          {"toolchain", &k.env.toolchain}})
+      if (llvm::Error e = field(jk, name, *out, where + " key"))
+        return std::move(e);
+    if (je.contains("defaultConfig"))
+      if (llvm::Error e = field(je, "defaultConfig", defaultConfig, where))
+        return std::move(e);
+    std::vector<Measurement> ms;
+    if (!je.contains("measurements") || !je["measurements"].is_array())
+      return dbError(where + ": 'measurements' must be a list");
+    for (const json &jm : je["measurements"]) {
+      Measurement m;
+      std::string mw = where + " measurement";
+      if (llvm::Error e = field(jm, "config", m.config, mw))
+        return std::move(e);
+      mw += " '" + m.config + "'";
+      if (llvm::Error e = field(jm, "medianUs", m.medianUs, mw))
+        return std::move(e);
+      if (llvm::Error e = field(jm, "spreadUs", m.spreadUs, mw))
+        return std::move(e);
+      if (llvm::Error e = field(jm, "minUs", m.minUs, mw))
+        return std::move(e);
+      if (llvm::Error e = field(jm, "maxUs", m.maxUs, mw))
+        return std::move(e);
+      if (llvm::Error e = field(jm, "samples", m.samples, mw))
+        return std::move(e);
+      if (llvm::Error e = field(jm, "cut", m.cut, mw))
+        return std::move(e);
+      ms.push_back(std::move(m));
+    }
+    db.record(k, defaultConfig, ms);
+  }
+  return db;
+}
+
+llvm::Expected<TuneDB> TuneDB::load(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return dbError("cannot read tune DB '" + path +
+                   "': " + buf.getError().message());
+  auto db = fromJsonText((*buf)->getBuffer());
+  if (!db)
+    return dbError("tune DB '" + path +
+                   "': " + llvm::toString(db.takeError()));
+  return db;
+}
+
+llvm::Expected<TuneDB> TuneDB::loadOrEmpty(llvm::StringRef path) {
+  if (!llvm::sys::fs::exists(path))
+    return TuneDB();
+  return load(path);
+}
+
+llvm::Error TuneDB::save(llvm::StringRef path) const {
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (!dir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+      return dbError("cannot create '" + dir + "': " + ec.message());
+  std::string tmp = llvm::formatv("{0}.tmp.{1}", path,
+                                  llvm::sys::Process::getProcessId());
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return dbError("cannot write '" + tmp + "': " + ec.message());
+    os << toJsonText();
+    os.close();
+    if (os.has_error()) {
+      std::error_code werr = os.error();
+      os.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return dbError("cannot write '" + tmp + "': " + werr.message());
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
+    llvm::sys::fs::remove(tmp);
+    return dbError("cannot rename '" + tmp + "' to '" + path +
+                   "': " + ec.message());
+  }
+  return llvm::Error::success();
+}

@@ -1,0 +1,175 @@
+//===- tests/autotune/TuneDBTest.cpp - Tune DB: JSON, merge, staleness ----===//
+
+#include "TestEnv.h"
+
+using namespace bitfold::autotune;
+using namespace bitfold::autotune::test;
+
+namespace {
+
+TuneDB dbA() {
+  TuneDB db;
+  db.record(keyFor("h1", "c4096.a16-16-16-16.o32/r4096"), "r1.t128.v8.p1",
+            {meas("r1.t128.v8.p1", 30.0), meas("r2.t64.v8.p1", 25.5),
+             meas("r1.t256.v8.p2", 60.0, 5, 1.0, true)});
+  db.record(keyFor("h2", "c128.a16-16.o32/r1"), "r8.t32.v4.p1",
+            {meas("r8.t32.v4.p1", 3.0)});
+  return db;
+}
+
+TuneDB dbB() {
+  TuneDB db;
+  // Same key and config as A, more samples: wins the merge.
+  db.record(keyFor("h1", "c4096.a16-16-16-16.o32/r4096"), "r1.t128.v8.p1",
+            {meas("r1.t128.v8.p1", 31.0, 40), meas("r4.t32.v8.p1", 24.0)});
+  // Another GPU: its own entry.
+  TuneEnvironment a100{"NVIDIA A100-SXM4-80GB", "sm_80", "0.1.0", "22.1.8",
+                       "nvJitLink 13.0"};
+  db.record(keyFor("h1", "c4096.a16-16-16-16.o32/r4096", a100),
+            "r1.t128.v8.p1", {meas("r1.t128.v8.p1", 50.0)});
+  return db;
+}
+
+TEST(TuneDB, RoundTripsThroughJsonByteForByte) {
+  TuneDB a = dbA();
+  std::string text = a.toJsonText();
+  auto back = TuneDB::fromJsonText(text);
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->toJsonText(), text);
+  auto l = back->lookup(keyFor("h1", "c4096.a16-16-16-16.o32/r4096"));
+  ASSERT_EQ(l.kind, Lookup::Hit);
+  ASSERT_EQ(l.entry->measurements.size(), 3u);
+  const Measurement *cut = l.entry->find("r1.t256.v8.p2");
+  ASSERT_NE(cut, nullptr);
+  EXPECT_TRUE(cut->cut);
+  EXPECT_EQ(cut->samples, 5);
+  EXPECT_EQ(l.entry->defaultConfig, "r1.t128.v8.p1");
+}
+
+TEST(TuneDB, SavesAndLoadsAFile) {
+  TempDir dir;
+  std::string path = dir.file("sub/tune-db.json");
+  ASSERT_FALSE(bool(dbA().save(path)));
+  auto back = TuneDB::load(path);
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(*back, dbA());
+  auto none = TuneDB::loadOrEmpty(dir.file("missing.json"));
+  ASSERT_TRUE(bool(none));
+  EXPECT_EQ(none->size(), 0u);
+}
+
+TEST(TuneDB, RejectsMalformedFilesWithAReason) {
+  auto notJson = TuneDB::fromJsonText("{");
+  ASSERT_FALSE(bool(notJson));
+  EXPECT_NE(llvm::toString(notJson.takeError()).find("not valid JSON"),
+            std::string::npos);
+  auto wrong = TuneDB::fromJsonText(R"({"format":"bitfold-tune-db","version":1,
+      "entries":[{"key":{"kernel":"k"},"measurements":[]}]})");
+  ASSERT_FALSE(bool(wrong));
+  EXPECT_NE(llvm::toString(wrong.takeError()).find("kernelHash"),
+            std::string::npos);
+  auto future = TuneDB::fromJsonText(
+      R"({"format":"bitfold-tune-db","version":99,"entries":[]})");
+  ASSERT_FALSE(bool(future));
+  llvm::consumeError(future.takeError());
+}
+
+TEST(TuneDB, WinnerIsFastestFullyTimedConfig) {
+  TuneDB a = dbA();
+  auto l = a.lookup(keyFor("h1", "c4096.a16-16-16-16.o32/r4096"));
+  ASSERT_EQ(l.kind, Lookup::Hit);
+  ASSERT_NE(l.entry->winner(), nullptr);
+  EXPECT_EQ(l.entry->winner()->config, "r2.t64.v8.p1");
+}
+
+TEST(TuneDB, MergeIsCommutative) {
+  TuneDB ab = dbA();
+  ab.merge(dbB());
+  TuneDB ba = dbB();
+  ba.merge(dbA());
+  EXPECT_EQ(ab.toJsonText(), ba.toJsonText());
+}
+
+TEST(TuneDB, MergeIsIdempotentAndAssociative) {
+  TuneDB aa = dbA();
+  aa.merge(dbA());
+  EXPECT_EQ(aa, dbA());
+  TuneDB ab = dbA();
+  ab.merge(dbB());
+  TuneDB abb = ab;
+  abb.merge(dbB());
+  EXPECT_EQ(abb, ab);
+  TuneDB c;
+  c.record(keyFor("h3", "c2240.a16-16-16-16.o32/r2048"), "r1.t128.v8.p1",
+           {meas("r1.t128.v8.p1", 9.0)});
+  TuneDB left = dbA(); // (A+B)+C
+  left.merge(dbB());
+  left.merge(c);
+  TuneDB bc = dbB(); // A+(B+C)
+  bc.merge(c);
+  TuneDB right = dbA();
+  right.merge(bc);
+  EXPECT_EQ(left, right);
+}
+
+TEST(TuneDB, MergeKeepsMoreSamplesThenLowerMedianThenLowerSpread) {
+  TuneDB ab = dbA();
+  ab.merge(dbB());
+  auto l = ab.lookup(keyFor("h1", "c4096.a16-16-16-16.o32/r4096"));
+  ASSERT_EQ(l.kind, Lookup::Hit);
+  const Measurement *m = l.entry->find("r1.t128.v8.p1");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->samples, 40); // more samples beats lower median
+  EXPECT_EQ(m->medianUs, 31.0);
+
+  EXPECT_TRUE(meas("c", 10.0, 20).preferredOver(meas("c", 11.0, 20)));
+  EXPECT_TRUE(meas("c", 10.0, 20, 0.1).preferredOver(meas("c", 10.0, 20, 0.2)));
+  Measurement x = meas("c", 10.0), y = meas("c", 10.0);
+  y.maxUs += 1; // differs only in the text: still a strict order
+  EXPECT_NE(x.preferredOver(y), y.preferredOver(x));
+}
+
+TEST(TuneDB, AddingAConfigKeepsOldTimings) {
+  TuneDB db = dbA();
+  auto key = keyFor("h1", "c4096.a16-16-16-16.o32/r4096");
+  db.record(key, "", {meas("r8.t32.v8.p1", 20.0)});
+  auto l = db.lookup(key);
+  ASSERT_EQ(l.kind, Lookup::Hit);
+  EXPECT_EQ(l.entry->measurements.size(), 4u);
+  EXPECT_NE(l.entry->find("r1.t128.v8.p1"), nullptr);
+  EXPECT_EQ(l.entry->winner()->config, "r8.t32.v8.p1");
+  EXPECT_EQ(l.entry->defaultConfig, "r1.t128.v8.p1"); // kept
+}
+
+TEST(TuneDB, EntryFromAnotherGpuIsStaleWithTheReason) {
+  TuneDB db;
+  TuneEnvironment a100{"NVIDIA A100-SXM4-80GB", "sm_80", "0.1.0", "22.1.8",
+                       "nvJitLink 13.0"};
+  db.record(keyFor("h1", "cls", a100), "d", {meas("r1.t128.v8.p1", 5)});
+  Lookup l = db.lookup(keyFor("h1", "cls"));
+  EXPECT_EQ(l.kind, Lookup::Stale);
+  EXPECT_NE(l.reason.find("NVIDIA A100-SXM4-80GB"), std::string::npos);
+  EXPECT_NE(l.reason.find("NVIDIA H200"), std::string::npos);
+}
+
+TEST(TuneDB, EntryFromAnotherVersionIsStaleWithTheReason) {
+  TuneDB db;
+  TuneEnvironment old = h200();
+  old.bitfoldVersion = "0.0.9";
+  old.toolchain = "ptxas 12.4";
+  db.record(keyFor("h1", "cls", old), "d", {meas("r1.t128.v8.p1", 5)});
+  Lookup l = db.lookup(keyFor("h1", "cls"));
+  EXPECT_EQ(l.kind, Lookup::Stale);
+  EXPECT_NE(l.reason.find("bitfold '0.0.9'"), std::string::npos) << l.reason;
+  EXPECT_NE(l.reason.find("ptxas 12.4"), std::string::npos) << l.reason;
+}
+
+TEST(TuneDB, OtherShapeClassOrKernelIsAMiss) {
+  TuneDB db = dbA();
+  EXPECT_EQ(db.lookup(keyFor("h1", "c4096.a16-16-16-16.o32/r8192")).kind,
+            Lookup::Miss);
+  EXPECT_EQ(db.lookup(keyFor("h9", "c4096.a16-16-16-16.o32/r4096")).kind,
+            Lookup::Miss);
+}
+
+} // namespace

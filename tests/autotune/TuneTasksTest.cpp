@@ -1,0 +1,158 @@
+//===- tests/autotune/TuneTasksTest.cpp - Shapes files, shards, classes ---===//
+
+#include "TestEnv.h"
+
+#include "autotune/ShapeClass.h"
+#include "autotune/TuneTasks.h"
+
+#include "templates/Problem.h"
+
+#include <set>
+
+using namespace bitfold;
+using namespace bitfold::autotune;
+
+namespace {
+
+TEST(ShapesFile, ParsesTemplateShapeAndParams) {
+  auto r = parseShapesFile(R"([
+    {"template": "conv_bias", "shape": "1,96,4,480,832",
+     "params": {"dtype": "bf16", "residual": true, "bias_dtype": "f32"}},
+    {"template": "ln_modulate", "shape": "1,4096,4096"}])");
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].paramsText(), "bias_dtype=f32 dtype=bf16 residual=1");
+  EXPECT_EQ((*r)[1].label(), "ln_modulate 1,4096,4096");
+  auto again = parseShapesFile(shapesFileText(*r));
+  ASSERT_TRUE(bool(again));
+  EXPECT_EQ(shapesFileText(*again), shapesFileText(*r));
+}
+
+TEST(ShapesFile, RejectsUnknownKeysAndMissingFields) {
+  auto a = parseShapesFile(R"([{"template": "x", "shapes": "1"}])");
+  ASSERT_FALSE(bool(a));
+  EXPECT_NE(llvm::toString(a.takeError()).find("'shape'"), std::string::npos);
+  auto b = parseShapesFile(R"([{"template": "x", "shape": "1", "prams": {}}])");
+  ASSERT_FALSE(bool(b));
+  EXPECT_NE(llvm::toString(b.takeError()).find("prams"), std::string::npos);
+  auto c = parseShapesFile(R"({"template": "x"})");
+  ASSERT_FALSE(bool(c));
+  llvm::consumeError(c.takeError());
+}
+
+TEST(ShapesFile, SeedShapesFileHoldsTheNumericsSeedsOfTheBitExactTemplates) {
+  auto r = loadShapesFile(BITFOLD_SOURCE_DIR "/bench/shapes/seed-shapes.json");
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  std::set<std::pair<std::string, std::string>> inFile, expected;
+  for (const ShapeRequest &s : *r)
+    inFile.insert({s.templateName, s.shape});
+  for (const templates::TemplateInfo &t : templates::allTemplates())
+    if (t.bitExact)
+      for (const std::string &s : templates::seedShapes(t.name))
+        expected.insert({t.name, s});
+  EXPECT_EQ(inFile, expected);
+  for (const ShapeRequest &s : *r) {
+    auto shape = templates::parseShape(s.templateName, s.shape);
+    EXPECT_TRUE(bool(shape)) << s.label();
+    if (!shape)
+      llvm::consumeError(shape.takeError());
+  }
+}
+
+TEST(Shard, ParsesAndRejectsBadText) {
+  auto s = Shard::parse("2/5");
+  ASSERT_TRUE(bool(s));
+  EXPECT_EQ(s->index, 2u);
+  EXPECT_EQ(s->count, 5u);
+  for (const char *bad : {"5/5", "1", "a/b", "0/0"}) {
+    auto e = Shard::parse(bad);
+    EXPECT_FALSE(bool(e)) << bad;
+    if (!e)
+      llvm::consumeError(e.takeError());
+  }
+}
+
+TEST(Shard, ShardsPartitionTasksAndGpuWorkersPartitionTheirShard) {
+  const size_t tasks = 37;
+  std::multiset<size_t> seen;
+  for (unsigned i = 0; i < 3; ++i) {
+    Shard host{i, 3};
+    std::set<size_t> hostTasks, workerTasks;
+    for (size_t t = 0; t < tasks; ++t)
+      if (host.owns(t))
+        hostTasks.insert(t);
+    for (unsigned j = 0; j < 4; ++j) {
+      Shard w = host.split(j, 4);
+      for (size_t t = 0; t < tasks; ++t)
+        if (w.owns(t)) {
+          EXPECT_TRUE(workerTasks.insert(t).second) << "task twice: " << t;
+          seen.insert(t);
+        }
+    }
+    EXPECT_EQ(workerTasks, hostTasks);
+  }
+  EXPECT_EQ(seen.size(), tasks); // every task exactly once
+  for (size_t t = 0; t < tasks; ++t)
+    EXPECT_EQ(seen.count(t), 1u);
+}
+
+TEST(ShapeClass, RowsFallInPowerOfTwoBuckets) {
+  EXPECT_EQ(rowBucket(0), 1);
+  EXPECT_EQ(rowBucket(1), 1);
+  EXPECT_EQ(rowBucket(4096), 4096);
+  EXPECT_EQ(rowBucket(4359), 4096);
+  EXPECT_EQ(rowBucket(8191), 4096);
+  EXPECT_EQ(rowBucket(8192), 8192);
+  EXPECT_EQ(shapeClass("c4096.a16.o32", 4359), "c4096.a16.o32/r4096");
+}
+
+TEST(ShapeClass, DenseSpecMatchesTheRuntimesAlignmentAndIndexWidth) {
+  auto def = templates::lnModulate();
+  ASSERT_TRUE(bool(def));
+  auto shape = templates::parseShape("ln_modulate", "2,1024,2240");
+  ASSERT_TRUE(bool(shape));
+  codegen::ShapeSpec spec = denseShapeSpec(**def, *shape);
+  EXPECT_EQ(spec.cols, 2240);
+  ASSERT_EQ(spec.alignBytes.size(), (*def)->operands.size());
+  for (int a : spec.alignBytes)
+    EXPECT_EQ(a, 16); // 2240 * 2 bytes = 4480 = 16 * 280
+  EXPECT_EQ(spec.str().substr(spec.str().size() - 3), "o32");
+  auto odd = templates::parseShape("ln_modulate", "1,1,130");
+  ASSERT_TRUE(bool(odd));
+  EXPECT_EQ(denseShapeSpec(**def, *odd).alignBytes[0], 4); // 260 bytes
+
+  auto conv = templates::convBias(dsl::DType::BF16, dsl::DType::BF16, false);
+  ASSERT_TRUE(bool(conv));
+  auto big = templates::parseShape("conv_bias", "1,96,4,480,832");
+  ASSERT_TRUE(bool(big)); // 153M elements: still 32-bit offsets
+  EXPECT_EQ(denseShapeSpec(**conv, *big).str().substr(
+                denseShapeSpec(**conv, *big).str().size() - 3),
+            "o32");
+  EXPECT_EQ(dtypesText(**def).substr(0, 7), "x:bf16,");
+}
+
+TEST(Report, TableAndMarkdownHaveOneRowPerShape) {
+  std::vector<ReportRow> rows(2);
+  rows[0].label = "ln_modulate 1,4096,4096 dtype=bf16";
+  rows[0].configs = rows[0].timed = 12;
+  rows[0].cut = 4;
+  rows[0].seconds = 3.5;
+  rows[0].winner = "r2.t64.v8.p1";
+  rows[0].winnerUs = 20;
+  rows[0].defaultConfig = "r1.t128.v8.p1";
+  rows[0].defaultUs = 30;
+  rows[0].status = "ok";
+  rows[1].label = "rmsnorm_modulate 1,1,100";
+  rows[1].status = "error: D";
+  std::string md = formatReportMarkdown(rows, "t");
+  EXPECT_NE(md.find("| ln_modulate 1,4096,4096 dtype=bf16 | 12 (4 cut) | 3.5 | "
+                    "r2.t64.v8.p1 | 20.00 | r1.t128.v8.p1 | 30.00 | 1.50x | ok |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(formatReportTable(rows).find("1.50x"), std::string::npos);
+  auto back = parseReportRowsJson(reportRowsJson(rows));
+  ASSERT_TRUE(bool(back));
+  EXPECT_EQ(reportRowsJson(*back), reportRowsJson(rows));
+}
+
+} // namespace
