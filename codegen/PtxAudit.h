@@ -2,12 +2,12 @@
 //
 // The rules of DESIGN.md "Bit-exact code generation", checked on PTX text:
 //  - every fp32 add/sub/mul is .rn (ptxas never fuses .rn ops);
-//  - fma.rn.f32 appears only where the program wrote fma: the PTX holds
-//    as many as the optimized LLVM IR has llvm.fma calls, less at most the
-//    ones on constants the backend may fold exactly (it created none), the
-//    optimizer only removed some of the ones the
-//    lowering emitted (fmaAfterOpt <= fmaBeforeOpt == fmaWritten), and no
-//    fast-math flag or fmuladd exists that would let LLVM create one;
+//  - fma.rn.f32 appears only where the program wrote fma: the PTX holds at
+//    most as many as the optimized LLVM IR has llvm.fma calls (the backend
+//    may remove one exactly, dead or fma(x, 1, y) -> add, never create
+//    one), the optimizer only removed some of the ones the lowering emitted
+//    (fmaAfterOpt <= fmaBeforeOpt == fmaWritten), and no fast-math flag or
+//    fmuladd exists that would let LLVM create one;
 //  - .ftz only on rcp/rsqrt/ex2.approx.ftz.f32 and sub.rn.ftz.f32 (the
 //    latter only in programs that wrote sub_ftz);
 //  - fp32 div and sqrt are div.rn.f32 / sqrt.rn.f32;

@@ -304,9 +304,10 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
   for (int passes = 1; passes <= (def.folds.empty() ? 1 : 2); ++passes)
     for (int P = 1; P <= 1024; P *= 2)
       for (int W : {8, 4, 2, 1}) {
-        // Every thread owns some of the row; narrow vectors only when the
-        // wide ones are not legal.
-        if (int64_t(P) * W > roundD)
+        // Every thread owns some of the row, except that rows of folds
+        // always get at least a warp (its idle lanes enter the fold empty,
+        // as the reference's do).
+        if (int64_t(P) * W > roundD && (def.folds.empty() || P > 32))
           continue;
         if (!def.folds.empty() && P < 32)
           continue; // rows of folds: at least a warp.

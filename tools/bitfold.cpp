@@ -3,12 +3,19 @@
 //   bitfold version                      versions, driver and GPU
 //   bitfold interp TEMPLATE --shape ...  run a template in the interpreter
 //   bitfold templates                    list the templates
+//   bitfold compile TEMPLATE --shape ... compile (and dump every stage)
+//   bitfold run TEMPLATE --shape ...     run on the GPU, check vs interpreter
+//   bitfold cache ls|stats|verify|clear  the disk cache
+//   bitfold tune --shapes FILE --out DIR tune configs, build a shippable cache
 //
 // Each subcommand answers --help.
 //
 //===----------------------------------------------------------------------===//
 
 #include "bitfold/Config.h"
+#include "autotune/TuneCommand.h"
+#include "codegen/CompileCommand.h"
+#include "runtime/Commands.h"
 #include "dsl/Interp.h"
 #include "templates/Problem.h"
 #include "tools/Commands.h"
@@ -161,6 +168,14 @@ const Subcommand subcommands[] = {
      templatesCommand},
     {"interp", "run a template in the CPU reference interpreter",
      interpCommand},
+    {"compile", "compile a template for a shape: DSL, MLIR, LLVM IR, PTX, cubin",
+     codegen::runCompileCommand},
+    {"run", "run a template on the GPU and check it against the interpreter",
+     runtime::runRunCommand},
+    {"cache", "inspect the disk cache: ls, stats, verify, clear",
+     runtime::runCacheCommand},
+    {"tune", "tune tile configs on the GPU; build a tune DB and cache",
+     autotune::runTuneCommand},
 };
 
 void usage(llvm::raw_ostream &out) {

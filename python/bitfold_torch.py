@@ -1,0 +1,143 @@
+"""bitfold from Python through its C API (ctypes), on torch tensors.
+
+    import bitfold_torch as bf
+    rt = bf.Runtime()                       # libbitfold.so from $BITFOLD_LIB
+    k = rt.kernel("ln_modulate", "dtype=bf16")
+    k.launch([x, scale, shift, y], [1e-6])  # on torch's current stream
+
+Tensors are passed as DLPack DLTensor structs built from torch's own
+metadata (pointer, shape, strides in elements), so views and chunks keep
+their strides; nothing is copied.
+"""
+import ctypes
+import os
+
+import torch
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+_DTYPES = {
+    torch.bfloat16: (4, 16),
+    torch.float16: (2, 16),
+    torch.float32: (2, 32),
+    torch.int32: (0, 32),
+    torch.uint8: (1, 8),
+}
+
+
+class BitfoldError(RuntimeError):
+    def __init__(self, status, message):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _default_lib():
+    path = os.environ.get("BITFOLD_LIB")
+    if path:
+        return path
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "..", "build", "runtime", "libbitfold.so"),):
+        if os.path.exists(cand):
+            return cand
+    return "libbitfold.so"
+
+
+class Runtime:
+    def __init__(self, lib_path=None, cache_dir=None):
+        self.lib = ctypes.CDLL(lib_path or _default_lib())
+        lib = self.lib
+        lib.bitfold_last_error.restype = ctypes.c_char_p
+        lib.bitfold_status_name.restype = ctypes.c_char_p
+        lib.bitfold_status_name.argtypes = [ctypes.c_int]
+        lib.bitfold_version.restype = ctypes.c_char_p
+        lib.bitfold_runtime_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+        lib.bitfold_runtime_destroy.argtypes = [ctypes.c_void_p]
+        lib.bitfold_template.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
+                                         ctypes.POINTER(ctypes.c_void_p)]
+        lib.bitfold_kernel_num_tensors.argtypes = [ctypes.c_void_p]
+        lib.bitfold_kernel_num_scalars.argtypes = [ctypes.c_void_p]
+        lib.bitfold_kernel_set_config.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        lib.bitfold_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(DLTensor)),
+                                       ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_int,
+                                       ctypes.c_void_p]
+        self.handle = ctypes.c_void_p()
+        if cache_dir is not None:
+            os.environ["BITFOLD_CACHE_DIR"] = cache_dir
+        self._check(lib.bitfold_runtime_create(None, ctypes.byref(self.handle)))
+        self._kernels = {}
+
+    def _check(self, status):
+        if status != 0:
+            name = self.lib.bitfold_status_name(status).decode()
+            raise BitfoldError(name, self.lib.bitfold_last_error().decode())
+
+    @property
+    def version(self):
+        return self.lib.bitfold_version().decode()
+
+    def kernel(self, name, params=""):
+        key = (name, params)
+        if key not in self._kernels:
+            h = ctypes.c_void_p()
+            self._check(self.lib.bitfold_template(self.handle, name.encode(), params.encode(),
+                                                  ctypes.byref(h)))
+            self._kernels[key] = Kernel(self, h)
+        return self._kernels[key]
+
+    def close(self):
+        if self.handle:
+            self.lib.bitfold_runtime_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+def to_dltensor(t):
+    """A DLTensor describing torch tensor `t` (kept alive by the caller)."""
+    code, bits = _DTYPES[t.dtype]
+    shape = (ctypes.c_int64 * t.dim())(*t.shape)
+    strides = (ctypes.c_int64 * t.dim())(*t.stride())
+    dev = DLDevice(2 if t.is_cuda else 1, t.device.index if t.is_cuda else 0)
+    d = DLTensor(ctypes.c_void_p(t.data_ptr()), dev, t.dim(), DLDataType(code, bits, 1),
+                 shape, strides, 0)
+    d._keep = (shape, strides)
+    return d
+
+
+class Kernel:
+    def __init__(self, rt, handle):
+        self.rt = rt
+        self.handle = handle
+        self.num_tensors = rt.lib.bitfold_kernel_num_tensors(handle)
+        self.num_scalars = rt.lib.bitfold_kernel_num_scalars(handle)
+
+    def set_config(self, config):
+        self.rt._check(self.rt.lib.bitfold_kernel_set_config(
+            self.handle, config.encode() if config else None))
+
+    def launch(self, tensors, scalars=(), stream=None):
+        dl = [to_dltensor(t) for t in tensors]
+        ptrs = (ctypes.POINTER(DLTensor) * len(dl))(*[ctypes.pointer(d) for d in dl])
+        sc = (ctypes.c_float * max(1, len(scalars)))(*scalars)
+        if stream is None:
+            stream = torch.cuda.current_stream().cuda_stream if torch.cuda.is_available() else 0
+        self.rt._check(self.rt.lib.bitfold_launch(self.handle, ptrs, len(dl), sc, len(scalars),
+                                                  ctypes.c_void_p(stream)))

@@ -1,0 +1,281 @@
+//===- runtime/CApi.cpp - bitfold.h over the C++ runtime ------------------===//
+//
+// Every entry point: check its pointers, call the C++ runtime, translate
+// llvm::Error into a status + thread-local message, and never let an
+// exception escape.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/CApiInternal.h"
+
+#include "runtime/Runtime.h"
+#include "runtime/Status.h"
+
+#include "bitfold/Config.h"
+
+#include <map>
+#include <new>
+
+using namespace bitfold;
+using namespace bitfold::runtime;
+
+struct bitfold_kernel {
+  Kernel *kernel = nullptr;
+  std::vector<std::string> tensorNames;
+  std::vector<bool> tensorIsOutput;
+  std::vector<std::string> scalarNames;
+  int groups = 1;
+};
+
+struct bitfold_runtime {
+  std::unique_ptr<Runtime> rt;
+  std::mutex mu;
+  std::map<Kernel *, std::unique_ptr<bitfold_kernel>> handles;
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+bitfold_status succeed() {
+  lastError.clear();
+  return BITFOLD_SUCCESS;
+}
+
+bitfold_status failWith(bitfold_status code, const std::string &msg) {
+  lastError = msg;
+  return code;
+}
+
+bitfold_status fail(llvm::Error e) {
+  std::string msg;
+  bitfold_status code = takeStatus(std::move(e), msg);
+  lastError = msg;
+  return code;
+}
+
+/// Runs `body`, turning exceptions (allocation failures) into statuses.
+template <typename F> bitfold_status guarded(const char *fn, F &&body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    return failWith(BITFOLD_ERROR_INTERNAL,
+                    std::string(fn) + ": out of host memory");
+  } catch (const std::exception &e) {
+    return failWith(BITFOLD_ERROR_INTERNAL,
+                    std::string(fn) + ": unexpected exception: " + e.what());
+  } catch (...) {
+    return failWith(BITFOLD_ERROR_INTERNAL,
+                    std::string(fn) + ": unexpected exception");
+  }
+}
+
+bitfold_status nullArg(const char *fn, const char *what) {
+  return failWith(BITFOLD_ERROR_INVALID_ARGUMENT,
+                  std::string(fn) + ": " + what + " is NULL");
+}
+
+} // namespace
+
+bitfold_runtime *
+bitfold::runtime::wrapRuntime(std::unique_ptr<Runtime> runtime) {
+  auto *r = new bitfold_runtime;
+  r->rt = std::move(runtime);
+  return r;
+}
+
+Runtime *bitfold::runtime::unwrapRuntime(bitfold_runtime *runtime) {
+  return runtime ? runtime->rt.get() : nullptr;
+}
+
+Kernel *bitfold::runtime::unwrapKernel(bitfold_kernel *kernel) {
+  return kernel ? kernel->kernel : nullptr;
+}
+
+extern "C" {
+
+BITFOLD_API const char *bitfold_status_name(bitfold_status status) {
+  switch (status) {
+  case BITFOLD_SUCCESS: return "BITFOLD_SUCCESS";
+  case BITFOLD_ERROR_INVALID_ARGUMENT: return "BITFOLD_ERROR_INVALID_ARGUMENT";
+  case BITFOLD_ERROR_UNKNOWN_TEMPLATE: return "BITFOLD_ERROR_UNKNOWN_TEMPLATE";
+  case BITFOLD_ERROR_DTYPE: return "BITFOLD_ERROR_DTYPE";
+  case BITFOLD_ERROR_SHAPE: return "BITFOLD_ERROR_SHAPE";
+  case BITFOLD_ERROR_STRIDE: return "BITFOLD_ERROR_STRIDE";
+  case BITFOLD_ERROR_ALIGNMENT: return "BITFOLD_ERROR_ALIGNMENT";
+  case BITFOLD_ERROR_DEVICE: return "BITFOLD_ERROR_DEVICE";
+  case BITFOLD_ERROR_UNSUPPORTED: return "BITFOLD_ERROR_UNSUPPORTED";
+  case BITFOLD_ERROR_COMPILE: return "BITFOLD_ERROR_COMPILE";
+  case BITFOLD_ERROR_NO_DRIVER: return "BITFOLD_ERROR_NO_DRIVER";
+  case BITFOLD_ERROR_CUDA: return "BITFOLD_ERROR_CUDA";
+  case BITFOLD_ERROR_INTERNAL: return "BITFOLD_ERROR_INTERNAL";
+  }
+  return "BITFOLD_ERROR_UNKNOWN_STATUS";
+}
+
+BITFOLD_API const char *bitfold_last_error(void) { return lastError.c_str(); }
+
+BITFOLD_API const char *bitfold_version(void) { return BITFOLD_VERSION; }
+
+BITFOLD_API int bitfold_num_templates(void) {
+  return int(templates::allTemplates().size());
+}
+
+BITFOLD_API const char *bitfold_template_name(int i) {
+  const auto &all = templates::allTemplates();
+  if (i < 0 || size_t(i) >= all.size())
+    return nullptr;
+  return all[size_t(i)].name.c_str();
+}
+
+BITFOLD_API void bitfold_runtime_options_init(bitfold_runtime_options *o) {
+  if (!o)
+    return;
+  o->cache_dir = nullptr;
+  o->disk_cache = 1;
+  o->warning = nullptr;
+  o->warning_user = nullptr;
+}
+
+BITFOLD_API bitfold_status
+bitfold_runtime_create(const bitfold_runtime_options *options,
+                       bitfold_runtime **out) {
+  return guarded("bitfold_runtime_create", [&] {
+    if (!out)
+      return nullArg("bitfold_runtime_create", "out");
+    *out = nullptr;
+    bitfold_runtime_options o;
+    bitfold_runtime_options_init(&o);
+    if (options)
+      o = *options;
+    RuntimeOptions ro;
+    if (o.cache_dir)
+      ro.cache.dir = o.cache_dir;
+    ro.cache.disk = o.disk_cache != 0;
+    if (o.warning) {
+      auto fn = o.warning;
+      void *user = o.warning_user;
+      ro.cache.warn = [fn, user](llvm::StringRef msg) {
+        std::string s = msg.str();
+        fn(s.c_str(), user);
+      };
+    }
+    *out = wrapRuntime(std::make_unique<Runtime>(std::move(ro)));
+    return succeed();
+  });
+}
+
+BITFOLD_API void bitfold_runtime_destroy(bitfold_runtime *runtime) {
+  try {
+    delete runtime;
+  } catch (...) {
+  }
+}
+
+BITFOLD_API bitfold_status bitfold_template(bitfold_runtime *runtime,
+                                            const char *name,
+                                            const char *params,
+                                            bitfold_kernel **out) {
+  return guarded("bitfold_template", [&] {
+    if (out)
+      *out = nullptr;
+    if (!runtime)
+      return nullArg("bitfold_template", "runtime");
+    if (!name)
+      return nullArg("bitfold_template", "name");
+    if (!out)
+      return nullArg("bitfold_template", "out");
+    auto k = runtime->rt->findKernel(name, params ? params : "");
+    if (!k)
+      return fail(k.takeError());
+    std::lock_guard<std::mutex> lock(runtime->mu);
+    std::unique_ptr<bitfold_kernel> &h = runtime->handles[*k];
+    if (!h) {
+      h = std::make_unique<bitfold_kernel>();
+      h->kernel = *k;
+      const dsl::KernelDef &def = (*k)->signature();
+      h->groups = def.groups;
+      for (int g = 0; g < def.groups; ++g)
+        for (const dsl::OperandDecl &op : def.operands) {
+          h->tensorNames.push_back(def.groups == 1 ? op.name
+                                                   : op.name + "[" +
+                                                         std::to_string(g) +
+                                                         "]");
+          h->tensorIsOutput.push_back(op.isOutput);
+        }
+      for (const dsl::ScalarDecl &s : def.scalars)
+        h->scalarNames.push_back(s.name);
+    }
+    *out = h.get();
+    return succeed();
+  });
+}
+
+BITFOLD_API int bitfold_kernel_num_tensors(const bitfold_kernel *k) {
+  return k ? int(k->tensorNames.size()) : 0;
+}
+
+BITFOLD_API const char *bitfold_kernel_tensor_name(const bitfold_kernel *k,
+                                                   int i) {
+  if (!k || i < 0 || size_t(i) >= k->tensorNames.size())
+    return nullptr;
+  return k->tensorNames[size_t(i)].c_str();
+}
+
+BITFOLD_API int bitfold_kernel_tensor_is_output(const bitfold_kernel *k,
+                                                int i) {
+  if (!k || i < 0 || size_t(i) >= k->tensorIsOutput.size())
+    return 0;
+  return k->tensorIsOutput[size_t(i)] ? 1 : 0;
+}
+
+BITFOLD_API int bitfold_kernel_num_groups(const bitfold_kernel *k) {
+  return k ? k->groups : 0;
+}
+
+BITFOLD_API int bitfold_kernel_num_scalars(const bitfold_kernel *k) {
+  return k ? int(k->scalarNames.size()) : 0;
+}
+
+BITFOLD_API const char *bitfold_kernel_scalar_name(const bitfold_kernel *k,
+                                                   int i) {
+  if (!k || i < 0 || size_t(i) >= k->scalarNames.size())
+    return nullptr;
+  return k->scalarNames[size_t(i)].c_str();
+}
+
+BITFOLD_API bitfold_status bitfold_kernel_set_config(bitfold_kernel *kernel,
+                                                     const char *config) {
+  return guarded("bitfold_kernel_set_config", [&] {
+    if (!kernel)
+      return nullArg("bitfold_kernel_set_config", "kernel");
+    if (!config) {
+      llvm::consumeError(kernel->kernel->setConfig(std::nullopt));
+      return succeed();
+    }
+    auto parsed = kernel->kernel->parseConfig(config);
+    if (!parsed)
+      return fail(parsed.takeError());
+    if (llvm::Error e = kernel->kernel->setConfig(*parsed))
+      return fail(std::move(e));
+    return succeed();
+  });
+}
+
+BITFOLD_API bitfold_status bitfold_launch(bitfold_kernel *kernel,
+                                          const DLTensor *const *tensors,
+                                          int num_tensors,
+                                          const float *scalars,
+                                          int num_scalars, void *stream) {
+  return guarded("bitfold_launch", [&] {
+    if (!kernel)
+      return nullArg("bitfold_launch", "kernel");
+    if (llvm::Error e = kernel->kernel->launch(tensors, num_tensors, scalars,
+                                               num_scalars,
+                                               static_cast<CUstream>(stream)))
+      return fail(std::move(e));
+    return succeed();
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,593 @@
+//===- runtime/Driver.cpp - The CUDA driver, loaded at run time -----------===//
+
+#include "runtime/Driver.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+using namespace bitfold::runtime;
+
+namespace {
+
+/// ABI version asked of cuGetProcAddress: every pointer type in DriverApi
+/// is the newest ABI of its function at or below CUDA 12.0.
+constexpr int kApiVersion = 12000;
+
+llvm::Error makeError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+struct LoadedDriver {
+  DriverApi api;
+  std::string error; ///< non-empty: why the driver is unusable.
+};
+
+/// One entry point: the base name cuGetProcAddress knows, and the exported
+/// (possibly versioned) name for the dlsym fallback.
+struct EntryPoint {
+  const char *name;
+  const char *exported;
+  void **slot;
+};
+
+LoadedDriver load() {
+  LoadedDriver out;
+  DriverApi &a = out.api;
+  const char *env = std::getenv("BITFOLD_LIBCUDA");
+  a.libraryPath = env && *env ? env : "libcuda.so.1";
+
+  void *lib = dlopen(a.libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *why = dlerror();
+    out.error = llvm::formatv("cannot load the CUDA driver: dlopen(\"{0}\") "
+                              "failed: {1}",
+                              a.libraryPath, why ? why : "unknown reason");
+    return out;
+  }
+
+  // cuGetProcAddress itself comes from dlsym: the CUDA 12 signature first.
+  auto getProcV2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(
+      dlsym(lib, "cuGetProcAddress_v2"));
+  auto getProcV1 = reinterpret_cast<PFN_cuGetProcAddress_v11030>(
+      dlsym(lib, "cuGetProcAddress"));
+  a.resolvedWith = getProcV2   ? "cuGetProcAddress_v2"
+                   : getProcV1 ? "cuGetProcAddress"
+                               : "dlsym";
+
+  const EntryPoint entries[] = {
+#define BF_ENTRY(field, exported)                                              \
+  {#field, exported, reinterpret_cast<void **>(&a.field)}
+      BF_ENTRY(cuInit, "cuInit"),
+      BF_ENTRY(cuDriverGetVersion, "cuDriverGetVersion"),
+      BF_ENTRY(cuGetErrorName, "cuGetErrorName"),
+      BF_ENTRY(cuGetErrorString, "cuGetErrorString"),
+      BF_ENTRY(cuDeviceGet, "cuDeviceGet"),
+      BF_ENTRY(cuDeviceGetCount, "cuDeviceGetCount"),
+      BF_ENTRY(cuDeviceGetName, "cuDeviceGetName"),
+      BF_ENTRY(cuDeviceGetAttribute, "cuDeviceGetAttribute"),
+      BF_ENTRY(cuDeviceTotalMem, "cuDeviceTotalMem_v2"),
+      BF_ENTRY(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+      BF_ENTRY(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
+      BF_ENTRY(cuCtxGetCurrent, "cuCtxGetCurrent"),
+      BF_ENTRY(cuCtxSetCurrent, "cuCtxSetCurrent"),
+      BF_ENTRY(cuCtxPushCurrent, "cuCtxPushCurrent_v2"),
+      BF_ENTRY(cuCtxPopCurrent, "cuCtxPopCurrent_v2"),
+      BF_ENTRY(cuCtxGetDevice, "cuCtxGetDevice"),
+      BF_ENTRY(cuCtxSynchronize, "cuCtxSynchronize"),
+      BF_ENTRY(cuModuleLoadData, "cuModuleLoadData"),
+      BF_ENTRY(cuModuleUnload, "cuModuleUnload"),
+      BF_ENTRY(cuModuleGetFunction, "cuModuleGetFunction"),
+      BF_ENTRY(cuFuncGetAttribute, "cuFuncGetAttribute"),
+      BF_ENTRY(cuLaunchKernel, "cuLaunchKernel"),
+      BF_ENTRY(cuEventCreate, "cuEventCreate"),
+      BF_ENTRY(cuEventDestroy, "cuEventDestroy_v2"),
+      BF_ENTRY(cuEventRecord, "cuEventRecord"),
+      BF_ENTRY(cuEventSynchronize, "cuEventSynchronize"),
+      BF_ENTRY(cuEventElapsedTime, "cuEventElapsedTime"),
+      BF_ENTRY(cuMemAlloc, "cuMemAlloc_v2"),
+      BF_ENTRY(cuMemFree, "cuMemFree_v2"),
+      BF_ENTRY(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
+      BF_ENTRY(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
+      BF_ENTRY(cuMemsetD8, "cuMemsetD8_v2"),
+      BF_ENTRY(cuStreamSynchronize, "cuStreamSynchronize"),
+      BF_ENTRY(cuLinkCreate, "cuLinkCreate_v2"),
+      BF_ENTRY(cuLinkAddData, "cuLinkAddData_v2"),
+      BF_ENTRY(cuLinkComplete, "cuLinkComplete"),
+      BF_ENTRY(cuLinkDestroy, "cuLinkDestroy"),
+#undef BF_ENTRY
+  };
+
+  for (const EntryPoint &e : entries) {
+    void *fn = nullptr;
+    if (getProcV2) {
+      CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+      if (getProcV2(e.name, &fn, kApiVersion, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                    &status) != CUDA_SUCCESS ||
+          status != CU_GET_PROC_ADDRESS_SUCCESS)
+        fn = nullptr;
+    } else if (getProcV1) {
+      if (getProcV1(e.name, &fn, kApiVersion,
+                    CU_GET_PROC_ADDRESS_LEGACY_STREAM) != CUDA_SUCCESS)
+        fn = nullptr;
+    }
+    if (!fn)
+      fn = dlsym(lib, e.exported);
+    if (!fn) {
+      out.error = llvm::formatv(
+          "cannot use the CUDA driver {0}: entry point {1} (ABI of CUDA "
+          "{2}.{3}) not found (resolved with {4}); the driver is too old",
+          a.libraryPath, e.name, kApiVersion / 1000, kApiVersion % 1000 / 10,
+          a.resolvedWith);
+      return out;
+    }
+    *e.slot = fn;
+  }
+
+  CUresult r = a.cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    const char *name = nullptr, *desc = nullptr;
+    a.cuGetErrorName(r, &name);
+    a.cuGetErrorString(r, &desc);
+    std::string n = name ? name : "CUresult " + std::to_string(int(r));
+    std::string d = desc                            ? desc
+                    : r == CUDA_ERROR_STUB_LIBRARY ? "a stub library, not a driver"
+                                                    : "no description";
+    out.error = llvm::formatv("the CUDA driver {0} loaded but cuInit failed: "
+                              "{1} ({2})",
+                              a.libraryPath, n, d);
+    return out;
+  }
+  a.cuDriverGetVersion(&a.version);
+  // The library stays loaded for the life of the process.
+  return out;
+}
+
+const LoadedDriver &loaded() {
+  static const LoadedDriver d = load();
+  return d;
+}
+
+llvm::Expected<CUdevice> deviceHandle(const DriverApi &api, int ordinal) {
+  int count = 0;
+  if (llvm::Error e = checkCuda(api.cuDeviceGetCount(&count),
+                                "cuDeviceGetCount"))
+    return std::move(e);
+  if (ordinal < 0 || ordinal >= count)
+    return makeError(llvm::formatv("device cuda:{0} does not exist (the driver "
+                                   "sees {1} device(s))",
+                                   ordinal, count));
+  CUdevice dev = 0;
+  if (llvm::Error e = checkCuda(api.cuDeviceGet(&dev, ordinal),
+                                llvm::formatv("cuDeviceGet({0})", ordinal)))
+    return std::move(e);
+  return dev;
+}
+
+} // namespace
+
+llvm::Expected<const DriverApi &> bitfold::runtime::driver() {
+  const LoadedDriver &d = loaded();
+  if (!d.error.empty())
+    return makeError(d.error);
+  return d.api;
+}
+
+llvm::Error bitfold::runtime::checkCuda(CUresult result,
+                                        const llvm::Twine &what) {
+  if (result == CUDA_SUCCESS)
+    return llvm::Error::success();
+  const char *name = nullptr, *desc = nullptr;
+  const LoadedDriver &d = loaded();
+  if (d.api.cuGetErrorName) {
+    d.api.cuGetErrorName(result, &name);
+    d.api.cuGetErrorString(result, &desc);
+  }
+  if (!name)
+    return makeError(what + ": CUresult " + llvm::Twine(int(result)));
+  return makeError(what + ": " + name + " (" + (desc ? desc : "") + ")");
+}
+
+std::string DeviceInfo::arch() const {
+  return llvm::formatv("sm_{0}{1}", ccMajor, ccMinor).str();
+}
+
+std::string DriverInfo::versionString() const {
+  return llvm::formatv("{0}.{1}", driverVersion / 1000,
+                       driverVersion % 1000 / 10)
+      .str();
+}
+
+llvm::Expected<DriverInfo> bitfold::runtime::queryDriver() {
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  DriverInfo info;
+  info.libraryPath = api->libraryPath;
+  info.driverVersion = api->version;
+  int count = 0;
+  if (llvm::Error e = checkCuda(api->cuDeviceGetCount(&count),
+                                "cuDeviceGetCount"))
+    return std::move(e);
+  for (int i = 0; i < count; ++i) {
+    CUdevice dev = 0;
+    if (llvm::Error e = checkCuda(api->cuDeviceGet(&dev, i), "cuDeviceGet"))
+      return std::move(e);
+    DeviceInfo d;
+    d.ordinal = i;
+    char name[256] = {0};
+    if (llvm::Error e = checkCuda(api->cuDeviceGetName(name, sizeof(name) - 1,
+                                                       dev),
+                                  "cuDeviceGetName"))
+      return std::move(e);
+    d.name = name;
+    api->cuDeviceGetAttribute(
+        &d.ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    api->cuDeviceGetAttribute(
+        &d.ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    api->cuDeviceGetAttribute(&d.multiprocessors,
+                              CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    size_t mem = 0;
+    api->cuDeviceTotalMem(&mem, dev);
+    d.totalMemBytes = mem;
+    info.devices.push_back(std::move(d));
+  }
+  return info;
+}
+
+llvm::Expected<std::string> bitfold::runtime::deviceArch(int ordinal) {
+  static std::mutex mu;
+  static std::map<int, std::string> archs;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = archs.find(ordinal);
+    if (it != archs.end())
+      return it->second;
+  }
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  auto dev = deviceHandle(*api, ordinal);
+  if (!dev)
+    return dev.takeError();
+  int major = 0, minor = 0;
+  if (llvm::Error e = checkCuda(
+          api->cuDeviceGetAttribute(
+              &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, *dev),
+          "cuDeviceGetAttribute(compute capability)"))
+    return std::move(e);
+  api->cuDeviceGetAttribute(&minor,
+                            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, *dev);
+  std::string arch = llvm::formatv("sm_{0}{1}", major, minor).str();
+  std::lock_guard<std::mutex> lock(mu);
+  archs[ordinal] = arch;
+  return arch;
+}
+
+llvm::Expected<CUcontext> bitfold::runtime::primaryContext(int ordinal) {
+  static std::mutex mu;
+  static std::map<int, CUcontext> contexts;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = contexts.find(ordinal);
+  if (it != contexts.end())
+    return it->second;
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  auto dev = deviceHandle(*api, ordinal);
+  if (!dev)
+    return dev.takeError();
+  CUcontext ctx = nullptr;
+  if (llvm::Error e = checkCuda(api->cuDevicePrimaryCtxRetain(&ctx, *dev),
+                                llvm::formatv("cuDevicePrimaryCtxRetain(cuda:{0})",
+                                              ordinal)))
+    return std::move(e);
+  contexts[ordinal] = ctx; // never released, as in PyTorch.
+  return ctx;
+}
+
+// ---- ScopedContext ---------------------------------------------------------
+
+llvm::Expected<ScopedContext> ScopedContext::forDevice(int ordinal) {
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  auto dev = deviceHandle(*api, ordinal);
+  if (!dev)
+    return dev.takeError();
+  CUcontext cur = nullptr;
+  if (llvm::Error e = checkCuda(api->cuCtxGetCurrent(&cur), "cuCtxGetCurrent"))
+    return std::move(e);
+  ScopedContext sc;
+  if (cur) {
+    CUdevice curDev = -1;
+    if (api->cuCtxGetDevice(&curDev) == CUDA_SUCCESS && curDev == *dev) {
+      sc.ctx = cur;
+      return std::move(sc);
+    }
+  }
+  auto primary = primaryContext(ordinal);
+  if (!primary)
+    return primary.takeError();
+  if (!cur) {
+    if (llvm::Error e = checkCuda(api->cuCtxSetCurrent(*primary),
+                                  "cuCtxSetCurrent(primary context)"))
+      return std::move(e);
+  } else {
+    if (llvm::Error e = checkCuda(api->cuCtxPushCurrent(*primary),
+                                  "cuCtxPushCurrent(primary context)"))
+      return std::move(e);
+    sc.pushed = true;
+  }
+  sc.ctx = *primary;
+  return std::move(sc);
+}
+
+ScopedContext::ScopedContext(ScopedContext &&other) noexcept
+    : ctx(other.ctx), pushed(other.pushed) {
+  other.ctx = nullptr;
+  other.pushed = false;
+}
+
+ScopedContext::~ScopedContext() {
+  if (pushed) {
+    CUcontext popped = nullptr;
+    loaded().api.cuCtxPopCurrent(&popped);
+  }
+}
+
+// ---- Module ----------------------------------------------------------------
+
+llvm::Expected<Module> Module::load(llvm::ArrayRef<char> image) {
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  Module m;
+  if (llvm::Error e = checkCuda(api->cuCtxGetCurrent(&m.ctx), "cuCtxGetCurrent"))
+    return std::move(e);
+  if (!m.ctx)
+    return makeError("cannot load a module: no CUDA context is current");
+  if (image.empty())
+    return makeError("cannot load a module: the image is empty");
+  if (llvm::Error e = checkCuda(api->cuModuleLoadData(&m.mod, image.data()),
+                                llvm::formatv("cuModuleLoadData ({0} bytes)",
+                                              image.size())))
+    return std::move(e);
+  return std::move(m);
+}
+
+Module::Module(Module &&other) noexcept : mod(other.mod), ctx(other.ctx) {
+  other.mod = nullptr;
+  other.ctx = nullptr;
+}
+
+Module &Module::operator=(Module &&other) noexcept {
+  if (this != &other) {
+    reset();
+    mod = other.mod;
+    ctx = other.ctx;
+    other.mod = nullptr;
+    other.ctx = nullptr;
+  }
+  return *this;
+}
+
+void Module::reset() {
+  if (!mod)
+    return;
+  const DriverApi &api = loaded().api;
+  // Unload in the module's own context; errors (a context the caller has
+  // already destroyed) are ignored.
+  CUcontext cur = nullptr;
+  api.cuCtxGetCurrent(&cur);
+  bool push = cur != ctx && api.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+  api.cuModuleUnload(mod);
+  if (push) {
+    CUcontext popped = nullptr;
+    api.cuCtxPopCurrent(&popped);
+  }
+  mod = nullptr;
+  ctx = nullptr;
+}
+
+Module::~Module() { reset(); }
+
+llvm::Expected<CUfunction> Module::function(llvm::StringRef name) const {
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  CUfunction fn = nullptr;
+  std::string n = name.str();
+  if (llvm::Error e = checkCuda(api->cuModuleGetFunction(&fn, mod, n.c_str()),
+                                "cuModuleGetFunction(" + name + ")"))
+    return std::move(e);
+  return fn;
+}
+
+// ---- Event -----------------------------------------------------------------
+
+llvm::Expected<Event> Event::create(unsigned flags) {
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  Event ev;
+  if (llvm::Error e = checkCuda(api->cuEventCreate(&ev.ev, flags),
+                                "cuEventCreate"))
+    return std::move(e);
+  return std::move(ev);
+}
+
+Event::Event(Event &&other) noexcept : ev(other.ev) { other.ev = nullptr; }
+
+Event &Event::operator=(Event &&other) noexcept {
+  if (this != &other) {
+    if (ev)
+      loaded().api.cuEventDestroy(ev);
+    ev = other.ev;
+    other.ev = nullptr;
+  }
+  return *this;
+}
+
+Event::~Event() {
+  if (ev)
+    loaded().api.cuEventDestroy(ev);
+}
+
+llvm::Error Event::record(CUstream stream) const {
+  return checkCuda(loaded().api.cuEventRecord(ev, stream), "cuEventRecord");
+}
+
+llvm::Error Event::synchronize() const {
+  return checkCuda(loaded().api.cuEventSynchronize(ev), "cuEventSynchronize");
+}
+
+llvm::Expected<float> Event::elapsedSince(const Event &start) const {
+  float ms = 0;
+  if (llvm::Error e = checkCuda(
+          loaded().api.cuEventElapsedTime(&ms, start.ev, ev),
+          "cuEventElapsedTime"))
+    return std::move(e);
+  return ms;
+}
+
+// ---- DeviceBuffer ----------------------------------------------------------
+
+llvm::Expected<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  DeviceBuffer b;
+  if (bytes == 0)
+    return std::move(b);
+  if (llvm::Error e = checkCuda(api->cuMemAlloc(&b.dptr, bytes),
+                                llvm::formatv("cuMemAlloc({0} bytes)", bytes)))
+    return std::move(e);
+  b.bytes = bytes;
+  return std::move(b);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
+    : dptr(other.dptr), bytes(other.bytes) {
+  other.dptr = 0;
+  other.bytes = 0;
+}
+
+DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
+  if (this != &other) {
+    if (dptr)
+      loaded().api.cuMemFree(dptr);
+    dptr = other.dptr;
+    bytes = other.bytes;
+    other.dptr = 0;
+    other.bytes = 0;
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (dptr)
+    loaded().api.cuMemFree(dptr);
+}
+
+llvm::Error DeviceBuffer::copyFromHost(const void *src, size_t n,
+                                       size_t offset) {
+  if (offset + n > bytes)
+    return makeError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
+                                   "a {2}-byte device buffer",
+                                   n, offset, bytes));
+  if (n == 0)
+    return llvm::Error::success();
+  return checkCuda(loaded().api.cuMemcpyHtoD(dptr + offset, src, n),
+                   "cuMemcpyHtoD");
+}
+
+llvm::Error DeviceBuffer::copyToHost(void *dst, size_t n, size_t offset) const {
+  if (offset + n > bytes)
+    return makeError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
+                                   "a {2}-byte device buffer",
+                                   n, offset, bytes));
+  if (n == 0)
+    return llvm::Error::success();
+  return checkCuda(loaded().api.cuMemcpyDtoH(dst, dptr + offset, n),
+                   "cuMemcpyDtoH");
+}
+
+llvm::Error DeviceBuffer::fill(uint8_t byte) {
+  if (bytes == 0)
+    return llvm::Error::success();
+  return checkCuda(loaded().api.cuMemsetD8(dptr, byte, bytes), "cuMemsetD8");
+}
+
+// ---- PTX -> cubin through the driver's linker ------------------------------
+
+llvm::Expected<std::vector<char>>
+bitfold::runtime::linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch,
+                                    int ordinal, std::string *infoLog) {
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  int target = 0;
+  if (!arch.empty()) {
+    llvm::StringRef digits = arch;
+    bool accelerated = digits.consume_back("a");
+    if (!digits.consume_front("sm_") || digits.getAsInteger(10, target) ||
+        target <= 0)
+      return makeError(llvm::formatv("linkPtxWithDriver: bad arch '{0}' "
+                                     "(expected sm_XY or sm_XYa)",
+                                     arch));
+    if (accelerated)
+      target += CU_COMPUTE_ACCELERATED_TARGET_BASE;
+  }
+  auto ctx = ScopedContext::forDevice(ordinal);
+  if (!ctx)
+    return ctx.takeError();
+
+  std::vector<char> errorLog(16384, 0), infoBuf(16384, 0);
+  std::vector<CUjit_option> opts = {
+      CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+      CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+  std::vector<void *> vals = {
+      errorLog.data(), reinterpret_cast<void *>(uintptr_t(errorLog.size() - 1)),
+      infoBuf.data(), reinterpret_cast<void *>(uintptr_t(infoBuf.size() - 1))};
+  if (target) {
+    opts.push_back(CU_JIT_TARGET);
+    vals.push_back(reinterpret_cast<void *>(uintptr_t(target)));
+  }
+
+  CUlinkState state = nullptr;
+  if (llvm::Error e = checkCuda(api->cuLinkCreate(unsigned(opts.size()),
+                                                  opts.data(), vals.data(),
+                                                  &state),
+                                "cuLinkCreate"))
+    return std::move(e);
+  auto withLog = [&](llvm::Error e) -> llvm::Error {
+    std::string log(errorLog.data());
+    api->cuLinkDestroy(state);
+    if (log.empty())
+      return e;
+    return makeError(llvm::toString(std::move(e)) + "\n" + log);
+  };
+  std::string text = ptx.str(); // NUL-terminated, as the driver wants.
+  if (llvm::Error e = checkCuda(
+          api->cuLinkAddData(state, CU_JIT_INPUT_PTX, text.data(),
+                             text.size() + 1, "bitfold.ptx", 0, nullptr,
+                             nullptr),
+          "cuLinkAddData(PTX)"))
+    return withLog(std::move(e));
+  void *cubin = nullptr;
+  size_t size = 0;
+  if (llvm::Error e = checkCuda(api->cuLinkComplete(state, &cubin, &size),
+                                "cuLinkComplete"))
+    return withLog(std::move(e));
+  std::vector<char> out(static_cast<char *>(cubin),
+                        static_cast<char *>(cubin) + size);
+  if (infoLog)
+    *infoLog = std::string(infoBuf.data());
+  api->cuLinkDestroy(state); // owns `cubin`.
+  return out;
+}

@@ -1,0 +1,211 @@
+//===- runtime/Driver.h - The CUDA driver, loaded at run time ---*- C++ -*-===//
+//
+// bitfold never links libcuda: it dlopen()s "libcuda.so.1" the first time a
+// GPU is needed, so the library loads, compiles and answers questions on a
+// machine without a GPU, and says exactly why it cannot launch there.
+//
+// Entry points are resolved through cuGetProcAddress (itself found with
+// dlsym: the CUDA 12 signature with flags and a query result, else the
+// CUDA 11.3 one), asking for the ABI of CUDA 12.0 with legacy-stream
+// semantics; a driver without cuGetProcAddress falls back to dlsym of the
+// versioned names. Every pointer type is pinned to one ABI version
+// (cudaTypedefs.h), so a newer cuda.h cannot change what is called.
+//
+// Contexts follow PyTorch: work runs in the caller's current context when it
+// belongs to the tensor's device; otherwise in that device's primary
+// context, retained once per process and never released (as PyTorch does).
+// With no current context at all, the primary context is made current and
+// left current, again as PyTorch does.
+//
+// $BITFOLD_LIBCUDA names another library to load instead of libcuda.so.1
+// (tests point it at a missing file to check the no-driver path).
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_RUNTIME_DRIVER_H
+#define BITFOLD_RUNTIME_DRIVER_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bitfold::runtime {
+
+/// The driver entry points bitfold uses, each pinned to one ABI version.
+struct DriverApi {
+  std::string libraryPath; ///< what was dlopen()ed.
+  int version = 0;         ///< cuDriverGetVersion, e.g. 13000.
+  std::string resolvedWith;///< "cuGetProcAddress_v2", "cuGetProcAddress", "dlsym".
+
+  PFN_cuInit_v2000 cuInit = nullptr;
+  PFN_cuDriverGetVersion_v2020 cuDriverGetVersion = nullptr;
+  PFN_cuGetErrorName_v6000 cuGetErrorName = nullptr;
+  PFN_cuGetErrorString_v6000 cuGetErrorString = nullptr;
+  PFN_cuDeviceGet_v2000 cuDeviceGet = nullptr;
+  PFN_cuDeviceGetCount_v2000 cuDeviceGetCount = nullptr;
+  PFN_cuDeviceGetName_v2000 cuDeviceGetName = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute = nullptr;
+  PFN_cuDeviceTotalMem_v3020 cuDeviceTotalMem = nullptr;
+  PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain = nullptr;
+  PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease = nullptr;
+  PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent = nullptr;
+  PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent = nullptr;
+  PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent = nullptr;
+  PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent = nullptr;
+  PFN_cuCtxGetDevice_v2000 cuCtxGetDevice = nullptr;
+  PFN_cuCtxSynchronize_v2000 cuCtxSynchronize = nullptr;
+  PFN_cuModuleLoadData_v2000 cuModuleLoadData = nullptr;
+  PFN_cuModuleUnload_v2000 cuModuleUnload = nullptr;
+  PFN_cuModuleGetFunction_v2000 cuModuleGetFunction = nullptr;
+  PFN_cuFuncGetAttribute_v2020 cuFuncGetAttribute = nullptr;
+  PFN_cuLaunchKernel_v4000 cuLaunchKernel = nullptr;
+  PFN_cuEventCreate_v2000 cuEventCreate = nullptr;
+  PFN_cuEventDestroy_v4000 cuEventDestroy = nullptr;
+  PFN_cuEventRecord_v2000 cuEventRecord = nullptr;
+  PFN_cuEventSynchronize_v2000 cuEventSynchronize = nullptr;
+  PFN_cuEventElapsedTime_v2000 cuEventElapsedTime = nullptr;
+  PFN_cuMemAlloc_v3020 cuMemAlloc = nullptr;
+  PFN_cuMemFree_v3020 cuMemFree = nullptr;
+  PFN_cuMemcpyHtoD_v3020 cuMemcpyHtoD = nullptr;
+  PFN_cuMemcpyDtoH_v3020 cuMemcpyDtoH = nullptr;
+  PFN_cuMemsetD8_v3020 cuMemsetD8 = nullptr;
+  PFN_cuStreamSynchronize_v2000 cuStreamSynchronize = nullptr;
+  PFN_cuLinkCreate_v6050 cuLinkCreate = nullptr;
+  PFN_cuLinkAddData_v6050 cuLinkAddData = nullptr;
+  PFN_cuLinkComplete_v5050 cuLinkComplete = nullptr;
+  PFN_cuLinkDestroy_v5050 cuLinkDestroy = nullptr;
+};
+
+/// Loads and initialises the driver once per process (thread safe). The
+/// error (kept and returned again on every later call) says why: dlopen's
+/// text, a missing entry point, or cuInit's result.
+llvm::Expected<const DriverApi &> driver();
+
+/// "<what>: CUDA_ERROR_NAME (description)", or success for CUDA_SUCCESS.
+llvm::Error checkCuda(CUresult result, const llvm::Twine &what);
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int ccMajor = 0, ccMinor = 0;
+  uint64_t totalMemBytes = 0;
+  int multiprocessors = 0;
+  /// "sm_90": the codegen target for this device.
+  std::string arch() const;
+};
+
+struct DriverInfo {
+  std::string libraryPath;
+  int driverVersion = 0; ///< e.g. 13000 = CUDA 13.0.
+  std::vector<DeviceInfo> devices;
+  /// "13.0".
+  std::string versionString() const;
+};
+
+/// The driver's version and every device (name, compute capability). For
+/// `bitfold version`; fails as driver() does without a driver.
+llvm::Expected<DriverInfo> queryDriver();
+
+/// "sm_XY" of a device (cached per device after the first query).
+llvm::Expected<std::string> deviceArch(int ordinal);
+
+/// The primary context of a device, retained on first use and kept for the
+/// life of the process (as PyTorch does).
+llvm::Expected<CUcontext> primaryContext(int ordinal);
+
+/// Makes a context of device `ordinal` current for its lifetime: the
+/// caller's current context when it is on that device; else the device's
+/// primary context (set current and left there when no context was
+/// current, pushed and popped again when another device's context was).
+class ScopedContext {
+public:
+  static llvm::Expected<ScopedContext> forDevice(int ordinal);
+  ScopedContext(ScopedContext &&other) noexcept;
+  ScopedContext &operator=(ScopedContext &&) = delete;
+  ScopedContext(const ScopedContext &) = delete;
+  ~ScopedContext();
+  CUcontext get() const { return ctx; }
+
+private:
+  ScopedContext() = default;
+  CUcontext ctx = nullptr;
+  bool pushed = false;
+};
+
+/// A loaded module (cubin or PTX image), unloaded on destruction.
+class Module {
+public:
+  /// Loads `image` (a cubin/fatbin, or NUL-terminated PTX text) into the
+  /// current context.
+  static llvm::Expected<Module> load(llvm::ArrayRef<char> image);
+  Module() = default;
+  Module(Module &&other) noexcept;
+  Module &operator=(Module &&other) noexcept;
+  ~Module();
+  llvm::Expected<CUfunction> function(llvm::StringRef name) const;
+  CUmodule get() const { return mod; }
+  CUcontext context() const { return ctx; }
+
+private:
+  void reset();
+  CUmodule mod = nullptr;
+  CUcontext ctx = nullptr;
+};
+
+/// A CUDA event (timing enabled unless flags say otherwise).
+class Event {
+public:
+  static llvm::Expected<Event> create(unsigned flags = CU_EVENT_DEFAULT);
+  Event() = default;
+  Event(Event &&other) noexcept;
+  Event &operator=(Event &&other) noexcept;
+  ~Event();
+  llvm::Error record(CUstream stream) const;
+  llvm::Error synchronize() const;
+  /// Milliseconds from `start` to this event (both recorded and complete).
+  llvm::Expected<float> elapsedSince(const Event &start) const;
+  CUevent get() const { return ev; }
+
+private:
+  CUevent ev = nullptr;
+};
+
+/// Device memory in the current context (for tests, tools and examples).
+class DeviceBuffer {
+public:
+  static llvm::Expected<DeviceBuffer> allocate(size_t bytes);
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer &&other) noexcept;
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  ~DeviceBuffer();
+  CUdeviceptr ptr() const { return dptr; }
+  void *data() const { return reinterpret_cast<void *>(dptr); }
+  size_t size() const { return bytes; }
+  llvm::Error copyFromHost(const void *src, size_t n, size_t offset = 0);
+  llvm::Error copyToHost(void *dst, size_t n, size_t offset = 0) const;
+  llvm::Error fill(uint8_t byte);
+
+private:
+  CUdeviceptr dptr = 0;
+  size_t bytes = 0;
+};
+
+/// PTX -> cubin with the driver's own JIT linker (cuLinkCreate /
+/// cuLinkAddData / cuLinkComplete): the "driver" cubin tool. Runs in a
+/// context of device `ordinal`; `arch` ("sm_90") selects the target, empty
+/// = that device's own. Errors carry the linker's error log; `infoLog`
+/// (optional) receives its info log.
+llvm::Expected<std::vector<char>>
+linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch = "",
+                  int ordinal = 0, std::string *infoLog = nullptr);
+
+} // namespace bitfold::runtime
+
+#endif // BITFOLD_RUNTIME_DRIVER_H

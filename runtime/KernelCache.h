@@ -1,0 +1,171 @@
+//===- runtime/KernelCache.h - Compiled kernels, in memory and on disk -*- C++ -*-===//
+//
+// A compiled kernel is identified by a CacheKey: every input that can change
+// its bits or its code (kernel text hash, shape specialisation, TileConfig,
+// target arch, codegen options, bitfold / LLVM / PTX->cubin tool versions,
+// and the codegen-relevant environment). The key's full text is stored in
+// the entry and compared on load, so a hash collision or a stale entry is
+// never trusted.
+//
+// Guarantees:
+//  - in one process, exactly one compile per key; concurrent callers of the
+//    same key wait for it and share the result (failures are shared too);
+//  - across processes, the one holding the key's lock file compiles and
+//    publishes its entry by rename; the others, blocked on the lock, then
+//    read that entry. Readers never lock: a rename is atomic, so they see
+//    no entry or a whole one;
+//  - an entry that is truncated, bit-flipped (xxh3 checksum over the
+//    payload), from another format version or for another key is rebuilt,
+//    with one warning per key and process;
+//  - a cache directory that cannot be created, is read-only or is full
+//    degrades to memory only (plus reading whatever valid entries it has),
+//    with one warning; never a failure.
+//
+// On-disk layout: <dir>/<h[0:2]>/<h>.bfk, h = hex SHA-256 of the key text;
+// <h>.lock next to it (flock'ed while compiling; left behind, harmless).
+// An entry file is:
+//   "BITFOLD-KERNEL <format>\n"
+//   "<meta bytes> <ptx bytes> <cubin bytes> <xxh3-64 hex of the payload>\n"
+//   payload = metadata JSON, PTX text, cubin bytes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_RUNTIME_KERNELCACHE_H
+#define BITFOLD_RUNTIME_KERNELCACHE_H
+
+#include "codegen/Codegen.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace bitfold::runtime {
+
+/// Entry file format version (the first header line).
+constexpr int kCacheFormat = 1;
+
+/// Everything that determines a compiled kernel. Build one with
+/// makeCacheKey() (Kernel.cpp) or by hand in tests.
+struct CacheKey {
+  std::string kernelName;  ///< for humans (`bitfold cache ls`).
+  std::string kernelHash;  ///< KernelDef::hash (SHA-256 of canonical text).
+  std::string shape;       ///< ShapeSpec::str().
+  std::string config;      ///< TileConfig::str().
+  std::string arch;        ///< "sm_90".
+  std::string options;     ///< codegen options, as text.
+  std::string bitfoldVersion;
+  std::string llvmVersion;
+  std::string toolchain;   ///< codegen::toolchainVersion().
+  std::string environment; ///< codegenEnvironment().
+
+  /// The full key text, one "field: value" line each; stored in entries.
+  std::string text() const;
+  /// Hex SHA-256 of text(): the entry's file name.
+  std::string hash() const;
+};
+
+/// Environment variables the runtime itself reads; they never change
+/// generated code and stay out of cache keys.
+llvm::ArrayRef<const char *> runtimeOnlyEnvVars();
+
+/// "NAME=value\n" for every set BITFOLD_* variable that is not runtime-only,
+/// sorted. Whatever codegen reads from the environment is therefore part of
+/// every key, whether or not the runtime knows about it.
+std::string codegenEnvironment();
+
+/// $BITFOLD_CACHE_DIR, else $XDG_CACHE_HOME/bitfold, else ~/.cache/bitfold.
+std::string defaultCacheDir();
+
+/// <dir>/<hash[0:2]>/<hash>.bfk
+std::string entryPath(llvm::StringRef dir, llvm::StringRef keyHash);
+
+/// A decoded entry file.
+struct CacheEntry {
+  std::string keyText;
+  std::string metaJson; ///< the metadata exactly as stored.
+  codegen::CompiledKernel kernel;
+};
+
+/// Serialises an entry (see the layout above); the metadata records the
+/// key, versions, config, ABI and compile times.
+std::string encodeEntry(const CacheKey &key,
+                        const codegen::CompiledKernel &kernel,
+                        double compileMs);
+/// Decodes and checks an entry: header, lengths, checksum, metadata. Errors
+/// say what is wrong ("truncated: ...", "checksum mismatch", ...).
+llvm::Expected<CacheEntry> decodeEntry(llvm::StringRef bytes);
+
+struct CacheOptions {
+  std::string dir;  ///< empty: defaultCacheDir().
+  bool disk = true; ///< false: memory only.
+  /// How long to wait for another process's compile of the same key before
+  /// compiling anyway (the result is still published atomically).
+  double lockTimeoutSeconds = 600;
+  /// Where warnings go; default: stderr, "bitfold: warning: ...".
+  std::function<void(llvm::StringRef)> warn;
+};
+
+struct CacheStats {
+  uint64_t memoryHits = 0;
+  uint64_t diskHits = 0;
+  uint64_t compiles = 0;
+  uint64_t compileFailures = 0;
+  uint64_t corruptRebuilt = 0;
+  uint64_t diskWriteFailures = 0;
+};
+
+using CompiledKernelRef = std::shared_ptr<const codegen::CompiledKernel>;
+/// Produces the kernel on a miss. Injectable: tests pass a fake compiler.
+using CompileFn = std::function<llvm::Expected<codegen::CompiledKernel>()>;
+
+class KernelCache {
+public:
+  explicit KernelCache(CacheOptions options = {});
+  ~KernelCache();
+  KernelCache(const KernelCache &) = delete;
+  KernelCache &operator=(const KernelCache &) = delete;
+
+  /// The kernel for `key`: from memory, else from disk, else from
+  /// `compile` (see the guarantees above). Thread safe.
+  llvm::Expected<CompiledKernelRef> getOrCompile(const CacheKey &key,
+                                                 const CompileFn &compile);
+
+  CacheStats stats() const;
+  /// The cache directory; empty when the cache is memory only.
+  std::string directory() const;
+  /// False once the directory proved unusable for writing.
+  bool diskWritable() const { return writable.load(); }
+
+private:
+  struct Slot;
+  llvm::Expected<CompiledKernelRef> loadOrCompile(const CacheKey &key,
+                                                  const CompileFn &compile);
+  llvm::Expected<CompiledKernelRef> compileNow(const CacheKey &key,
+                                               const CompileFn &compile,
+                                               double *ms);
+  void publish(const CacheKey &key, const std::string &path,
+               const codegen::CompiledKernel &kernel, double ms);
+  void warnOnce(const std::string &tag, const llvm::Twine &message);
+
+  CacheOptions opts;
+  std::string dir; ///< empty: memory only.
+  std::atomic<bool> writable{true};
+  mutable std::mutex mu;
+  std::map<std::string, std::shared_ptr<Slot>> slots;
+  std::set<std::string> warned;
+  struct AtomicStats {
+    std::atomic<uint64_t> memoryHits{0}, diskHits{0}, compiles{0},
+        compileFailures{0}, corruptRebuilt{0}, diskWriteFailures{0};
+  } counters;
+};
+
+} // namespace bitfold::runtime
+
+#endif // BITFOLD_RUNTIME_KERNELCACHE_H

@@ -1,0 +1,559 @@
+//===- runtime/TensorBinding.cpp - DLTensors -> a kernel's operands -------===//
+
+#include "runtime/TensorBinding.h"
+
+#include "runtime/Status.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+using namespace bitfold;
+using namespace bitfold::runtime;
+using dsl::IndexMap;
+using dsl::KernelDef;
+using dsl::Layout;
+using dsl::OperandDecl;
+
+namespace {
+
+constexpr int kMaxNdim = 8;
+
+std::string tensorName(const KernelDef &def, int g, int i) {
+  int idx = g * int(def.operands.size()) + i;
+  if (def.groups == 1)
+    return llvm::formatv("tensor {0} ('{1}')", idx, def.operands[i].name);
+  return llvm::formatv("tensor {0} ('{1}' of group {2})", idx,
+                       def.operands[i].name, g);
+}
+
+std::string listText(const int64_t *v, int n) {
+  std::string s = "(";
+  for (int d = 0; d < n; ++d)
+    s += (d ? ", " : "") + std::to_string(v[d]);
+  return s + (n == 1 ? ",)" : ")");
+}
+
+std::string shapeText(const DLTensor &t) {
+  return t.shape ? listText(t.shape, t.ndim) : "(NULL shape)";
+}
+
+/// A tensor's (rows, cols) view as one operand sees it.
+struct Extent {
+  int64_t rows = 0, cols = 0, rowStride = 0;
+  int64_t numel = 0;
+};
+
+class Binder {
+public:
+  Binder(const KernelDef &def, const DLTensor *const *tensors,
+         LaunchBinding &out)
+      : def(def), tensors(tensors), out(out) {}
+
+  llvm::Error run();
+
+private:
+  llvm::Error fail(bitfold_status code, int g, int i, const llvm::Twine &msg) {
+    return runtimeError(code, def.name + ": " + tensorName(def, g, i) + ": " +
+                                  msg);
+  }
+  llvm::Error checkTensor(int g, int i, Extent &ext);
+  llvm::Error rowMajorExtent(int g, int i, const DLTensor &t,
+                             const int64_t *st, Extent &ext);
+  llvm::Error channelsLastExtent(int g, int i, const DLTensor &t,
+                                 const int64_t *st, Extent &ext);
+  llvm::Error checkGroupShapes(int g, Extent *ext);
+  llvm::Error checkOverlaps();
+
+  const KernelDef &def;
+  const DLTensor *const *tensors;
+  LaunchBinding &out;
+  int nOps = 0;
+  bool dimSet[kMaxDims] = {};
+  int dimFrom[kMaxDims][2] = {}; ///< (group, operand) that set each dim.
+};
+
+llvm::Error Binder::rowMajorExtent(int g, int i, const DLTensor &t,
+                                   const int64_t *st, Extent &ext) {
+  const int n = t.ndim;
+  if (n < 1)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                "is 0-dimensional; a row-major operand needs at least one "
+                "dimension (..., columns)");
+  ext.cols = t.shape[n - 1];
+  if (ext.numel == 0) {
+    ext.rows = 0;
+    for (int d = 0; d < n - 1; ++d)
+      ext.rows = d ? ext.rows * t.shape[d] : t.shape[d];
+    if (n == 1)
+      ext.rows = 1;
+    ext.rowStride = ext.cols;
+    return llvm::Error::success();
+  }
+  if (ext.cols > 1 && st[n - 1] != 1)
+    return fail(BITFOLD_ERROR_STRIDE, g, i,
+                llvm::formatv("the last dimension (columns) must be packed "
+                              "(stride 1); shape {0}, strides {1}",
+                              shapeText(t), listText(st, n)));
+  ext.rows = 1;
+  ext.rowStride = ext.cols;
+  bool found = false;
+  int64_t expect = 0;
+  int inner = -1;
+  for (int d = n - 2; d >= 0; --d) {
+    if (t.shape[d] == 1)
+      continue;
+    if (!found) {
+      found = true;
+      inner = d;
+      ext.rowStride = st[d];
+      ext.rows = t.shape[d];
+    } else {
+      if (st[d] != expect)
+        return fail(BITFOLD_ERROR_STRIDE, g, i,
+                    llvm::formatv("dimensions {0}..{1} cannot be merged into "
+                                  "one row dimension: stride[{0}] is {2}, "
+                                  "rows need {3}; shape {4}, strides {5}",
+                                  d, inner, st[d], expect, shapeText(t),
+                                  listText(st, n)));
+      if (__builtin_mul_overflow(ext.rows, t.shape[d], &ext.rows))
+        return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "row count overflows");
+    }
+    if (__builtin_mul_overflow(st[d], t.shape[d], &expect))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "strides overflow");
+  }
+  if (ext.rowStride < 0)
+    return fail(BITFOLD_ERROR_STRIDE, g, i,
+                llvm::formatv("negative row stride {0} is not supported; "
+                              "strides {1}",
+                              ext.rowStride, listText(st, n)));
+  if (ext.rows > 1 && ext.rowStride < ext.cols)
+    return fail(BITFOLD_ERROR_STRIDE, g, i,
+                llvm::formatv("row stride {0} is smaller than the {1} columns "
+                              "(rows would overlap); shape {2}, strides {3}",
+                              ext.rowStride, ext.cols, shapeText(t),
+                              listText(st, n)));
+  return llvm::Error::success();
+}
+
+llvm::Error Binder::channelsLastExtent(int g, int i, const DLTensor &t,
+                                       const int64_t *st, Extent &ext) {
+  const int n = t.ndim;
+  if (n != 4 && n != 5)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("a channels-last operand needs 4 (N, C, H, W) "
+                              "or 5 (N, C, D, H, W) dimensions; found shape "
+                              "{0}",
+                              shapeText(t)));
+  ext.cols = t.shape[1];
+  ext.rowStride = ext.cols;
+  int64_t expected[kMaxNdim];
+  expected[1] = 1;
+  int64_t acc = ext.cols;
+  for (int d = n - 1; d >= 2; --d) {
+    expected[d] = acc;
+    if (__builtin_mul_overflow(acc, t.shape[d], &acc))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
+  }
+  expected[0] = acc;
+  ext.rows = t.shape[0];
+  for (int d = 2; d < n; ++d)
+    if (__builtin_mul_overflow(ext.rows, t.shape[d], &ext.rows))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
+  if (ext.numel == 0)
+    return llvm::Error::success();
+  for (int d = 0; d < n; ++d)
+    if (t.shape[d] != 1 && st[d] != expected[d])
+      return fail(BITFOLD_ERROR_STRIDE, g, i,
+                  llvm::formatv("is not dense channels-last: shape {0} has "
+                                "strides {1}, channels-last needs {2} (e.g. "
+                                "torch's .contiguous(memory_format="
+                                "torch.channels_last{3})",
+                                shapeText(t), listText(st, n),
+                                listText(expected, n), n == 5 ? "_3d" : ""));
+  return llvm::Error::success();
+}
+
+llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
+  const OperandDecl &op = def.operands[i];
+  const DLTensor *tp = tensors[g * nOps + i];
+  if (!tp)
+    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i, "is NULL");
+  const DLTensor &t = *tp;
+
+  // Device.
+  if (t.device.device_type != kDLCUDA &&
+      t.device.device_type != kDLCUDAManaged) {
+    if (t.device.device_type == kDLCPU)
+      return fail(BITFOLD_ERROR_DEVICE, g, i,
+                  "is in host memory (kDLCPU); bitfold kernels read and write "
+                  "CUDA device memory (kDLCUDA)");
+    if (t.device.device_type == kDLCUDAHost)
+      return fail(BITFOLD_ERROR_DEVICE, g, i,
+                  "is pinned host memory (kDLCUDAHost); bitfold kernels read "
+                  "and write CUDA device memory (kDLCUDA)");
+    return fail(BITFOLD_ERROR_DEVICE, g, i,
+                llvm::formatv("is on DLPack device type {0}; bitfold kernels "
+                              "need CUDA device memory (kDLCUDA)",
+                              int(t.device.device_type)));
+  }
+  if (t.device.device_id < 0)
+    return fail(BITFOLD_ERROR_DEVICE, g, i,
+                llvm::formatv("has device id {0}", t.device.device_id));
+  if (g == 0 && i == 0)
+    out.device = t.device.device_id;
+  else if (t.device.device_id != out.device)
+    return fail(BITFOLD_ERROR_DEVICE, g, i,
+                llvm::formatv("is on cuda:{0} but {1} is on cuda:{2}; all "
+                              "tensors of a launch must be on one device",
+                              t.device.device_id, tensorName(def, 0, 0),
+                              out.device));
+
+  // Dtype.
+  DLDataType want = toDLDataType(op.dtype);
+  if (t.dtype.code != want.code || t.dtype.bits != want.bits ||
+      t.dtype.lanes != 1)
+    return fail(BITFOLD_ERROR_DTYPE, g, i,
+                llvm::formatv("expected {0}, found {1}",
+                              describeDType(want), describeDType(t.dtype)));
+
+  // Shape and strides.
+  if (t.ndim < 0 || t.ndim > kMaxNdim)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("has {0} dimensions; at most {1} are supported",
+                              t.ndim, kMaxNdim));
+  if (t.ndim > 0 && !t.shape)
+    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i, "shape is NULL");
+  ext.numel = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] < 0)
+      return fail(BITFOLD_ERROR_SHAPE, g, i,
+                  llvm::formatv("dimension {0} has negative size {1}", d,
+                                t.shape[d]));
+    if (__builtin_mul_overflow(ext.numel, t.shape[d], &ext.numel))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "element count overflows");
+  }
+  int64_t st[kMaxNdim];
+  if (t.strides) {
+    std::copy(t.strides, t.strides + t.ndim, st);
+  } else { // DLPack: NULL strides = compact row-major.
+    int64_t acc = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      st[d] = acc;
+      acc *= std::max<int64_t>(t.shape[d], 1);
+    }
+  }
+  if (llvm::Error e = op.layout == Layout::ChannelsLast
+                          ? channelsLastExtent(g, i, t, st, ext)
+                          : rowMajorExtent(g, i, t, st, ext))
+    return e;
+
+  // Address and alignment.
+  OperandView &v = out.views[g][i];
+  const unsigned elem = dsl::dtypeBytes(op.dtype);
+  if (ext.numel > 0 && !t.data)
+    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
+                llvm::formatv("data pointer is NULL for shape {0}",
+                              shapeText(t)));
+  v.base = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  v.rows = ext.rows;
+  v.rowStride = ext.rowStride;
+  if (ext.numel > 0 && v.base % elem)
+    return fail(BITFOLD_ERROR_ALIGNMENT, g, i,
+                llvm::formatv("address {0:x} (data + byte_offset {1}) is not "
+                              "aligned to its {2}-byte elements",
+                              uint64_t(v.base), t.byte_offset, elem));
+  if (int ref = referenceAlignBytes(def, op); ext.numel > 0 && ref &&
+                                               v.base % unsigned(ref))
+    return fail(BITFOLD_ERROR_ALIGNMENT, g, i,
+                llvm::formatv("address {0:x} is not {1}-byte aligned; {2} "
+                              "reproduces aten's vectorized layer norm, which "
+                              "aten runs only when x and y are {1}-byte "
+                              "aligned (otherwise it takes another kernel "
+                              "with different bits)",
+                              uint64_t(v.base), ref, def.name));
+  v.alignBytes = 16;
+  while (v.alignBytes > 1 &&
+         (v.base % unsigned(v.alignBytes) ||
+          (v.rows > 1 &&
+           (uint64_t(v.rowStride) * elem) % unsigned(v.alignBytes))))
+    v.alignBytes /= 2;
+  return llvm::Error::success();
+}
+
+llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
+  int ref = -1;
+  for (int i = 0; i < nOps; ++i)
+    if (def.operands[i].map == IndexMap::PerElement) {
+      ref = i;
+      break;
+    }
+  if (ref < 0)
+    return runtimeError(BITFOLD_ERROR_INTERNAL,
+                        def.name + " has no per-element operand to take the "
+                                   "row count from");
+  const int64_t R = ext[ref].rows, C = ext[ref].cols;
+  const std::string &refName = def.operands[ref].name;
+  const DLTensor &refT = *tensors[g * nOps + ref];
+  if (g == 0) {
+    out.cols = C;
+  } else if (C != out.cols) {
+    return fail(BITFOLD_ERROR_SHAPE, g, ref,
+                llvm::formatv("has {0} columns but group 0 has {1}; one "
+                              "launch serves one column count",
+                              C, out.cols));
+  }
+  out.groupRows[g] = R;
+  for (int i = 0; i < nOps; ++i) {
+    const OperandDecl &op = def.operands[i];
+    const DLTensor &t = *tensors[g * nOps + i];
+    const Extent &e = ext[i];
+    switch (op.map) {
+    case IndexMap::PerElement:
+      if (e.rows != R || e.cols != C)
+        return fail(BITFOLD_ERROR_SHAPE, g, i,
+                    llvm::formatv("is {0} rows x {1} columns (shape {2}) but "
+                                  "'{3}' is {4} rows x {5} columns (shape {6})",
+                                  e.rows, e.cols, shapeText(t), refName, R, C,
+                                  shapeText(refT)));
+      break;
+    case IndexMap::PerColumn:
+      if (e.rows != 1 || e.cols != C)
+        return fail(BITFOLD_ERROR_SHAPE, g, i,
+                    llvm::formatv("must hold one value per column, {0} "
+                                  "values (shape ({0},)); found shape {1}",
+                                  C, shapeText(t)));
+      break;
+    case IndexMap::PerBatch: {
+      const std::string &dimName = def.dims[op.batchDim];
+      if (e.cols != C)
+        return fail(BITFOLD_ERROR_SHAPE, g, i,
+                    llvm::formatv("has {0} columns (shape {1}) but '{2}' has "
+                                  "{3} (shape {4})",
+                                  e.cols, shapeText(t), refName, C,
+                                  shapeText(refT)));
+      int64_t S = 1;
+      if (R > 0) {
+        if (e.rows < 1 || R % e.rows)
+          return fail(BITFOLD_ERROR_SHAPE, g, i,
+                      llvm::formatv("has {0} rows, one per batch, which does "
+                                    "not divide the {1} rows of '{2}' (rows = "
+                                    "batches x {3}); shapes {4} and {5}",
+                                    e.rows, R, refName, dimName, shapeText(t),
+                                    shapeText(refT)));
+        S = R / e.rows;
+      }
+      int d = op.batchDim;
+      if (!dimSet[d]) {
+        dimSet[d] = true;
+        out.dims[d] = S;
+        dimFrom[d][0] = g;
+        dimFrom[d][1] = i;
+      } else if (out.dims[d] != S && R > 0) {
+        return fail(BITFOLD_ERROR_SHAPE, g, i,
+                    llvm::formatv("implies {0} = {1} rows per batch ({2} "
+                                  "batches), but {3} implies {0} = {4}",
+                                  dimName, S, e.rows,
+                                  tensorName(def, dimFrom[d][0], dimFrom[d][1]),
+                                  out.dims[d]));
+      }
+      break;
+    }
+    }
+    OperandView &v = out.views[g][i];
+    int64_t rowsStored = op.map == IndexMap::PerColumn ? 1 : e.rows;
+    int64_t last = 0;
+    if (rowsStored > 0 && C > 0) {
+      if (__builtin_mul_overflow(rowsStored - 1, v.rowStride, &last) ||
+          __builtin_add_overflow(last, C - 1, &last))
+        return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
+                    "addresses beyond 2^63 elements");
+    }
+    v.lastOffset = last;
+    out.maxElementOffset = std::max(out.maxElementOffset, last);
+  }
+  return llvm::Error::success();
+}
+
+/// Whether two views of the same dtype size touch a common byte.
+bool overlaps(const OperandView &a, const OperandView &b, int64_t cols,
+              unsigned elem) {
+  if (a.rows == 0 || b.rows == 0 || cols == 0)
+    return false;
+  uintptr_t aEnd = a.base + uintptr_t(a.lastOffset + 1) * elem;
+  uintptr_t bEnd = b.base + uintptr_t(b.lastOffset + 1) * elem;
+  if (aEnd <= b.base || bEnd <= a.base)
+    return false;
+  // Same row stride (chunks of one wider tensor): the column windows may
+  // interleave without touching.
+  if (a.rowStride == b.rowStride && a.rowStride >= cols && (a.rows > 1 || b.rows > 1)) {
+    int64_t diff = int64_t(b.base) - int64_t(a.base);
+    if (diff % int64_t(elem) == 0) {
+      int64_t s = a.rowStride;
+      int64_t m = ((diff / int64_t(elem)) % s + s) % s;
+      return m < cols || m > s - cols;
+    }
+  }
+  return true;
+}
+
+llvm::Error Binder::checkOverlaps() {
+  for (int g = 0; g < def.groups; ++g)
+    for (int i = 0; i < nOps; ++i) {
+      const OperandDecl &o = def.operands[i];
+      if (!o.isOutput)
+        continue;
+      unsigned elem = dsl::dtypeBytes(o.dtype);
+      const OperandView &ov = out.views[g][i];
+      for (int h = 0; h < def.groups; ++h)
+        for (int j = 0; j < nOps; ++j) {
+          if (h == g && j == i)
+            continue;
+          const OperandDecl &x = def.operands[j];
+          const OperandView &xv = out.views[h][j];
+          if (!overlaps(ov, xv, out.cols, elem))
+            continue;
+          // Elementwise kernels may write over their own input exactly.
+          bool inPlace = def.folds.empty() && !x.isOutput && h == g &&
+                         x.map == IndexMap::PerElement && xv.base == ov.base &&
+                         xv.rowStride == ov.rowStride && x.dtype == o.dtype;
+          if (inPlace)
+            continue;
+          if (x.isOutput && (h < g || (h == g && j < i)))
+            continue; // reported once, from the first output
+          return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
+                      llvm::formatv("overlaps {0} in memory; {1} {2}",
+                                    tensorName(def, h, j), def.name,
+                                    def.folds.empty()
+                                        ? "can write over an input only "
+                                          "exactly (same address and strides)"
+                                        : "reads whole rows before writing, "
+                                          "so it cannot run in place"));
+        }
+    }
+  return llvm::Error::success();
+}
+
+llvm::Error Binder::run() {
+  nOps = int(def.operands.size());
+  for (int g = 0; g < def.groups; ++g) {
+    Extent ext[kMaxOperands];
+    for (int i = 0; i < nOps; ++i)
+      if (llvm::Error e = checkTensor(g, i, ext[i]))
+        return e;
+    if (llvm::Error e = checkGroupShapes(g, ext))
+      return e;
+  }
+  out.totalRows = 0;
+  for (int g = 0; g < def.groups; ++g)
+    out.totalRows += out.groupRows[g];
+  for (size_t d = 0; d < def.dims.size(); ++d)
+    if (!dimSet[d]) {
+      if (out.totalRows > 0)
+        return runtimeError(BITFOLD_ERROR_INTERNAL,
+                            def.name + ": no operand determines dim '" +
+                                def.dims[d] + "'");
+      out.dims[d] = 1;
+    }
+  for (int i = 0; i < nOps; ++i) {
+    out.alignBytes[i] = 16;
+    for (int g = 0; g < def.groups; ++g)
+      out.alignBytes[i] = std::min(out.alignBytes[i], out.views[g][i].alignBytes);
+  }
+  const int64_t C = out.cols;
+  if (C % def.colsMultipleOf || C < def.minCols || C > def.maxCols)
+    return runtimeError(
+        BITFOLD_ERROR_SHAPE,
+        llvm::formatv("{0}: the column count must be a multiple of {1} in "
+                      "[{2}, {3}], the conditions under which its reference "
+                      "runs the kernel it reproduces; found {4} columns "
+                      "(shape {5})",
+                      def.name, def.colsMultipleOf, def.minCols, def.maxCols,
+                      C, shapeText(*tensors[0])));
+  return checkOverlaps();
+}
+
+} // namespace
+
+llvm::Error bitfold::runtime::checkDefLimits(const KernelDef &def) {
+  if (def.groups < 1 || def.groups > kMaxGroups ||
+      def.operands.size() > size_t(kMaxOperands) ||
+      def.dims.size() > size_t(kMaxDims) ||
+      def.scalars.size() > size_t(kMaxScalars))
+    return runtimeError(
+        BITFOLD_ERROR_UNSUPPORTED,
+        llvm::formatv("{0}: {1} groups, {2} operands, {3} dims, {4} scalars "
+                      "exceed the runtime's limits ({5}, {6}, {7}, {8})",
+                      def.name, def.groups, def.operands.size(),
+                      def.dims.size(), def.scalars.size(), kMaxGroups,
+                      kMaxOperands, kMaxDims, kMaxScalars));
+  for (const OperandDecl &op : def.operands)
+    if (op.dtype == dsl::DType::I1)
+      return runtimeError(BITFOLD_ERROR_UNSUPPORTED,
+                          def.name + ": operand '" + op.name +
+                              "' has no storage dtype");
+  return llvm::Error::success();
+}
+
+int bitfold::runtime::referenceAlignBytes(const KernelDef &def,
+                                          const OperandDecl &op) {
+  // aten's LayerNormKernelImplInternal takes vectorized_layer_norm_kernel
+  // only if can_vectorize(X) and can_vectorize(Y) with alignment
+  // vec_size (4) * sizeof(T); NUMERICS.md 1 and 2.
+  if ((def.name == "ln_modulate" || def.name == "qk_layernorm") &&
+      (op.name == "x" || op.name == "y"))
+    return 4 * int(dsl::dtypeBytes(op.dtype));
+  return 0;
+}
+
+llvm::Error bitfold::runtime::bindTensors(const KernelDef &def,
+                                          const DLTensor *const *tensors,
+                                          int numTensors, LaunchBinding &out) {
+  const int want = def.groups * int(def.operands.size());
+  if (!tensors || numTensors != want) {
+    std::string names;
+    for (int g = 0; g < def.groups; ++g)
+      for (const OperandDecl &op : def.operands) {
+        if (!names.empty())
+          names += ", ";
+        names += op.name;
+        if (def.groups > 1)
+          names += llvm::formatv("[{0}]", g).str();
+      }
+    return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
+                        llvm::formatv("{0} takes {1} tensors ({2}); {3}", def.name,
+                                      want, names,
+                                      tensors ? std::to_string(numTensors) +
+                                                    " given"
+                                              : std::string("tensors is NULL")));
+  }
+  return Binder(def, tensors, out).run();
+}
+
+std::string bitfold::runtime::describeDType(DLDataType t) {
+  const char *base = "code";
+  switch (t.code) {
+  case kDLFloat: base = "f"; break;
+  case kDLBfloat: base = "bf"; break;
+  case kDLInt: base = "int"; break;
+  case kDLUInt: base = "uint"; break;
+  case kDLComplex: base = "complex"; break;
+  default: break;
+  }
+  std::string s = llvm::formatv("{0}{1}", base, int(t.bits)).str();
+  if (base[0] == 'c' && base[1] == 'o')
+    s = llvm::formatv("type code {0}, {1} bits", int(t.code), int(t.bits)).str();
+  if (t.lanes != 1)
+    s += llvm::formatv(" x{0} lanes", int(t.lanes)).str();
+  return s;
+}
+
+DLDataType bitfold::runtime::toDLDataType(dsl::DType t) {
+  switch (t) {
+  case dsl::DType::BF16: return DLDataType{kDLBfloat, 16, 1};
+  case dsl::DType::F16: return DLDataType{kDLFloat, 16, 1};
+  case dsl::DType::F32: return DLDataType{kDLFloat, 32, 1};
+  default: return DLDataType{kDLUInt, 1, 1};
+  }
+}

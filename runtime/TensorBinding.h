@@ -1,0 +1,73 @@
+//===- runtime/TensorBinding.h - DLTensors -> a kernel's operands -*- C++ -*-===//
+//
+// Checks the tensors of a launch against a KernelDef and derives what the
+// kernel needs: rows per group, the column count, named dims (S), and per
+// operand the base address, row stride and alignment. Every problem is a
+// RuntimeError with a precise message (which tensor, which operand, what
+// was expected, what was found). Pure host code, allocation free unless it
+// fails: it runs on every launch.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_RUNTIME_TENSORBINDING_H
+#define BITFOLD_RUNTIME_TENSORBINDING_H
+
+#include "dsl/IR.h"
+
+#include <dlpack/dlpack.h>
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+
+namespace bitfold::runtime {
+
+constexpr int kMaxGroups = 4;
+constexpr int kMaxOperands = 12;
+constexpr int kMaxDims = 4;
+constexpr int kMaxScalars = 8;
+constexpr int kMaxParams =
+    kMaxGroups * kMaxOperands * 2 + kMaxGroups + kMaxDims + kMaxScalars;
+
+/// Whether a KernelDef fits the fixed-size launch structures.
+llvm::Error checkDefLimits(const dsl::KernelDef &def);
+
+/// One operand of one group, as the kernel addresses it.
+struct OperandView {
+  uintptr_t base = 0;    ///< data + byte_offset.
+  int64_t rows = 0;      ///< rows stored (B for per-batch, 1 per-column).
+  int64_t rowStride = 0; ///< elements between rows.
+  int alignBytes = 16;   ///< largest of 16/8/4/2/1 dividing base and stride.
+  int64_t lastOffset = 0;///< element offset of the last element read/written.
+};
+
+struct LaunchBinding {
+  int device = 0;
+  int64_t cols = 0;
+  int64_t groupRows[kMaxGroups] = {};
+  int64_t totalRows = 0;
+  int64_t dims[kMaxDims] = {};
+  OperandView views[kMaxGroups][kMaxOperands];
+  /// Per operand, the minimum over groups: what ShapeSpec::alignBytes says.
+  int alignBytes[kMaxOperands] = {};
+  int64_t maxElementOffset = 0;
+};
+
+/// The extra alignment a template's reference requires of an operand to
+/// take the code path the template copies (aten's vectorized layer norm:
+/// x and y aligned to 4 elements). 0: none beyond the element size.
+int referenceAlignBytes(const dsl::KernelDef &def, const dsl::OperandDecl &op);
+
+/// Validates `tensors` (groups x operands, group-major) and fills `out`.
+llvm::Error bindTensors(const dsl::KernelDef &def,
+                        const DLTensor *const *tensors, int numTensors,
+                        LaunchBinding &out);
+
+/// "bf16", "float32", "int8x4"...: a DLPack dtype for messages.
+std::string describeDType(DLDataType t);
+
+/// The DLPack dtype of a storage dtype.
+DLDataType toDLDataType(dsl::DType t);
+
+} // namespace bitfold::runtime
+
+#endif // BITFOLD_RUNTIME_TENSORBINDING_H

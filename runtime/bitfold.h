@@ -1,0 +1,175 @@
+/*===- bitfold.h - bitfold's C API ---------------------------------------===*
+ *
+ * Stable C ABI of libbitfold.so: look up a kernel template, launch it on
+ * DLPack tensors (DLTensor) on the caller's CUDA stream. Kernels are JIT
+ * compiled for the shape class they meet (column count, alignments, 32- or
+ * 64-bit indexing), cached in memory and on disk, and launched through the
+ * CUDA driver, which is loaded at run time (libcuda is never linked).
+ *
+ * Errors: every function returns a bitfold_status; nothing aborts the
+ * process and no C++ exception crosses this API. bitfold_last_error()
+ * returns the message of the most recent call on the calling thread (empty
+ * after a call that succeeded).
+ *
+ * Thread safety: a runtime and its kernels may be used from many threads at
+ * once (launch, lookup); only bitfold_runtime_destroy must not race with
+ * other calls on the same runtime.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef BITFOLD_H
+#define BITFOLD_H
+
+#include <dlpack/dlpack.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define BITFOLD_API
+#else
+#define BITFOLD_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum bitfold_status {
+  BITFOLD_SUCCESS = 0,
+  /** A NULL handle or pointer, malformed parameter text, or the wrong
+   *  number of tensors or scalars. */
+  BITFOLD_ERROR_INVALID_ARGUMENT = 1,
+  /** No template of that name. */
+  BITFOLD_ERROR_UNKNOWN_TEMPLATE = 2,
+  /** A tensor's dtype is not the one its operand needs. */
+  BITFOLD_ERROR_DTYPE = 3,
+  /** Tensor shapes disagree (rows, columns, batches), or a shape the
+   *  template's reference would not run this way (e.g. D % 4 != 0). */
+  BITFOLD_ERROR_SHAPE = 4,
+  /** Strides the kernel cannot address (last dim not packed, rows not
+   *  mergeable, overlapping rows, not dense channels-last). */
+  BITFOLD_ERROR_STRIDE = 5,
+  /** A pointer not aligned as the kernel or its reference requires. */
+  BITFOLD_ERROR_ALIGNMENT = 6,
+  /** Host memory, tensors on different devices, or a missing device. */
+  BITFOLD_ERROR_DEVICE = 7,
+  /** Beyond what bitfold supports (sizes, grid limits, in-place use). */
+  BITFOLD_ERROR_UNSUPPORTED = 8,
+  /** Code generation failed. */
+  BITFOLD_ERROR_COMPILE = 9,
+  /** The CUDA driver cannot be loaded or initialised; the message says why
+   *  (the dlopen error text, a missing entry point, cuInit's result). */
+  BITFOLD_ERROR_NO_DRIVER = 10,
+  /** A CUDA driver call failed (module load, launch ...). */
+  BITFOLD_ERROR_CUDA = 11,
+  /** A bug in bitfold. */
+  BITFOLD_ERROR_INTERNAL = 12
+} bitfold_status;
+
+/** "BITFOLD_ERROR_SHAPE" etc. */
+BITFOLD_API const char *bitfold_status_name(bitfold_status status);
+
+/** Message of the most recent bitfold call on this thread; "" after a
+ *  success. Valid until the next bitfold call on this thread. */
+BITFOLD_API const char *bitfold_last_error(void);
+
+/** The library's version, e.g. "0.1.0". */
+BITFOLD_API const char *bitfold_version(void);
+
+/** Names of the kernel templates, i in [0, bitfold_num_templates()). */
+BITFOLD_API int bitfold_num_templates(void);
+BITFOLD_API const char *bitfold_template_name(int i);
+
+typedef struct bitfold_runtime bitfold_runtime;
+typedef struct bitfold_kernel bitfold_kernel;
+
+typedef struct bitfold_runtime_options {
+  /** Disk cache directory; NULL: $BITFOLD_CACHE_DIR, else
+   *  $XDG_CACHE_HOME/bitfold, else ~/.cache/bitfold. */
+  const char *cache_dir;
+  /** 0: cache in memory only. Default 1 ($BITFOLD_DISK_CACHE=0 turns it
+   *  off too). */
+  int disk_cache;
+  /** Receives warnings (e.g. a corrupt cache entry was rebuilt, the cache
+   *  directory is read-only). NULL: printed to stderr unless
+   *  $BITFOLD_QUIET=1. */
+  void (*warning)(const char *message, void *user);
+  void *warning_user;
+} bitfold_runtime_options;
+
+/** Fills `options` with the defaults. */
+BITFOLD_API void bitfold_runtime_options_init(bitfold_runtime_options *options);
+
+/** Creates a runtime. `options` may be NULL (defaults). Needs no GPU. */
+BITFOLD_API bitfold_status
+bitfold_runtime_create(const bitfold_runtime_options *options,
+                       bitfold_runtime **out);
+
+/** Destroys a runtime, its kernels and their loaded modules. NULL is a
+ *  no-op. Launched work is not waited for: synchronise first. */
+BITFOLD_API void bitfold_runtime_destroy(bitfold_runtime *runtime);
+
+/** Looks up a template by name, with its parameters as text
+ *  ("key=value" separated by spaces or commas; NULL or "" = defaults):
+ *    dtype=bf16|f16|f32          all templates (default bf16)
+ *    bias_dtype=bf16|f16|f32     conv_bias (default: dtype)
+ *    residual=0|1                conv_bias (default 0)
+ *    gate=full|per_batch|global  residual_gate (default full)
+ *  The kernel is owned by the runtime (valid until it is destroyed); the
+ *  same name and parameters give the same kernel. */
+BITFOLD_API bitfold_status bitfold_template(bitfold_runtime *runtime,
+                                            const char *name,
+                                            const char *params,
+                                            bitfold_kernel **out);
+
+/** The tensors a launch takes, in order: for each tensor group (q and k of
+ *  qk_layernorm are two groups), the kernel's operands in declaration
+ *  order, inputs then outputs. Names are the operands' ("x", "scale",
+ *  "y"...). */
+BITFOLD_API int bitfold_kernel_num_tensors(const bitfold_kernel *kernel);
+BITFOLD_API const char *bitfold_kernel_tensor_name(const bitfold_kernel *kernel,
+                                                   int i);
+/** 1 if tensor i is written by the kernel. */
+BITFOLD_API int bitfold_kernel_tensor_is_output(const bitfold_kernel *kernel,
+                                                int i);
+BITFOLD_API int bitfold_kernel_num_groups(const bitfold_kernel *kernel);
+BITFOLD_API int bitfold_kernel_num_scalars(const bitfold_kernel *kernel);
+BITFOLD_API const char *bitfold_kernel_scalar_name(const bitfold_kernel *kernel,
+                                                   int i);
+
+/** Pins the tile configuration ("r1.t128.v8.p1") used for this kernel's
+ *  later specialisations; NULL restores the default choice. Configs never
+ *  change results, only speed. */
+BITFOLD_API bitfold_status bitfold_kernel_set_config(bitfold_kernel *kernel,
+                                                     const char *config);
+
+/** Launches `kernel` on `stream` (a CUstream; NULL = the legacy default
+ *  stream) in the current CUDA context when it belongs to the tensors'
+ *  device, else in that device's primary context.
+ *
+ *  `tensors` (num_tensors of them, see bitfold_kernel_num_tensors) must be
+ *  CUDA device tensors (kDLCUDA or kDLCUDAManaged) on one device, of the
+ *  operands' dtypes, with the last dimension packed; byte_offset is
+ *  honoured. Row-major operands: rows = product of the leading dims, which
+ *  must merge into one row stride >= the column count (a chunk of a wider
+ *  tensor is fine). Channels-last operands: 4-D (N,C,H,W) or 5-D
+ *  (N,C,D,H,W), dense channels-last; columns = C. Per-batch operands have
+ *  B rows, B dividing the rows of the per-element operands (S = rows / B);
+ *  per-column operands hold exactly one row of `columns` values.
+ *
+ *  `scalars` (num_scalars floats, see bitfold_kernel_num_scalars) e.g. eps.
+ *
+ *  The first launch of a shape class compiles (or loads from the cache);
+ *  later ones are a hash lookup and one cuLaunchKernel. Returns when the
+ *  launch is queued. */
+BITFOLD_API bitfold_status bitfold_launch(bitfold_kernel *kernel,
+                                          const DLTensor *const *tensors,
+                                          int num_tensors,
+                                          const float *scalars,
+                                          int num_scalars, void *stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BITFOLD_H */

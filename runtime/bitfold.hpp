@@ -1,0 +1,177 @@
+//===- bitfold.hpp - C++ wrapper over bitfold's C API -------------*- C++ -*-===//
+//
+// Header only, over bitfold.h: RAII handles, std::string errors, no LLVM
+// types, no exceptions. Every fallible call returns a bitfold::Status or a
+// bitfold::Result<T> (a value or a Status).
+//
+//   auto rt = bitfold::Runtime::create();
+//   if (!rt) { std::cerr << rt.status().message(); return 1; }
+//   auto k = rt->kernel("ln_modulate", "dtype=bf16");
+//   bitfold::Status s = k->launch({&x, &scale, &shift, &y}, {1e-6f}, stream);
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_HPP
+#define BITFOLD_HPP
+
+#include "bitfold.h"
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bitfold {
+
+/// Success, or an error code with its message.
+class Status {
+public:
+  Status() = default;
+  Status(bitfold_status code, std::string message)
+      : code_(code), message_(std::move(message)) {}
+  /// The status of the last C call on this thread.
+  static Status fromLastCall(bitfold_status code) {
+    return code == BITFOLD_SUCCESS ? Status()
+                                   : Status(code, bitfold_last_error());
+  }
+  bool ok() const { return code_ == BITFOLD_SUCCESS; }
+  explicit operator bool() const { return ok(); }
+  bitfold_status code() const { return code_; }
+  const char *codeName() const { return bitfold_status_name(code_); }
+  const std::string &message() const { return message_; }
+
+private:
+  bitfold_status code_ = BITFOLD_SUCCESS;
+  std::string message_;
+};
+
+/// A value, or the Status saying why there is none.
+template <typename T> class Result {
+public:
+  Result(T value) : value_(std::move(value)) {}
+  Result(Status status) : status_(std::move(status)) {}
+  bool ok() const { return status_.ok(); }
+  explicit operator bool() const { return ok(); }
+  const Status &status() const { return status_; }
+  T &value() { return value_; }
+  const T &value() const { return value_; }
+  T *operator->() { return &value_; }
+  const T *operator->() const { return &value_; }
+  T &operator*() { return value_; }
+
+private:
+  T value_{};
+  Status status_;
+};
+
+/// A kernel template with its parameters. Owned by its Runtime: a cheap,
+/// copyable reference, valid while the Runtime lives.
+class Kernel {
+public:
+  Kernel() = default;
+  explicit Kernel(bitfold_kernel *k) : k_(k) {}
+  bitfold_kernel *get() const { return k_; }
+
+  /// Tensor names in launch order ("x", "scale", ..., "x[1]" for groups).
+  std::vector<std::string> tensorNames() const {
+    std::vector<std::string> out;
+    for (int i = 0; i < bitfold_kernel_num_tensors(k_); ++i)
+      out.push_back(bitfold_kernel_tensor_name(k_, i));
+    return out;
+  }
+  bool isOutput(int i) const { return bitfold_kernel_tensor_is_output(k_, i); }
+  std::vector<std::string> scalarNames() const {
+    std::vector<std::string> out;
+    for (int i = 0; i < bitfold_kernel_num_scalars(k_); ++i)
+      out.push_back(bitfold_kernel_scalar_name(k_, i));
+    return out;
+  }
+  int numGroups() const { return bitfold_kernel_num_groups(k_); }
+
+  /// Pins the tile config ("r1.t128.v8.p1"); an empty string unpins it.
+  Status setConfig(const std::string &config) {
+    return Status::fromLastCall(bitfold_kernel_set_config(
+        k_, config.empty() ? nullptr : config.c_str()));
+  }
+
+  /// See bitfold_launch. `stream` is a CUstream (nullptr: legacy default).
+  Status launch(const std::vector<const DLTensor *> &tensors,
+                const std::vector<float> &scalars = {},
+                void *stream = nullptr) const {
+    return Status::fromLastCall(bitfold_launch(
+        k_, tensors.data(), int(tensors.size()), scalars.data(),
+        int(scalars.size()), stream));
+  }
+  Status launch(std::initializer_list<const DLTensor *> tensors,
+                std::initializer_list<float> scalars = {},
+                void *stream = nullptr) const {
+    return launch(std::vector<const DLTensor *>(tensors),
+                  std::vector<float>(scalars), stream);
+  }
+
+private:
+  bitfold_kernel *k_ = nullptr;
+};
+
+struct RuntimeOptions {
+  std::string cacheDir; ///< empty: $BITFOLD_CACHE_DIR / ~/.cache/bitfold
+  bool diskCache = true;
+};
+
+/// Owns a bitfold_runtime (move-only).
+class Runtime {
+public:
+  using Options = RuntimeOptions;
+
+  static Result<Runtime> create(const Options &options = Options()) {
+    bitfold_runtime_options o;
+    bitfold_runtime_options_init(&o);
+    if (!options.cacheDir.empty())
+      o.cache_dir = options.cacheDir.c_str();
+    o.disk_cache = options.diskCache ? 1 : 0;
+    bitfold_runtime *rt = nullptr;
+    bitfold_status s = bitfold_runtime_create(&o, &rt);
+    if (s != BITFOLD_SUCCESS)
+      return Status::fromLastCall(s);
+    return Runtime(rt);
+  }
+
+  Runtime() = default;
+  Runtime(Runtime &&o) noexcept : rt_(std::exchange(o.rt_, nullptr)) {}
+  Runtime &operator=(Runtime &&o) noexcept {
+    if (this != &o) {
+      bitfold_runtime_destroy(rt_);
+      rt_ = std::exchange(o.rt_, nullptr);
+    }
+    return *this;
+  }
+  Runtime(const Runtime &) = delete;
+  Runtime &operator=(const Runtime &) = delete;
+  ~Runtime() { bitfold_runtime_destroy(rt_); }
+
+  bitfold_runtime *get() const { return rt_; }
+
+  /// Looks a template up ("ln_modulate", "dtype=bf16"); see bitfold_template.
+  Result<Kernel> kernel(const std::string &name,
+                        const std::string &params = "") const {
+    bitfold_kernel *k = nullptr;
+    bitfold_status s = bitfold_template(rt_, name.c_str(), params.c_str(), &k);
+    if (s != BITFOLD_SUCCESS)
+      return Status::fromLastCall(s);
+    return Kernel(k);
+  }
+
+  static std::vector<std::string> templateNames() {
+    std::vector<std::string> out;
+    for (int i = 0; i < bitfold_num_templates(); ++i)
+      out.push_back(bitfold_template_name(i));
+    return out;
+  }
+
+private:
+  explicit Runtime(bitfold_runtime *rt) : rt_(rt) {}
+  bitfold_runtime *rt_ = nullptr;
+};
+
+} // namespace bitfold
+
+#endif // BITFOLD_HPP

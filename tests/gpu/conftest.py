@@ -1,0 +1,58 @@
+"""GPU oracle suite: bitfold vs PyTorch eager, compared bit for bit.
+
+Runs only where torch sees a CUDA device and libbitfold.so is found
+($BITFOLD_LIB); elsewhere every test is skipped with the reason shown.
+A summary of cases per template (and the first mismatch, if any) is written
+to $BITFOLD_GPU_SUMMARY when set.
+"""
+import collections
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+try:
+    import torch
+    HAVE_CUDA = torch.cuda.is_available()
+except Exception:  # torch missing: the suite skips
+    torch = None
+    HAVE_CUDA = False
+
+SUMMARY = collections.defaultdict(lambda: {"cases": 0, "equal": 0, "first_mismatch": None})
+
+
+def record(template, equal, detail):
+    s = SUMMARY[template]
+    s["cases"] += 1
+    s["equal"] += int(equal)
+    if not equal and s["first_mismatch"] is None:
+        s["first_mismatch"] = detail
+
+
+@pytest.fixture(scope="session")
+def rt():
+    if not HAVE_CUDA:
+        pytest.skip("no CUDA device visible to torch: GPU oracle tests skipped")
+    import bitfold_torch
+    try:
+        r = bitfold_torch.Runtime()
+    except OSError as e:
+        pytest.skip(f"libbitfold.so not found ({e}); set BITFOLD_LIB")
+    yield r
+    r.close()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get("BITFOLD_GPU_SUMMARY")
+    if not path or not SUMMARY:
+        return
+    info = {
+        "torch": torch.__version__ if torch else None,
+        "gpu": torch.cuda.get_device_name(0) if HAVE_CUDA else None,
+        "templates": SUMMARY,
+    }
+    with open(path, "w") as f:
+        json.dump(info, f, indent=1, default=dict)

@@ -1,0 +1,204 @@
+//===- tests/runtime/CommandsTest.cpp - `bitfold cache` and `bitfold run` -===//
+//
+// `bitfold cache` on a directory filled through KernelCache (fake
+// compiler), one entry then corrupted; `bitfold run` argument handling and
+// its no-GPU error (the driver is pointed at a missing library).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Commands.h"
+#include "runtime/KernelCache.h"
+
+#include "llvm/Support/FileSystem.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+using namespace bitfold;
+using namespace bitfold::runtime;
+
+namespace {
+
+const bool noDriver = [] {
+  ::setenv("BITFOLD_LIBCUDA", "/nonexistent/bitfold-test/libcuda.so.1", 1);
+  ::setenv("BITFOLD_DISK_CACHE", "0", 1);
+  return true;
+}();
+
+struct Output {
+  std::string out, err;
+  int status = -1;
+};
+
+template <typename F> Output call(F fn, std::vector<std::string> args) {
+  Output o;
+  llvm::raw_string_ostream out(o.out), err(o.err);
+  o.status = fn(args, out, err);
+  return o;
+}
+
+Output cache(std::vector<std::string> args) {
+  return call([](llvm::ArrayRef<std::string> a, llvm::raw_ostream &o,
+                 llvm::raw_ostream &e) { return runCacheCommand(a, o, e); },
+              std::move(args));
+}
+
+Output run(std::vector<std::string> args) {
+  return call([](llvm::ArrayRef<std::string> a, llvm::raw_ostream &o,
+                 llvm::raw_ostream &e) { return runRunCommand(a, o, e); },
+              std::move(args));
+}
+
+CacheKey key(const std::string &kernel, const std::string &config) {
+  CacheKey k;
+  k.kernelName = kernel;
+  k.kernelHash = std::string(64, 'c');
+  k.shape = "c4096.a16,16,16,16.o2147483647";
+  k.config = config;
+  k.arch = "sm_90";
+  k.options = "cubin=1 tool=auto";
+  k.bitfoldVersion = "0.1.0";
+  k.llvmVersion = "22";
+  k.toolchain = "fake";
+  return k;
+}
+
+class CacheCommand : public ::testing::Test {
+protected:
+  void SetUp() override {
+    llvm::SmallString<128> p;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("bitfold-cmd-test", p));
+    dir = std::string(p);
+    CacheOptions o;
+    o.dir = dir;
+    o.disk = true;
+    ::unsetenv("BITFOLD_DISK_CACHE");
+    KernelCache c(o);
+    ::setenv("BITFOLD_DISK_CACHE", "0", 1);
+    for (auto [kernel, config] :
+         {std::pair{"ln_modulate", "r1.t128.v8.p1"},
+          std::pair{"ln_modulate", "r2.t64.v8.p1"},
+          std::pair{"conv_bias", "r4.t32.v8.p1"}}) {
+      CacheKey k = key(kernel, config);
+      auto r = c.getOrCompile(k, [] {
+        codegen::CompiledKernel ck;
+        ck.entryName = "e";
+        ck.ptx = "ptx";
+        ck.cubin = {'c', 'u', 'b'};
+        return llvm::Expected<codegen::CompiledKernel>(std::move(ck));
+      });
+      ASSERT_TRUE(bool(r));
+    }
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
+  std::string dir;
+};
+
+} // namespace
+
+TEST_F(CacheCommand, LsListsEntries) {
+  Output o = cache({"ls", "--dir", dir});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("ln_modulate"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("r2.t64.v8.p1"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("conv_bias"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("3 entries in " + dir), std::string::npos) << o.out;
+}
+
+TEST_F(CacheCommand, StatsCountsPerKernel) {
+  Output o = cache({"stats", "--dir=" + dir});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("entries:   3"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("invalid:   0"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("ln_modulate"), std::string::npos) << o.out;
+}
+
+TEST_F(CacheCommand, VerifyFindsCorruptEntriesAndCanDeleteThem) {
+  EXPECT_EQ(cache({"verify", "--dir", dir}).status, 0);
+  std::string victim = entryPath(dir, key("conv_bias", "r4.t32.v8.p1").hash());
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-2, std::ios::end);
+    f.put('X');
+  }
+  Output o = cache({"verify", "--dir", dir});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.out.find("BAD " + victim + ": checksum mismatch"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("2 of 3 entries valid"), std::string::npos) << o.out;
+  Output ls = cache({"ls", "--dir", dir});
+  EXPECT_NE(ls.out.find("INVALID: checksum mismatch"), std::string::npos)
+      << ls.out;
+  Output del = cache({"verify", "--delete-bad", "--dir", dir});
+  EXPECT_EQ(del.status, 0);
+  EXPECT_FALSE(llvm::sys::fs::exists(victim));
+  EXPECT_EQ(cache({"verify", "--dir", dir}).status, 0);
+}
+
+TEST_F(CacheCommand, VerifyFlagsAnEntryUnderAnotherKeysName) {
+  std::string a = entryPath(dir, key("ln_modulate", "r1.t128.v8.p1").hash());
+  std::string b = entryPath(dir, key("ln_modulate", "r2.t64.v8.p1").hash());
+  ASSERT_FALSE(llvm::sys::fs::copy_file(a, b));
+  Output o = cache({"verify", "--dir", dir});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.out.find("the file name is not the hash of the key"),
+            std::string::npos)
+      << o.out;
+}
+
+TEST_F(CacheCommand, ClearRemovesOnlyCacheFiles) {
+  std::string keep = dir + "/README.txt";
+  std::ofstream(keep) << "not ours";
+  Output o = cache({"clear", "--dir", dir});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("removed 6 files"), std::string::npos) << o.out;
+  EXPECT_TRUE(llvm::sys::fs::exists(keep));
+  EXPECT_NE(cache({"ls", "--dir", dir}).out.find("0 entries"),
+            std::string::npos);
+}
+
+TEST(CacheCommandUsage, BadArguments) {
+  Output o = cache({});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("missing subcommand"), std::string::npos);
+  o = cache({"prune"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("unknown subcommand 'prune'"), std::string::npos);
+  o = cache({"ls", "--dir", "/nonexistent/bitfold-cache"});
+  EXPECT_EQ(o.status, 0);
+  EXPECT_NE(o.out.find("does not exist (empty cache)"), std::string::npos);
+}
+
+TEST(RunCommand, UsageErrors) {
+  ASSERT_TRUE(noDriver);
+  Output o = run({});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("usage: bitfold run TEMPLATE --shape"), std::string::npos);
+  o = run({"ln_modulate", "--shape", "1,x,64"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("bad --shape '1,x,64'"), std::string::npos) << o.err;
+  o = run({"ln_modulate", "--shape", "1,8,64", "--seed", "abc"});
+  EXPECT_EQ(o.status, 2);
+  o = run({"no_such_kernel", "--shape", "1,8,64"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("no template 'no_such_kernel'"), std::string::npos)
+      << o.err;
+  o = run({"conv_bias", "--shape", "1,8,64"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("conv_bias is channels-last: --shape N,C,H,W"),
+            std::string::npos)
+      << o.err;
+}
+
+TEST(RunCommand, SaysWhyThereIsNoGpu) {
+  ASSERT_TRUE(noDriver);
+  Output o = run({"ln_modulate", "--shape", "1,8,64"});
+  EXPECT_EQ(o.status, 1);
+  EXPECT_NE(o.err.find("bitfold run: no GPU to run on: cannot load the CUDA "
+                       "driver: dlopen(\"/nonexistent/bitfold-test/"
+                       "libcuda.so.1\") failed"),
+            std::string::npos)
+      << o.err;
+}

@@ -1,0 +1,297 @@
+//===- tests/runtime/FakeCuda.cpp - A fake libcuda for CPU tests ----------===//
+//
+// Loaded by the runtime through $BITFOLD_LIBCUDA instead of libcuda.so.1. It
+// exports only cuGetProcAddress_v2 (as a real driver resolves everything
+// through it) plus fake_cuda_* hooks the tests reach with dlopen(NOLOAD).
+// Two devices (sm_90); contexts are a per-thread stack of fake handles;
+// "device memory" is host memory; cuLaunchKernel records what it was given.
+//
+// fake_cuda_expect_params(n) makes the next launch record n parameters.
+// Knobs (environment): FAKE_CUDA_INIT_RESULT (cuInit's result),
+// FAKE_CUDA_MISSING (an entry point cuGetProcAddress does not find),
+// FAKE_CUDA_LAUNCH_RESULT (cuLaunchKernel's result, read at each launch).
+//
+//===----------------------------------------------------------------------===//
+
+#include "FakeCuda.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+std::mutex mu;
+FakeLaunch last;
+std::map<std::string, int> counters;
+int expectedParams = 0;
+std::string lastImage, lastFunctionName;
+thread_local std::vector<CUcontext> stack;
+
+void count(const char *what) {
+  std::lock_guard<std::mutex> lock(mu);
+  ++counters[what];
+}
+
+CUcontext primaryOf(int dev) {
+  return reinterpret_cast<CUcontext>(uintptr_t(0x1000 + 0x10 * dev));
+}
+CUcontext userOf(int dev) {
+  return reinterpret_cast<CUcontext>(uintptr_t(0x2000 + 0x10 * dev));
+}
+int deviceOf(CUcontext c) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(c);
+  return int((v & 0xFF) / 0x10);
+}
+
+int envInt(const char *name, int fallback) {
+  const char *v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+CUresult cuInit(unsigned) { return CUresult(envInt("FAKE_CUDA_INIT_RESULT", 0)); }
+CUresult cuDriverGetVersion(int *v) {
+  *v = 12080;
+  return CUDA_SUCCESS;
+}
+const char *errorName(CUresult r) {
+  switch (int(r)) {
+  case 0: return "CUDA_SUCCESS";
+  case 100: return "CUDA_ERROR_NO_DEVICE";
+  case 400: return "CUDA_ERROR_INVALID_HANDLE";
+  case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+  default: return "CUDA_ERROR_UNKNOWN";
+  }
+}
+CUresult cuGetErrorName(CUresult r, const char **s) {
+  *s = errorName(r);
+  return CUDA_SUCCESS;
+}
+CUresult cuGetErrorString(CUresult r, const char **s) {
+  *s = int(r) == 100 ? "no CUDA-capable device is detected"
+       : int(r) == 700 ? "an illegal memory access was encountered"
+                       : "fake error";
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetCount(int *n) {
+  *n = 2;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  if (ordinal < 0 || ordinal >= 2)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+  std::snprintf(name, size_t(len), "Fake H200 #%d", int(d));
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice) {
+  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
+       : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
+       : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     ? 132
+                                                           : 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem(size_t *b, CUdevice) {
+  *b = size_t(141) << 30;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  count("cuDevicePrimaryCtxRetain");
+  *c = primaryOf(d);
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult cuCtxGetCurrent(CUcontext *c) {
+  *c = stack.empty() ? nullptr : stack.back();
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext c) {
+  if (!stack.empty())
+    stack.pop_back();
+  if (c)
+    stack.push_back(c);
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPushCurrent(CUcontext c) {
+  count("cuCtxPushCurrent");
+  stack.push_back(c);
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxPopCurrent(CUcontext *c) {
+  if (stack.empty())
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (c)
+    *c = stack.back();
+  stack.pop_back();
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxGetDevice(CUdevice *d) {
+  if (stack.empty())
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *d = deviceOf(stack.back());
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  count("cuModuleLoadData");
+  std::lock_guard<std::mutex> lock(mu);
+  lastImage = static_cast<const char *>(image);
+  static uintptr_t next = 0x5000;
+  *m = reinterpret_cast<CUmodule>(next += 0x10);
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleUnload(CUmodule) {
+  count("cuModuleUnload");
+  return CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  std::lock_guard<std::mutex> lock(mu);
+  lastFunctionName = name;
+  *f = reinterpret_cast<CUfunction>(reinterpret_cast<uintptr_t>(m) + 1);
+  return CUDA_SUCCESS;
+}
+CUresult cuFuncGetAttribute(int *v, CUfunction_attribute, CUfunction) {
+  *v = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                        CUstream stream, void **params, void **extra) {
+  count("cuLaunchKernel");
+  std::lock_guard<std::mutex> lock(mu);
+  last = FakeLaunch{};
+  last.function = f;
+  last.context = stack.empty() ? nullptr : stack.back();
+  last.grid[0] = gx, last.grid[1] = gy, last.grid[2] = gz;
+  last.block[0] = bx, last.block[1] = by, last.block[2] = bz;
+  last.sharedBytes = smem;
+  last.stream = stream;
+  last.numParams = expectedParams;
+  for (int i = 0; i < expectedParams && i < 64; ++i)
+    std::memcpy(&last.params[i], params[i], 8);
+  expectedParams = 0; // one launch only: the next kernel may take fewer
+  return CUresult(envInt("FAKE_CUDA_LAUNCH_RESULT", 0));
+}
+CUresult cuEventCreate(CUevent *e, unsigned) {
+  *e = reinterpret_cast<CUevent>(new float(0));
+  return CUDA_SUCCESS;
+}
+CUresult cuEventDestroy(CUevent e) {
+  delete reinterpret_cast<float *>(e);
+  return CUDA_SUCCESS;
+}
+CUresult cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
+CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult cuEventElapsedTime(float *ms, CUevent, CUevent) {
+  *ms = 0.5f;
+  return CUDA_SUCCESS;
+}
+CUresult cuMemAlloc(CUdeviceptr *p, size_t n) {
+  *p = reinterpret_cast<CUdeviceptr>(std::malloc(n));
+  return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult cuMemFree(CUdeviceptr p) {
+  std::free(reinterpret_cast<void *>(p));
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) {
+  std::memcpy(reinterpret_cast<void *>(d), s, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) {
+  std::memcpy(d, reinterpret_cast<void *>(s), n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
+  std::memset(reinterpret_cast<void *>(d), v, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+const char kLinked[] = "FAKE-LINKED-CUBIN";
+CUresult cuLinkCreate(unsigned, CUjit_option *, void **, CUlinkState *s) {
+  *s = reinterpret_cast<CUlinkState>(uintptr_t(0x7000));
+  return CUDA_SUCCESS;
+}
+CUresult cuLinkAddData(CUlinkState, CUjitInputType, void *data, size_t,
+                       const char *, unsigned, CUjit_option *, void **) {
+  std::lock_guard<std::mutex> lock(mu);
+  lastImage = static_cast<const char *>(data);
+  return CUDA_SUCCESS;
+}
+CUresult cuLinkComplete(CUlinkState, void **cubin, size_t *size) {
+  *cubin = const_cast<char *>(kLinked);
+  *size = sizeof(kLinked) - 1;
+  return CUDA_SUCCESS;
+}
+CUresult cuLinkDestroy(CUlinkState) { return CUDA_SUCCESS; }
+
+struct Entry {
+  const char *name;
+  void *fn;
+};
+
+#define E(f) {#f, reinterpret_cast<void *>(&f)}
+const Entry entries[] = {
+    E(cuInit), E(cuDriverGetVersion), E(cuGetErrorName), E(cuGetErrorString),
+    E(cuDeviceGetCount), E(cuDeviceGet), E(cuDeviceGetName),
+    E(cuDeviceGetAttribute), E(cuDeviceTotalMem), E(cuDevicePrimaryCtxRetain),
+    E(cuDevicePrimaryCtxRelease), E(cuCtxGetCurrent), E(cuCtxSetCurrent),
+    E(cuCtxPushCurrent), E(cuCtxPopCurrent), E(cuCtxGetDevice),
+    E(cuCtxSynchronize), E(cuModuleLoadData), E(cuModuleUnload),
+    E(cuModuleGetFunction), E(cuFuncGetAttribute), E(cuLaunchKernel),
+    E(cuEventCreate), E(cuEventDestroy), E(cuEventRecord),
+    E(cuEventSynchronize), E(cuEventElapsedTime), E(cuMemAlloc), E(cuMemFree),
+    E(cuMemcpyHtoD), E(cuMemcpyDtoH), E(cuMemsetD8), E(cuStreamSynchronize),
+    E(cuLinkCreate), E(cuLinkAddData), E(cuLinkComplete), E(cuLinkDestroy),
+};
+#undef E
+
+} // namespace
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
+                                    cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status) {
+  *pfn = nullptr;
+  const char *missing = std::getenv("FAKE_CUDA_MISSING");
+  for (const Entry &e : entries)
+    if (std::strcmp(e.name, symbol) == 0 &&
+        !(missing && std::strcmp(missing, symbol) == 0)) {
+      *pfn = e.fn;
+      if (status)
+        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  if (status)
+    *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT void fake_cuda_expect_params(int n) {
+  std::lock_guard<std::mutex> lock(mu);
+  expectedParams = n;
+}
+
+EXPORT FakeLaunch fake_cuda_last_launch() {
+  std::lock_guard<std::mutex> lock(mu);
+  return last;
+}
+
+EXPORT int fake_cuda_count(const char *what) {
+  std::lock_guard<std::mutex> lock(mu);
+  return counters[what];
+}
+
+EXPORT const char *fake_cuda_last_image() { return lastImage.c_str(); }
+EXPORT const char *fake_cuda_last_function() { return lastFunctionName.c_str(); }
+
+EXPORT CUcontext fake_cuda_user_context(int device) { return userOf(device); }
+
+EXPORT void fake_cuda_clear_contexts() { stack.clear(); }

@@ -1,0 +1,600 @@
+//===- tests/runtime/KernelCacheTest.cpp - Memory + disk kernel cache -----===//
+//
+// The cache with an injected fake compiler (fixed bytes), so nothing here
+// depends on codegen or a GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/KernelCache.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+using namespace bitfold;
+using namespace bitfold::runtime;
+
+namespace {
+
+/// A scratch directory, removed afterwards.
+class TempDir {
+public:
+  TempDir() {
+    llvm::SmallString<128> p;
+    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("bitfold-cache-test", p));
+    path = std::string(p);
+  }
+  ~TempDir() {
+    ::chmod(path.c_str(), 0755);
+    llvm::sys::fs::remove_directories(path);
+  }
+  std::string path;
+};
+
+CacheKey makeKey(std::string config = "r1.t128.v8.p1") {
+  CacheKey k;
+  k.kernelName = "ln_modulate";
+  k.kernelHash = std::string(64, 'a');
+  k.shape = "c4096.a8,8,8,8.o32";
+  k.config = std::move(config);
+  k.arch = "sm_90";
+  k.options = "cubin";
+  k.bitfoldVersion = "0.1.0";
+  k.llvmVersion = "22.1.8";
+  k.toolchain = "fake-toolchain 1";
+  return k;
+}
+
+codegen::CompiledKernel fakeKernel(size_t cubinBytes = 512) {
+  codegen::CompiledKernel k;
+  k.entryName = "bitfold_ln_modulate";
+  k.ptx = ".version 8.0\n.target sm_90\n// fake\n";
+  for (size_t i = 0; i < cubinBytes; ++i)
+    k.cubin.push_back(char(i * 7 + 3));
+  k.cubinTool = "fake";
+  k.config.rowsPerCta = 2;
+  k.config.threadsPerRow = 64;
+  k.config.vectorElems = 4;
+  k.config.twoPass = true;
+  k.abi.numGroups = 1;
+  k.abi.numOperands = 4;
+  k.abi.numDims = 1;
+  k.abi.numScalars = 1;
+  k.sharedBytes = 64;
+  k.times = {{"lower", 1.5}, {"ptx", 2.25}};
+  return k;
+}
+
+/// A fake compiler that counts its calls.
+struct FakeCompiler {
+  std::atomic<int> calls{0};
+  int delayMs = 0;
+  CompileFn fn() {
+    return [this]() -> llvm::Expected<codegen::CompiledKernel> {
+      ++calls;
+      if (delayMs)
+        std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+      return fakeKernel();
+    };
+  }
+};
+
+struct Warnings {
+  std::vector<std::string> messages;
+  CacheOptions options(const std::string &dir) {
+    CacheOptions o;
+    o.dir = dir;
+    o.warn = [this](llvm::StringRef m) { messages.push_back(m.str()); };
+    return o;
+  }
+};
+
+void expectSameKernel(const codegen::CompiledKernel &a,
+                      const codegen::CompiledKernel &b) {
+  EXPECT_EQ(a.entryName, b.entryName);
+  EXPECT_EQ(a.ptx, b.ptx);
+  EXPECT_EQ(a.cubin, b.cubin);
+  EXPECT_EQ(a.cubinTool, b.cubinTool);
+  EXPECT_TRUE(a.config == b.config);
+  EXPECT_EQ(a.abi.numGroups, b.abi.numGroups);
+  EXPECT_EQ(a.abi.numOperands, b.abi.numOperands);
+  EXPECT_EQ(a.abi.numDims, b.abi.numDims);
+  EXPECT_EQ(a.abi.numScalars, b.abi.numScalars);
+  EXPECT_EQ(a.sharedBytes, b.sharedBytes);
+  ASSERT_EQ(a.times.size(), b.times.size());
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void writeFile(const std::string &path, const std::string &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+/// Fills the cache directory with a valid entry for `key`.
+void populate(const std::string &dir, const CacheKey &key) {
+  Warnings w;
+  KernelCache cache(w.options(dir));
+  FakeCompiler fc;
+  ASSERT_TRUE(bool(cache.getOrCompile(key, fc.fn())));
+  ASSERT_EQ(fc.calls, 1);
+  ASSERT_TRUE(w.messages.empty());
+}
+
+} // namespace
+
+TEST(CacheKey, TextNamesEveryFieldAndHashFollowsIt) {
+  CacheKey k = makeKey();
+  k.environment = "BITFOLD_FOO=1\n";
+  std::string t = k.text();
+  for (const char *field :
+       {"kernel: ln_modulate", "kernel-hash: aaaa", "shape: c4096",
+        "config: r1.t128.v8.p1", "arch: sm_90", "options: cubin",
+        "bitfold: 0.1.0", "llvm: 22.1.8", "toolchain: fake-toolchain 1",
+        "env: BITFOLD_FOO=1"})
+    EXPECT_NE(t.find(field), std::string::npos) << field << " in\n" << t;
+  EXPECT_EQ(k.hash().size(), 64u);
+  // Every field changes the hash.
+  std::string h = k.hash();
+  auto changed = [&](auto mutate) {
+    CacheKey c = k;
+    mutate(c);
+    return c.hash() != h;
+  };
+  EXPECT_TRUE(changed([](CacheKey &c) { c.kernelHash[0] = 'b'; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.shape += "x"; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.config = "r2.t128.v8.p1"; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.arch = "sm_100"; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.options = "ptx"; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.bitfoldVersion = "0.2.0"; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.llvmVersion = "23"; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.toolchain = "other"; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.environment = ""; }));
+}
+
+TEST(CacheKey, CodegenEnvironmentKeepsBitfoldVarsButNotRuntimeOnlyOnes) {
+  ::setenv("BITFOLD_TEST_CODEGEN_KNOB", "7", 1);
+  ::setenv("BITFOLD_CACHE_DIR", "/somewhere", 1);
+  std::string env = codegenEnvironment();
+  EXPECT_NE(env.find("BITFOLD_TEST_CODEGEN_KNOB=7\n"), std::string::npos) << env;
+  EXPECT_EQ(env.find("BITFOLD_CACHE_DIR"), std::string::npos) << env;
+  ::unsetenv("BITFOLD_TEST_CODEGEN_KNOB");
+}
+
+TEST(CacheEntry, EncodeDecodeRoundTrips) {
+  CacheKey key = makeKey();
+  codegen::CompiledKernel k = fakeKernel();
+  std::string bytes = encodeEntry(key, k, 12.5);
+  auto e = decodeEntry(bytes);
+  ASSERT_TRUE(bool(e)) << llvm::toString(e.takeError());
+  EXPECT_EQ(e->keyText, key.text());
+  expectSameKernel(e->kernel, k);
+  EXPECT_NE(e->metaJson.find("\"compileMs\":12.5"), std::string::npos)
+      << e->metaJson;
+  EXPECT_EQ(entryPath("/c", key.hash()),
+            "/c/" + key.hash().substr(0, 2) + "/" + key.hash() + ".bfk");
+}
+
+TEST(KernelCache, MissCompilesOnceThenHitsMemory) {
+  TempDir tmp;
+  Warnings w;
+  KernelCache cache(w.options(tmp.path));
+  FakeCompiler fc;
+  auto a = cache.getOrCompile(makeKey(), fc.fn());
+  ASSERT_TRUE(bool(a)) << llvm::toString(a.takeError());
+  auto b = cache.getOrCompile(makeKey(), fc.fn());
+  ASSERT_TRUE(bool(b));
+  EXPECT_EQ(fc.calls, 1);
+  EXPECT_EQ(a->get(), b->get());
+  EXPECT_EQ(cache.stats().compiles, 1u);
+  EXPECT_EQ(cache.stats().memoryHits, 1u);
+  expectSameKernel(**a, fakeKernel());
+  EXPECT_TRUE(llvm::sys::fs::exists(entryPath(tmp.path, makeKey().hash())));
+  EXPECT_TRUE(w.messages.empty());
+}
+
+TEST(KernelCache, AnotherInstanceReadsTheEntryFromDisk) {
+  TempDir tmp;
+  populate(tmp.path, makeKey());
+  Warnings w;
+  KernelCache cache(w.options(tmp.path));
+  FakeCompiler fc;
+  auto k = cache.getOrCompile(makeKey(), fc.fn());
+  ASSERT_TRUE(bool(k));
+  EXPECT_EQ(fc.calls, 0);
+  EXPECT_EQ(cache.stats().diskHits, 1u);
+  expectSameKernel(**k, fakeKernel());
+  EXPECT_TRUE(w.messages.empty());
+}
+
+TEST(KernelCache, DifferentKeysAreDifferentEntries) {
+  TempDir tmp;
+  Warnings w;
+  KernelCache cache(w.options(tmp.path));
+  FakeCompiler fc;
+  ASSERT_TRUE(bool(cache.getOrCompile(makeKey("r1.t128.v8.p1"), fc.fn())));
+  ASSERT_TRUE(bool(cache.getOrCompile(makeKey("r2.t64.v8.p1"), fc.fn())));
+  EXPECT_EQ(fc.calls, 2);
+}
+
+TEST(KernelCache, CompileFailureIsReportedAndNotRetried) {
+  TempDir tmp;
+  Warnings w;
+  KernelCache cache(w.options(tmp.path));
+  int calls = 0;
+  CompileFn failing = [&]() -> llvm::Expected<codegen::CompiledKernel> {
+    ++calls;
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "ptx stage: boom");
+  };
+  auto a = cache.getOrCompile(makeKey(), failing);
+  ASSERT_FALSE(bool(a));
+  std::string msg = llvm::toString(a.takeError());
+  EXPECT_NE(msg.find("ln_modulate"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ptx stage: boom"), std::string::npos) << msg;
+  auto b = cache.getOrCompile(makeKey(), failing);
+  ASSERT_FALSE(bool(b));
+  EXPECT_EQ(llvm::toString(b.takeError()), msg);
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(llvm::sys::fs::exists(entryPath(tmp.path, makeKey().hash())));
+}
+
+TEST(KernelCache, ManyThreadsOneCompile) {
+  TempDir tmp;
+  Warnings w;
+  KernelCache cache(w.options(tmp.path));
+  FakeCompiler fc;
+  fc.delayMs = 50;
+  std::vector<std::thread> threads;
+  std::vector<const codegen::CompiledKernel *> got(16, nullptr);
+  for (int i = 0; i < 16; ++i)
+    threads.emplace_back([&, i] {
+      auto k = cache.getOrCompile(makeKey(), fc.fn());
+      if (k)
+        got[i] = k->get();
+      else
+        llvm::consumeError(k.takeError());
+    });
+  for (auto &t : threads)
+    t.join();
+  EXPECT_EQ(fc.calls, 1);
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(got[i], got[0]) << "thread " << i;
+  EXPECT_NE(got[0], nullptr);
+}
+
+// ---- Corrupt entries: rebuilt, warned once, never trusted -----------------
+
+namespace {
+
+void expectRebuiltAndWarnedOnce(const std::string &dir, const CacheKey &key,
+                                const char *expectedProblem) {
+  Warnings w;
+  {
+    KernelCache cache(w.options(dir));
+    FakeCompiler fc;
+    auto k = cache.getOrCompile(key, fc.fn());
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    expectSameKernel(**k, fakeKernel());
+    EXPECT_EQ(fc.calls, 1) << "a bad entry must be rebuilt, not trusted";
+    EXPECT_EQ(cache.stats().corruptRebuilt, 1u);
+    ASSERT_TRUE(bool(cache.getOrCompile(key, fc.fn())));
+    EXPECT_EQ(fc.calls, 1);
+  }
+  ASSERT_EQ(w.messages.size(), 1u) << "exactly one warning";
+  EXPECT_NE(w.messages[0].find("is invalid"), std::string::npos)
+      << w.messages[0];
+  EXPECT_NE(w.messages[0].find(expectedProblem), std::string::npos)
+      << w.messages[0];
+  EXPECT_NE(w.messages[0].find("rebuilt it"), std::string::npos)
+      << w.messages[0];
+  // The rebuilt entry is valid: a fresh instance reads it silently.
+  Warnings w2;
+  KernelCache again(w2.options(dir));
+  FakeCompiler fc2;
+  ASSERT_TRUE(bool(again.getOrCompile(key, fc2.fn())));
+  EXPECT_EQ(fc2.calls, 0);
+  EXPECT_TRUE(w2.messages.empty());
+}
+
+} // namespace
+
+TEST(KernelCacheCorruption, TruncatedEntryIsRebuilt) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  populate(tmp.path, key);
+  std::string path = entryPath(tmp.path, key.hash());
+  std::string bytes = readFile(path);
+  ASSERT_EQ(::truncate(path.c_str(), off_t(bytes.size() - 100)), 0);
+  expectRebuiltAndWarnedOnce(tmp.path, key, "truncated");
+}
+
+TEST(KernelCacheCorruption, TruncatedToNothingIsRebuilt) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  populate(tmp.path, key);
+  std::string path = entryPath(tmp.path, key.hash());
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  expectRebuiltAndWarnedOnce(tmp.path, key, "truncated");
+}
+
+TEST(KernelCacheCorruption, FlippedByteIsRebuilt) {
+  CacheKey key = makeKey();
+  // A byte in the metadata, in the PTX and the last byte of the cubin.
+  for (double where : {0.15, 0.6, 1.0}) {
+    TempDir tmp;
+    populate(tmp.path, key);
+    std::string path = entryPath(tmp.path, key.hash());
+    std::string bytes = readFile(path);
+    size_t header = bytes.find('\n', bytes.find('\n') + 1) + 1;
+    size_t pos = header + size_t(where * double(bytes.size() - header - 1));
+    bytes[pos] ^= 0x20;
+    writeFile(path, bytes);
+    SCOPED_TRACE("flipped byte " + std::to_string(pos));
+    expectRebuiltAndWarnedOnce(tmp.path, key, "checksum mismatch");
+  }
+}
+
+TEST(KernelCacheCorruption, OtherFormatVersionIsRebuilt) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  populate(tmp.path, key);
+  std::string path = entryPath(tmp.path, key.hash());
+  std::string bytes = readFile(path);
+  std::string header = "BITFOLD-KERNEL " + std::to_string(kCacheFormat);
+  ASSERT_EQ(bytes.rfind(header, 0), 0u);
+  bytes.replace(0, header.size(), "BITFOLD-KERNEL 999");
+  writeFile(path, bytes);
+  expectRebuiltAndWarnedOnce(tmp.path, key, "entry format 999");
+}
+
+TEST(KernelCacheCorruption, EntryOfAnotherKeyIsNotTrusted) {
+  // Simulates a hash collision: the file at this key's path holds another
+  // key's (valid, checksummed) entry.
+  TempDir tmp;
+  CacheKey key = makeKey();
+  CacheKey other = makeKey();
+  other.bitfoldVersion = "0.0.9";
+  std::string path = entryPath(tmp.path, key.hash());
+  ASSERT_FALSE(llvm::sys::fs::create_directories(
+      llvm::sys::path::parent_path(path)));
+  writeFile(path, encodeEntry(other, fakeKernel(), 1.0));
+  expectRebuiltAndWarnedOnce(tmp.path, key, "different key");
+}
+
+TEST(KernelCacheCorruption, GarbageIsRebuilt) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  std::string path = entryPath(tmp.path, key.hash());
+  ASSERT_FALSE(llvm::sys::fs::create_directories(
+      llvm::sys::path::parent_path(path)));
+  writeFile(path, std::string("\x7f" "ELF garbage\n\n\n", 15));
+  expectRebuiltAndWarnedOnce(tmp.path, key, "bad magic");
+}
+
+// ---- Many processes -------------------------------------------------------
+
+TEST(KernelCache, EightProcessesRacingOnOneKeyCompileOnce) {
+  TempDir tmp;
+  const std::string marker = tmp.path + "/compiles.txt";
+  const std::string cacheDir = tmp.path + "/cache";
+  CacheKey key = makeKey();
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(go[1]);
+      char c;
+      if (::read(go[0], &c, 1) != 1) // wait for the start signal
+        ::_exit(10);
+      CacheOptions o;
+      o.dir = cacheDir;
+      o.warn = [](llvm::StringRef) { ::_exit(11); }; // no warning expected
+      KernelCache cache(o);
+      CompileFn compile = [&]() -> llvm::Expected<codegen::CompiledKernel> {
+        int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        std::string line = std::to_string(::getpid()) + "\n";
+        if (fd < 0 || ::write(fd, line.data(), line.size()) < 0)
+          ::_exit(12);
+        ::close(fd);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        return fakeKernel();
+      };
+      auto k = cache.getOrCompile(key, compile);
+      if (!k) {
+        llvm::consumeError(k.takeError());
+        ::_exit(13);
+      }
+      codegen::CompiledKernel want = fakeKernel();
+      bool same = (*k)->cubin == want.cubin && (*k)->ptx == want.ptx &&
+                  (*k)->entryName == want.entryName;
+      ::_exit(same ? 0 : 14);
+    }
+    children.push_back(pid);
+  }
+  ::close(go[0]);
+  ASSERT_EQ(::write(go[1], "GGGGGGGG", 8), 8);
+  ::close(go[1]);
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "child " << pid << " died";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "child " << pid;
+  }
+  std::string compiles = readFile(marker);
+  EXPECT_EQ(std::count(compiles.begin(), compiles.end(), '\n'), 1)
+      << "compiles by pid:\n" << compiles;
+  auto bytes = readFile(entryPath(cacheDir, key.hash()));
+  EXPECT_TRUE(bool(decodeEntry(bytes)));
+  // No temp files left behind.
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(cacheDir, ec), end;
+       it != end && !ec; it.increment(ec))
+    EXPECT_EQ(it->path().find(".tmp."), std::string::npos) << it->path();
+}
+
+// ---- Unusable directories degrade to memory only --------------------------
+
+TEST(KernelCacheDegraded, DirectoryUnderAFileWorksFromMemoryWithOneWarning) {
+  TempDir tmp;
+  std::string file = tmp.path + "/not-a-dir";
+  writeFile(file, "x");
+  Warnings w;
+  KernelCache cache(w.options(file + "/cache"));
+  FakeCompiler fc;
+  ASSERT_TRUE(bool(cache.getOrCompile(makeKey("r1.t128.v8.p1"), fc.fn())));
+  ASSERT_TRUE(bool(cache.getOrCompile(makeKey("r2.t128.v8.p1"), fc.fn())));
+  ASSERT_TRUE(bool(cache.getOrCompile(makeKey("r1.t128.v8.p1"), fc.fn())));
+  EXPECT_EQ(fc.calls, 2);
+  ASSERT_EQ(w.messages.size(), 1u);
+  EXPECT_NE(w.messages[0].find("in-memory cache only"), std::string::npos)
+      << w.messages[0];
+  EXPECT_FALSE(cache.diskWritable());
+}
+
+TEST(KernelCacheDegraded, ReadOnlyDirectoryStillServesItsEntries) {
+  // chmod 0555 does not stop root, and CI runs as root: there the check
+  // runs in a child that drops to uid/gid 65534 (nobody) first.
+  TempDir tmp;
+  CacheKey key = makeKey();
+  populate(tmp.path, key);
+  std::string sub =
+      llvm::sys::path::parent_path(entryPath(tmp.path, key.hash())).str();
+  ASSERT_EQ(::chmod(sub.c_str(), 0555), 0);
+  ASSERT_EQ(::chmod(tmp.path.c_str(), 0555), 0);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
+      ::_exit(77);
+    std::string report;
+    int warnings = 0;
+    CacheOptions o;
+    o.dir = tmp.path;
+    o.warn = [&](llvm::StringRef m) {
+      ++warnings;
+      report += m.str() + "\n";
+    };
+    KernelCache cache(o);
+    FakeCompiler fc;
+    bool ok = bool(cache.getOrCompile(key, fc.fn()));
+    int afterFirst = fc.calls;
+    ok = ok && bool(cache.getOrCompile(makeKey("r4.t32.v8.p1"), fc.fn()));
+    report = (ok ? "ok " : "failed ") + std::to_string(afterFirst) + " " +
+             std::to_string(fc.calls) + " " + std::to_string(warnings) +
+             "\n" + report;
+    if (::write(fds[1], report.data(), report.size()) < 0)
+      ::_exit(2);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string report;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
+    report.append(buf, size_t(n));
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::chmod(sub.c_str(), 0755);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+    GTEST_SKIP() << "running as root and cannot drop to uid 65534, so a "
+                    "read-only directory cannot be made here; "
+                    "DirectoryUnderAFile... and FullDisk... cover the "
+                    "write-failure paths";
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << report;
+  // The valid entry is read (0 compiles), the new key compiled (1), one
+  // warning.
+  EXPECT_EQ(report.rfind("ok 0 1 1\n", 0), 0u) << report;
+  EXPECT_NE(report.find("in-memory cache only"), std::string::npos) << report;
+}
+
+TEST(KernelCacheDegraded, FullDiskWorksFromMemoryWithOneWarning) {
+  // A file size limit makes writes fail (EFBIG) like a full disk, even for
+  // root. Done in a child so the limit does not leak into other tests.
+  TempDir tmp;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {64, 64};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    std::string report;
+    CacheOptions o;
+    o.dir = tmp.path;
+    int warnings = 0;
+    o.warn = [&](llvm::StringRef m) {
+      ++warnings;
+      report += m.str() + "\n";
+    };
+    KernelCache cache(o);
+    FakeCompiler fc;
+    bool ok = bool(cache.getOrCompile(makeKey(), fc.fn())) &&
+              bool(cache.getOrCompile(makeKey("r2.t128.v8.p1"), fc.fn()));
+    report = (ok ? "ok " : "failed ") + std::to_string(warnings) + " " +
+             std::to_string(fc.calls) + "\n" + report;
+    if (::write(fds[1], report.data(), report.size()) < 0)
+      ::_exit(2);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string report;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
+    report.append(buf, size_t(n));
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << report;
+  EXPECT_EQ(report.rfind("ok 1 2\n", 0), 0u) << report;
+  EXPECT_NE(report.find("in-memory cache only"), std::string::npos) << report;
+  EXPECT_NE(report.find("File too large"), std::string::npos) << report;
+  // Nothing partial was published.
+  EXPECT_FALSE(llvm::sys::fs::exists(entryPath(tmp.path, makeKey().hash())));
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(tmp.path, ec), end;
+       it != end && !ec; it.increment(ec))
+    EXPECT_EQ(it->path().find(".tmp."), std::string::npos) << it->path();
+}
+
+TEST(KernelCacheDegraded, DiskCacheOffByEnvironment) {
+  ::setenv("BITFOLD_DISK_CACHE", "0", 1);
+  TempDir tmp;
+  Warnings w;
+  KernelCache cache(w.options(tmp.path));
+  ::unsetenv("BITFOLD_DISK_CACHE");
+  EXPECT_EQ(cache.directory(), "");
+  FakeCompiler fc;
+  ASSERT_TRUE(bool(cache.getOrCompile(makeKey(), fc.fn())));
+  EXPECT_FALSE(llvm::sys::fs::exists(entryPath(tmp.path, makeKey().hash())));
+  EXPECT_TRUE(w.messages.empty());
+}

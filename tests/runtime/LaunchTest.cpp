@@ -1,0 +1,361 @@
+//===- tests/runtime/LaunchTest.cpp - The launch path on a fake driver ----===//
+//
+// Everything after validation, on CPU: the fake libcuda (FakeCuda.cpp)
+// records what cuLaunchKernel receives, the fake compiler (FakeCodegen.cpp)
+// stands in for codegen. Checks the ABI order of the parameters, the grid,
+// specialisation keys (what recompiles and what does not), contexts, the
+// disk cache across runtimes, and driver errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FakeCodegen.h"
+#include "FakeCuda.h"
+
+#include "runtime/CApiInternal.h"
+#include "runtime/Driver.h"
+#include "runtime/Runtime.h"
+#include "runtime/Status.h"
+#include "runtime/bitfold.h"
+
+#include "llvm/Support/FileSystem.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstring>
+
+using namespace bitfold;
+using namespace bitfold::runtime;
+
+namespace {
+
+const bool fakeDriver = [] {
+  ::setenv("BITFOLD_LIBCUDA", BITFOLD_FAKE_CUDA_PATH, 1);
+  ::setenv("BITFOLD_DISK_CACHE", "0", 1);
+  return true;
+}();
+
+constexpr DLDataType kBF16{kDLBfloat, 16, 1};
+
+struct Hooks {
+  FakeExpectParamsFn expectParams;
+  FakeLastLaunchFn lastLaunch;
+  FakeCountFn count;
+  FakeTextFn lastImage, lastFunction;
+  FakeUserContextFn userContext;
+  FakeClearContextsFn clearContexts;
+};
+
+/// The fake's hooks (loading the driver first, as the runtime would).
+const Hooks &hooks() {
+  static Hooks h = [] {
+    auto api = driver();
+    EXPECT_TRUE(bool(api)) << llvm::toString(api.takeError());
+    void *lib = dlopen(BITFOLD_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
+    EXPECT_NE(lib, nullptr);
+    Hooks h{};
+    h.expectParams = (FakeExpectParamsFn)dlsym(lib, "fake_cuda_expect_params");
+    h.lastLaunch = (FakeLastLaunchFn)dlsym(lib, "fake_cuda_last_launch");
+    h.count = (FakeCountFn)dlsym(lib, "fake_cuda_count");
+    h.lastImage = (FakeTextFn)dlsym(lib, "fake_cuda_last_image");
+    h.lastFunction = (FakeTextFn)dlsym(lib, "fake_cuda_last_function");
+    h.userContext = (FakeUserContextFn)dlsym(lib, "fake_cuda_user_context");
+    h.clearContexts = (FakeClearContextsFn)dlsym(lib, "fake_cuda_clear_contexts");
+    return h;
+  }();
+  return h;
+}
+
+struct Tensor {
+  std::vector<int64_t> shape, strides;
+  DLTensor t{};
+  Tensor(std::vector<int64_t> shp, uintptr_t addr, std::vector<int64_t> str = {},
+         int device = 0)
+      : shape(std::move(shp)), strides(std::move(str)) {
+    t.data = reinterpret_cast<void *>(addr);
+    t.device = {kDLCUDA, device};
+    t.ndim = int(shape.size());
+    t.dtype = kBF16;
+    t.shape = shape.data();
+    t.strides = strides.empty() ? nullptr : strides.data();
+  }
+};
+
+class Launch : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(fakeDriver);
+    hooks().clearContexts();
+    RuntimeOptions o;
+    o.compiler = fake::fakeCompiler();
+    o.cache.disk = false;
+    rt = std::make_unique<Runtime>(std::move(o));
+  }
+  Kernel *kernel(const char *name, const char *params = "") {
+    auto k = rt->findKernel(name, params);
+    EXPECT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    return *k;
+  }
+  llvm::Error launch(Kernel *k, std::vector<Tensor *> ts, std::vector<float> s,
+                     CUstream stream = nullptr) {
+    std::vector<const DLTensor *> p;
+    for (Tensor *t : ts)
+      p.push_back(&t->t);
+    return k->launch(p.data(), int(p.size()), s.data(), int(s.size()), stream);
+  }
+  std::unique_ptr<Runtime> rt;
+};
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+} // namespace
+
+TEST(FakeDriver, QueryDriverListsDevices) {
+  auto info = queryDriver();
+  ASSERT_TRUE(bool(info)) << llvm::toString(info.takeError());
+  EXPECT_EQ(info->driverVersion, 12080);
+  EXPECT_EQ(info->versionString(), "12.8");
+  EXPECT_EQ(info->libraryPath, BITFOLD_FAKE_CUDA_PATH);
+  ASSERT_EQ(info->devices.size(), 2u);
+  EXPECT_EQ(info->devices[1].name, "Fake H200 #1");
+  EXPECT_EQ(info->devices[1].arch(), "sm_90");
+  EXPECT_EQ(info->devices[0].multiprocessors, 132);
+  EXPECT_EQ(driver()->resolvedWith, "cuGetProcAddress_v2");
+}
+
+TEST(FakeDriver, LinkPtxWithDriver) {
+  auto cubin = linkPtxWithDriver(".version 8.0\n", "sm_90");
+  ASSERT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  EXPECT_EQ(std::string(cubin->begin(), cubin->end()), "FAKE-LINKED-CUBIN");
+  EXPECT_STREQ(hooks().lastImage(), ".version 8.0\n");
+  auto bad = linkPtxWithDriver("x", "compute_90");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("bad arch 'compute_90'"),
+            std::string::npos);
+}
+
+TEST(FakeDriver, DeviceBufferRoundTrip) {
+  auto ctx = ScopedContext::forDevice(0);
+  ASSERT_TRUE(bool(ctx)) << llvm::toString(ctx.takeError());
+  auto buf = DeviceBuffer::allocate(64);
+  ASSERT_TRUE(bool(buf));
+  ASSERT_FALSE(bool(buf->fill(0xAB)));
+  char in[16] = "bitfold", out[16] = {};
+  ASSERT_FALSE(bool(buf->copyFromHost(in, 8, 8)));
+  ASSERT_FALSE(bool(buf->copyToHost(out, 8, 8)));
+  EXPECT_STREQ(out, "bitfold");
+  ASSERT_FALSE(bool(buf->copyToHost(out, 1, 0)));
+  EXPECT_EQ(uint8_t(out[0]), 0xAB);
+  auto over = buf->copyToHost(out, 16, 56);
+  ASSERT_TRUE(bool(over));
+  EXPECT_NE(llvm::toString(std::move(over)).find("overruns a 64-byte device "
+                                                 "buffer"),
+            std::string::npos);
+  auto noDevice = ScopedContext::forDevice(5);
+  ASSERT_FALSE(bool(noDevice));
+  EXPECT_EQ(llvm::toString(noDevice.takeError()),
+            "device cuda:5 does not exist (the driver sees 2 device(s))");
+}
+
+TEST_F(Launch, ParametersFollowTheAbiOrder) {
+  Kernel *k = kernel("ln_modulate");
+  // (B, S, D) = (2, 4, 64); scale and shift are chunks of a (2, 256) tensor.
+  Tensor x({2, 4, 64}, 0x10000000), scale({2, 64}, 0x20000000, {256, 1}),
+      shift({2, 64}, 0x20000080, {256, 1}), y({2, 4, 64}, 0x40000000);
+  hooks().expectParams(11);
+  int compiles = fake::fakeCompiles;
+  CUstream stream = reinterpret_cast<CUstream>(uintptr_t(0xABC0));
+  ASSERT_FALSE(bool(launch(k, {&x, &scale, &shift, &y}, {1e-6f}, stream)));
+  EXPECT_EQ(fake::fakeCompiles, compiles + 1);
+  FakeLaunch l = hooks().lastLaunch();
+  // Fake default config r2.t64: 8 rows -> 4 CTAs of 128 threads.
+  EXPECT_EQ(l.grid[0], 4u);
+  EXPECT_EQ(l.grid[1], 1u);
+  EXPECT_EQ(l.block[0], 128u);
+  EXPECT_EQ(l.stream, stream);
+  EXPECT_EQ(l.sharedBytes, 0u);
+  const uint64_t want[] = {0x10000000, 64,  0x20000000, 256, 0x20000080, 256,
+                           0x40000000, 64,  8 /*rows*/, 4 /*S*/,
+                           bitsOf(1e-6f)};
+  for (int i = 0; i < 11; ++i)
+    EXPECT_EQ(l.params[i], want[i]) << "parameter " << i;
+  EXPECT_STREQ(hooks().lastImage(), "FAKE-CUBIN ln_modulate r2.t64.v4.p1");
+  EXPECT_STREQ(hooks().lastFunction(), "fake_ln_modulate");
+  // No context was current: the primary context was made current (and
+  // left current, as PyTorch does).
+  CUcontext cur = nullptr;
+  driver()->cuCtxGetCurrent(&cur);
+  EXPECT_EQ(l.context, cur);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(cur), 0x1000u);
+}
+
+TEST_F(Launch, WarmLaunchesDoNotRecompileOrReload) {
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f})));
+  int compiles = fake::fakeCompiles;
+  int loads = hooks().count("cuModuleLoadData");
+  int launches = hooks().count("cuLaunchKernel");
+  for (int i = 0; i < 5; ++i)
+    ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f})));
+  // Other row counts share the specialisation.
+  Tensor x2({3, 5, 64}, 0x10000000), sc2({3, 64}, 0x20000000),
+      sh2({3, 64}, 0x30000000), y2({3, 5, 64}, 0x40000000);
+  ASSERT_FALSE(bool(launch(k, {&x2, &sc2, &sh2, &y2}, {1e-5f})));
+  EXPECT_EQ(fake::fakeCompiles, compiles);
+  EXPECT_EQ(hooks().count("cuModuleLoadData"), loads);
+  EXPECT_EQ(hooks().count("cuLaunchKernel"), launches + 6);
+  EXPECT_EQ(hooks().lastLaunch().grid[0], 8u); // 15 rows / 2
+
+  // A new column count or alignment class is a new specialisation.
+  Tensor x3({1, 8, 128}, 0x10000000), sc3({1, 128}, 0x20000000),
+      sh3({1, 128}, 0x30000000), y3({1, 8, 128}, 0x40000000);
+  ASSERT_FALSE(bool(launch(k, {&x3, &sc3, &sh3, &y3}, {1e-5f})));
+  EXPECT_EQ(fake::fakeCompiles, compiles + 1);
+  Tensor y8({1, 8, 64}, 0x40000008); // 8- instead of 16-byte aligned
+  ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y8}, {1e-5f})));
+  EXPECT_EQ(fake::fakeCompiles, compiles + 2);
+  std::string key = k->lastSpecialisation().keyText;
+  EXPECT_NE(key.find("shape: c64.a16,16,16,8.o2147483647"), std::string::npos)
+      << key;
+}
+
+TEST_F(Launch, HugeTensorsUse64BitIndexing) {
+  Kernel *k = kernel("ln_modulate");
+  // 2^26 rows of 64: the last element is at offset 2^32 - 1.
+  Tensor x({1, int64_t(1) << 26, 64}, 0x100000000),
+      sc({1, 64}, 0x20000000), sh({1, 64}, 0x30000000),
+      y({1, int64_t(1) << 26, 64}, 0x1000000000);
+  ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f})));
+  std::string key = k->lastSpecialisation().keyText;
+  EXPECT_NE(key.find(".o4611686018427387904"), std::string::npos) << key;
+  EXPECT_EQ(hooks().lastLaunch().grid[0], 1u << 25);
+}
+
+TEST_F(Launch, TwoGroupsInOneLaunch) {
+  Kernel *k = kernel("qk_layernorm");
+  Tensor q({1, 3, 32, 128}, 0x10000000), qy({1, 3, 32, 128}, 0x20000000),
+      kx({1, 5, 32, 128}, 0x30000000), ky({1, 5, 32, 128}, 0x40000000);
+  hooks().expectParams(11);
+  ASSERT_FALSE(bool(launch(k, {&q, &qy, &kx, &ky}, {1e-6f})));
+  FakeLaunch l = hooks().lastLaunch();
+  const uint64_t want[] = {0x10000000, 128, 0x20000000, 128,
+                           0x30000000, 128, 0x40000000, 128,
+                           96,         160, bitsOf(1e-6f)};
+  for (int i = 0; i < 11; ++i)
+    EXPECT_EQ(l.params[i], want[i]) << "parameter " << i;
+  EXPECT_EQ(l.grid[0], 128u); // (96 + 160) / 2
+}
+
+TEST_F(Launch, CallersContextIsUsedAndOtherDevicesGetTheirPrimary) {
+  Kernel *k = kernel("residual_gate");
+  CUcontext user0 = hooks().userContext(0);
+  ASSERT_EQ(driver()->cuCtxPushCurrent(user0), CUDA_SUCCESS);
+  Tensor r({4, 64}, 0x10000000), u({4, 64}, 0x20000000),
+      g({4, 64}, 0x30000000), y({4, 64}, 0x40000000);
+  ASSERT_FALSE(bool(launch(k, {&r, &u, &g, &y}, {})));
+  EXPECT_EQ(hooks().lastLaunch().context, user0);
+
+  // Tensors on cuda:1 while cuda:0's context is current: cuda:1's primary
+  // context is pushed for the launch, then popped.
+  Tensor r1({4, 64}, 0x10000000, {}, 1), u1({4, 64}, 0x20000000, {}, 1),
+      g1({4, 64}, 0x30000000, {}, 1), y1({4, 64}, 0x40000000, {}, 1);
+  ASSERT_FALSE(bool(launch(k, {&r1, &u1, &g1, &y1}, {})));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(hooks().lastLaunch().context), 0x1010u);
+  CUcontext cur = nullptr;
+  driver()->cuCtxGetCurrent(&cur);
+  EXPECT_EQ(cur, user0);
+}
+
+TEST_F(Launch, DriverLaunchErrorsAreReported) {
+  Kernel *k = kernel("residual_gate");
+  Tensor r({4, 64}, 0x10000000), u({4, 64}, 0x20000000),
+      g({4, 64}, 0x30000000), y({4, 64}, 0x40000000);
+  ::setenv("FAKE_CUDA_LAUNCH_RESULT", "700", 1);
+  llvm::Error e = launch(k, {&r, &u, &g, &y}, {});
+  ::unsetenv("FAKE_CUDA_LAUNCH_RESULT");
+  ASSERT_TRUE(bool(e));
+  std::string msg;
+  EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_CUDA);
+  EXPECT_EQ(msg, "residual_gate: cuLaunchKernel(grid 2, block 128, config "
+                 "r2.t64.v4.p1): CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory "
+                 "access was encountered)");
+}
+
+TEST_F(Launch, PinnedConfigIsUsedAndChecked) {
+  Kernel *k = kernel("residual_gate");
+  Tensor r({4, 64}, 0x10000000), u({4, 64}, 0x20000000),
+      g({4, 64}, 0x30000000), y({4, 64}, 0x40000000);
+  auto cfg = k->parseConfig("r4.t32.v8.p1");
+  ASSERT_TRUE(bool(cfg));
+  ASSERT_FALSE(bool(k->setConfig(*cfg)));
+  ASSERT_FALSE(bool(launch(k, {&r, &u, &g, &y}, {})));
+  EXPECT_EQ(hooks().lastLaunch().block[0], 128u);
+  EXPECT_EQ(hooks().lastLaunch().grid[0], 1u);
+  EXPECT_EQ(k->lastSpecialisation().config, "r4.t32.v8.p1");
+  auto tooBig = k->parseConfig("r1.t2048.v8.p1");
+  ASSERT_FALSE(bool(k->setConfig(*tooBig)));
+  llvm::Error e = launch(k, {&r, &u, &g, &y}, {});
+  std::string msg;
+  EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("config r1.t2048.v8.p1 is not legal for c64"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(LaunchDiskCache, ASecondRuntimeLoadsInsteadOfCompiling) {
+  ASSERT_TRUE(fakeDriver);
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("bitfold-launch-test", dir));
+  Tensor r({4, 64}, 0x10000000), u({4, 64}, 0x20000000),
+      g({4, 64}, 0x30000000), y({4, 64}, 0x40000000);
+  const DLTensor *ts[] = {&r.t, &u.t, &g.t, &y.t};
+  int before = fake::fakeCompiles;
+  for (int run = 0; run < 2; ++run) {
+    RuntimeOptions o;
+    o.compiler = fake::fakeCompiler();
+    o.cache.dir = std::string(dir);
+    o.cache.disk = true;
+    ::unsetenv("BITFOLD_DISK_CACHE");
+    Runtime rt(std::move(o));
+    ::setenv("BITFOLD_DISK_CACHE", "0", 1);
+    auto k = rt.findKernel("residual_gate", "");
+    ASSERT_TRUE(bool(k));
+    ASSERT_FALSE(bool((*k)->launch(ts, 4, nullptr, 0, nullptr)));
+    EXPECT_EQ(rt.cache().stats().diskHits, run == 0 ? 0u : 1u);
+  }
+  EXPECT_EQ(fake::fakeCompiles, before + 1);
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(LaunchCApi, TheCApiLaunchesThroughTheSamePath) {
+  ASSERT_TRUE(fakeDriver);
+  bitfold_runtime *rt = nullptr;
+  bitfold_runtime_options o;
+  bitfold_runtime_options_init(&o);
+  o.disk_cache = 0;
+  ASSERT_EQ(bitfold_runtime_create(&o, &rt), BITFOLD_SUCCESS);
+  bitfold_kernel *k = nullptr;
+  ASSERT_EQ(bitfold_template(rt, "conv_bias", "dtype=bf16 residual=1", &k),
+            BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  std::vector<int64_t> cl = {96 * 64, 1, 96 * 8, 96};
+  Tensor x({1, 96, 8, 8}, 0x10000000, cl), b({96}, 0x20000000),
+      h({1, 96, 8, 8}, 0x30000000, cl), y({1, 96, 8, 8}, 0x10000000, cl);
+  const DLTensor *ts[] = {&x.t, &b.t, &h.t, &y.t};
+  hooks().expectParams(9);
+  ASSERT_EQ(bitfold_launch(k, ts, 4, nullptr, 0, nullptr), BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  FakeLaunch l = hooks().lastLaunch();
+  EXPECT_EQ(l.params[0], 0x10000000u);
+  EXPECT_EQ(l.params[1], 96u); // channels-last: row stride = C
+  EXPECT_EQ(l.params[8], 64u); // rows = N*H*W
+  bitfold_runtime_destroy(rt);
+  EXPECT_GE(hooks().count("cuModuleUnload"), 1);
+}
