@@ -17,8 +17,18 @@ AMPLITUDES = (1e-4, 1e-2, 1.0, 1e2, 1e3)
 
 
 def poison(t):
-    t.view(torch.uint8).fill_(0xFF)
+    """All-ones bits (a NaN) in every element, whatever the strides."""
+    t.view(torch.int16 if t.element_size() == 2 else torch.int32).fill_(-1)
     return t
+
+
+def gate_operand(g, gate, b, d):
+    """The gate as the kernel takes it: (B,S,D), (B,D) or (D,)."""
+    if gate == "per_batch":
+        return g.view(b, d)
+    if gate == "global":
+        return g.view(d)
+    return g
 
 
 def same_bits(out, expect):
@@ -209,7 +219,7 @@ def test_residual_gate(rt, shape, gate, dtype, seed, special):
     gshape = {"full": (b, s, d), "per_batch": (b, 1, d), "global": (1, 1, d)}[gate]
     g = randn(gshape, dt, 0.1, gen, special)
     y = poison(torch.empty_like(r))
-    gate_arg = {"full": g, "per_batch": g.view(b, d), "global": g.view(d)}[gate]
+    gate_arg = gate_operand(g, gate, b, d)
     rt.kernel("residual_gate", f"dtype={dtype},gate={gate}").launch([r, u, gate_arg, y], [])
     check("residual_gate", y, ref.residual_gate(r, u, g),
           f"shape {shape} gate {gate} {dtype} seed {seed} special {special}")
@@ -305,7 +315,7 @@ def test_every_config_at_seed_shape(rt, template, shape, params, cli_args):
         gate = params.split("=")[1]
         gshape = {"full": (b, s, d), "per_batch": (b, 1, d), "global": (1, 1, d)}[gate]
         g = randn(gshape, bf, 0.1, gen)
-        garg = {"full": g, "per_batch": g.view(b, d), "global": g.view(d)}[gate]
+        garg = gate_operand(g, gate, b, d)
         inputs, expect, scalars = [r, u, garg], [ref.residual_gate(r, u, g)], []
     else:
         b, s, d = shape
