@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
-build=$root/build-release
+build=${BITFOLD_RELEASE_BUILD_DIR:-$root/build-release}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DBITFOLD_STATIC_LLVM=ON -DBITFOLD_BUILD_TESTS=OFF >/dev/null
 ninja -C "$build" -j"$(nproc)" bitfold $(ninja -C "$build" -t targets all |
