@@ -27,12 +27,24 @@ if "$bitfold" version | grep -q '^GPU 0:'; then
     "rmsnorm_modulate|1,4096,4096|"
     "rmsnorm_modulate|1,128,2048|"
   )
+  table=()
   for c in "${cases[@]}"; do
     IFS='|' read -r t shape params <<<"$c"
     args=("$t" --shape "$shape")
     [[ -n $params ]] && args+=(--params "$params")
-    "$bitfold" run "${args[@]}" || status=1
+    log=$("$bitfold" run "${args[@]}" 2>&1)
+    rc=$?
+    echo "$log"
+    ((rc == 0)) || status=1
+    config=$(sed -n 's/^config \([^,]*\),.*/\1/p' <<<"$log" | head -1)
+    time=$(sed -n 's/^time per launch: median \([0-9.]*\) us.*/\1/p' <<<"$log" | head -1)
+    equal=no
+    grep -q '^bit-exact vs the interpreter' <<<"$log" && equal=yes
+    table+=("$(printf '%-18s %-16s %-18s %-16s %8s us  %s' "$t" "$shape" "${params:--}" "${config:-?}" "${time:-?}" "$equal")")
   done
+  echo
+  printf '%-18s %-16s %-18s %-16s %11s  %s\n' kernel shape params config time equal
+  printf '%s\n' "${table[@]}"
   exit $status
 fi
 
