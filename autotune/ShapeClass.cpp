@@ -2,8 +2,11 @@
 
 #include "autotune/ShapeClass.h"
 
+#include "runtime/CacheKey.h"
+
+#include "bitfold/Config.h"
+
 #include <bit>
-#include <climits>
 
 using namespace bitfold;
 using namespace bitfold::autotune;
@@ -24,6 +27,20 @@ std::string autotune::dtypesText(const dsl::KernelDef &def) {
     s += (i ? "," : "") + def.operands[i].name + ":" +
          dsl::dtypeName(def.operands[i].dtype).str();
   return s;
+}
+
+TuneEnvironment autotune::currentEnvironment(llvm::StringRef gpuName,
+                                            llvm::StringRef arch,
+                                            llvm::StringRef toolchain) {
+  return TuneEnvironment{gpuName.str(), arch.str(), BITFOLD_VERSION,
+                         BITFOLD_LLVM_VERSION, toolchain.str()};
+}
+
+TuneKey autotune::tuneKeyFor(const dsl::KernelDef &def,
+                             llvm::StringRef shapeSpecText, int64_t rows,
+                             const TuneEnvironment &env) {
+  return TuneKey{def.name, def.hash, shapeClass(shapeSpecText, rows),
+                 dtypesText(def), env};
 }
 
 codegen::ShapeSpec
@@ -50,8 +67,7 @@ autotune::denseShapeSpec(const dsl::KernelDef &def,
                        : maxRows;
     maxOffset = std::max(maxOffset, rows * shape.cols - 1);
   }
-  // A class, exactly as runtime/Runtime.cpp builds it.
-  spec.maxElementOffset =
-      maxOffset > int64_t(INT32_MAX) ? int64_t(1) << 62 : int64_t(INT32_MAX);
+  // A class, with the runtime's own function (runtime/CacheKey.h).
+  spec.maxElementOffset = runtime::maxElementOffsetClass(maxOffset);
   return spec;
 }

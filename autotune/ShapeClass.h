@@ -15,6 +15,8 @@
 #ifndef BITFOLD_AUTOTUNE_SHAPECLASS_H
 #define BITFOLD_AUTOTUNE_SHAPECLASS_H
 
+#include "autotune/TuneDB.h"
+
 #include "codegen/Codegen.h"
 #include "templates/Problem.h"
 
@@ -31,6 +33,20 @@ std::string shapeClass(llvm::StringRef shapeSpecText, int64_t rows);
 
 /// "x:bf16,scale:bf16,...": the operands' dtypes in KernelDef order.
 std::string dtypesText(const dsl::KernelDef &def);
+
+/// The environment a DB entry is tuned under / looked up in on this build:
+/// the GPU's name and arch, this bitfold and LLVM, `toolchain`
+/// (codegen::toolchainVersion()). The tuner and the runtime both build it
+/// here, so they agree on what "the same environment" is.
+TuneEnvironment currentEnvironment(llvm::StringRef gpuName,
+                                   llvm::StringRef arch,
+                                   llvm::StringRef toolchain);
+
+/// The tune DB key of `def` specialised on `shapeSpecText` (ShapeSpec::str())
+/// for `rows` rows, under `env`: what `bitfold tune` records and what the
+/// runtime looks up.
+TuneKey tuneKeyFor(const dsl::KernelDef &def, llvm::StringRef shapeSpecText,
+                   int64_t rows, const TuneEnvironment &env);
 
 /// The ShapeSpec the runtime derives for dense, freshly allocated tensors
 /// of `shape` (what the tuner allocates): base addresses 256-byte aligned,

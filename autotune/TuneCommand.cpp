@@ -12,8 +12,6 @@
 #include "runtime/KernelCache.h"
 #include "runtime/Runtime.h"
 
-#include "bitfold/Config.h"
-
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -180,29 +178,6 @@ std::vector<Task> planTasks(llvm::ArrayRef<ShapeRequest> requests,
   return tasks;
 }
 
-/// The runtime's cache key for a kernel (mirrors runtime/Runtime.cpp's
-/// Kernel::specialise; see the report for the shared helper it needs).
-runtime::CacheKey cacheKeyFor(const dsl::KernelDef &def,
-                              const codegen::ShapeSpec &spec,
-                              const codegen::TileConfig &config,
-                              const codegen::CompileOptions &options,
-                              const std::string &toolchain) {
-  runtime::CacheKey ck;
-  ck.kernelName = def.name;
-  ck.kernelHash = def.hash;
-  ck.shape = spec.str();
-  ck.config = config.str();
-  ck.arch = options.arch;
-  ck.options = llvm::formatv("cubin={0} tool={1}", options.emitCubin ? 1 : 0,
-                             options.cubinTool.empty() ? "auto"
-                                                       : options.cubinTool);
-  ck.bitfoldVersion = BITFOLD_VERSION;
-  ck.llvmVersion = BITFOLD_LLVM_VERSION;
-  ck.toolchain = toolchain;
-  ck.environment = runtime::codegenEnvironment();
-  return ck;
-}
-
 llvm::Expected<std::vector<int>> parseDevices(llvm::StringRef text) {
   std::vector<int> out;
   if (text == "all") {
@@ -244,8 +219,8 @@ int tuneHere(const Args &args, std::vector<Task> &all, int device,
   if (!ident)
     return fail(llvm::toString(ident.takeError()));
   runtime::Compiler comp = runtime::defaultCompiler();
-  TuneEnvironment env{ident->first, ident->second, BITFOLD_VERSION,
-                      BITFOLD_LLVM_VERSION, comp.toolchainVersion()};
+  TuneEnvironment env =
+      currentEnvironment(ident->first, ident->second, comp.toolchainVersion());
   runtime::CacheOptions cacheOpts;
   cacheOpts.dir = (llvm::Twine(args.out) + "/cache").str();
   runtime::KernelCache cache(cacheOpts);
@@ -352,7 +327,9 @@ int tuneHere(const Args &args, std::vector<Task> &all, int device,
     CompileConfigFn compile =
         [&](const codegen::TileConfig &c)
         -> llvm::Expected<codegen::CompiledKernel> {
-      runtime::CacheKey ck = cacheKeyFor(def, spec, c, options, toolchain);
+      // The runtime's own key function: a launch finds exactly this entry.
+      runtime::CacheKey ck =
+          runtime::makeCacheKey(def, spec.str(), c.str(), options, toolchain);
       auto k = cache.getOrCompile(
           ck, [&] { return comp.compile(def, spec, c, options); });
       if (!k)
@@ -374,7 +351,7 @@ int tuneHere(const Args &args, std::vector<Task> &all, int device,
       status = std::max(status, bits ? 2 : 1);
       continue;
     }
-    TuneKey key{def.name, def.hash, t.shapeClass, dtypesText(def), env};
+    TuneKey key = tuneKeyFor(def, spec.str(), t.shape.totalRows(), env);
     db.record(key, dflt.str(), result->measurements);
     for (const Measurement &m : result->measurements)
       row.cut += m.cut ? 1 : 0;

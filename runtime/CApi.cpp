@@ -13,6 +13,7 @@
 
 #include "bitfold/Config.h"
 
+#include <cstdlib>
 #include <map>
 #include <new>
 
@@ -135,6 +136,7 @@ BITFOLD_API void bitfold_runtime_options_init(bitfold_runtime_options *o) {
   o->disk_cache = 1;
   o->warning = nullptr;
   o->warning_user = nullptr;
+  o->tune_db = nullptr;
 }
 
 BITFOLD_API bitfold_status
@@ -152,6 +154,10 @@ bitfold_runtime_create(const bitfold_runtime_options *options,
     if (o.cache_dir)
       ro.cache.dir = o.cache_dir;
     ro.cache.disk = o.disk_cache != 0;
+    if (o.tune_db)
+      ro.tuneDb = o.tune_db;
+    else if (const char *env = std::getenv("BITFOLD_TUNE_DB"))
+      ro.tuneDb = env;
     if (o.warning) {
       auto fn = o.warning;
       void *user = o.warning_user;
@@ -161,6 +167,22 @@ bitfold_runtime_create(const bitfold_runtime_options *options,
       };
     }
     *out = wrapRuntime(std::make_unique<Runtime>(std::move(ro)));
+    return succeed();
+  });
+}
+
+BITFOLD_API bitfold_status bitfold_runtime_cache_stats(bitfold_runtime *runtime,
+                                                       bitfold_cache_stats *out) {
+  return guarded("bitfold_runtime_cache_stats", [&] {
+    if (!runtime)
+      return nullArg("bitfold_runtime_cache_stats", "runtime");
+    if (!out)
+      return nullArg("bitfold_runtime_cache_stats", "out");
+    CacheStats s = runtime->rt->cache().stats();
+    out->memory_hits = s.memoryHits;
+    out->disk_hits = s.diskHits;
+    out->compiles = s.compiles;
+    out->compile_failures = s.compileFailures;
     return succeed();
   });
 }

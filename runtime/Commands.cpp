@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -334,9 +335,11 @@ struct HostTensorData {
 const char *kRunUsage =
     "usage: bitfold run TEMPLATE --shape DIMS [--params P] [--config C]\n"
     "                   [--seed N] [--iters N] [--scalar NAME=VALUE]...\n"
-    "                   [--device N]\n"
+    "                   [--device N] [--tune-db FILE]\n"
     "  DIMS: B,S,D (or rows,D, or any ...,D) for row-major templates;\n"
-    "        N,C,H,W or N,C,D,H,W for channels-last ones (columns = C)\n";
+    "        N,C,H,W or N,C,D,H,W for channels-last ones (columns = C)\n"
+    "  --tune-db FILE: pick the config from this tune DB (default:\n"
+    "        $BITFOLD_TUNE_DB); --config pins one instead\n";
 
 int fail(llvm::raw_ostream &err, const llvm::Twine &msg) {
   err << "bitfold run: " << msg << "\n";
@@ -353,7 +356,8 @@ int bitfold::runtime::runRunCommand(llvm::ArrayRef<std::string> args,
 int bitfold::runtime::runRunCommand(llvm::ArrayRef<std::string> args,
                                     llvm::raw_ostream &out,
                                     llvm::raw_ostream &err) {
-  std::string name, shapeText, params, config;
+  std::string name, shapeText, params, config, tuneDb;
+  bool tuneDbGiven = false;
   uint64_t seed = 1;
   int iters = 20, device = 0;
   std::map<std::string, float> scalarOverrides;
@@ -380,6 +384,9 @@ int bitfold::runtime::runRunCommand(llvm::ArrayRef<std::string> args,
       params = v;
     } else if (value("--config", v)) {
       config = v;
+    } else if (value("--tune-db", v)) {
+      tuneDb = v;
+      tuneDbGiven = true;
     } else if (value("--seed", v)) {
       if (llvm::StringRef(v).getAsInteger(10, seed))
         return err << "bitfold run: bad --seed '" << v << "'\n", 2;
@@ -420,8 +427,14 @@ int bitfold::runtime::runRunCommand(llvm::ArrayRef<std::string> args,
   }
 
   // The runtime, through the public C API.
+  bitfold_runtime_options rtOptions;
+  bitfold_runtime_options_init(&rtOptions);
+  if (tuneDbGiven)
+    rtOptions.tune_db = tuneDb.c_str();
+  else if (const char *env = std::getenv("BITFOLD_TUNE_DB"))
+    tuneDb = env;
   bitfold_runtime *rtHandle = nullptr;
-  if (bitfold_runtime_create(nullptr, &rtHandle) != BITFOLD_SUCCESS)
+  if (bitfold_runtime_create(&rtOptions, &rtHandle) != BITFOLD_SUCCESS)
     return fail(err, bitfold_last_error());
   std::unique_ptr<bitfold_runtime, void (*)(bitfold_runtime *)> rtOwner(
       rtHandle, bitfold_runtime_destroy);
@@ -557,14 +570,32 @@ int bitfold::runtime::runRunCommand(llvm::ArrayRef<std::string> args,
 
   // One launch, checked against the interpreter.
   const DriverApi &api = *driver();
+  const auto firstStart = std::chrono::steady_clock::now();
   if (bitfold_launch(k, dl.data(), int(dl.size()), scalars.data(),
                      int(scalars.size()), nullptr) != BITFOLD_SUCCESS)
     return fail(err, bitfold_last_error());
+  const double firstMs = std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - firstStart)
+                             .count();
   if (llvm::Error e = checkCuda(api.cuCtxSynchronize(), "after the launch"))
     return fail(err, llvm::toString(std::move(e)));
+  // Provenance of the first launch: which config and why, and whether the
+  // kernel was compiled or found (so a log shows when nothing compiled).
   Kernel::LastLaunch spec = kernel->lastSpecialisation();
-  out << "config " << spec.config << ", " << spec.blockX
-      << " threads per CTA\n";
+  out << "config " << spec.config << " (" << spec.configFrom;
+  if (!spec.shapeClass.empty())
+    out << ", class " << spec.shapeClass;
+  out << "), " << spec.blockX << " threads per CTA\n";
+  if (!tuneDb.empty())
+    out << "tune DB " << tuneDb << "\n";
+  bitfold_cache_stats stats{};
+  bitfold_runtime_cache_stats(rtHandle, &stats);
+  out << llvm::formatv("first launch: {0}; {1:f1} ms host time (config + "
+                       "cache {2:f1} ms, module load {3:f1} ms); kernel "
+                       "cache: {4} compiled, {5} disk hits, {6} memory hits\n",
+                       spec.origin.describe(), firstMs, spec.specialiseMs,
+                       spec.moduleLoadMs, stats.compiles, stats.disk_hits,
+                       stats.memory_hits);
 
   auto interpretWith = [&](const dsl::ApproxUnit &approx)
       -> llvm::Expected<std::vector<std::vector<char>>> {

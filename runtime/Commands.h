@@ -32,11 +32,16 @@ int runCacheCommand(llvm::ArrayRef<std::string> args, llvm::raw_ostream &out);
 
 /// bitfold run TEMPLATE --shape DIMS [--params P] [--config C] [--seed N]
 ///                      [--iters N] [--scalar NAME=VALUE]... [--device N]
+///                      [--tune-db FILE]
 ///   Allocates device tensors for the shape (row-major templates:
 ///   B,S,D or rows,D or any (..., D); channels-last ones: N,C,H,W or
 ///   N,C,D,H,W), fills the inputs with seeded random values (normal-ish,
 ///   never zero), poisons the outputs (0xFF bytes), launches once through
-///   the C API, copies back, runs the DSL interpreter on the same host data
+///   the C API (config: --config, else the tune DB's winner with --tune-db
+///   or $BITFOLD_TUNE_DB, else the default), prints the first launch's
+///   provenance (the config and where it came from; "compiled in X ms",
+///   "disk cache hit (X ms)" or "memory cache hit"; the cache counters),
+///   copies back, runs the DSL interpreter on the same host data
 ///   and compares bit for bit: per output the count of differing elements
 ///   and the first one. Where the kernel uses approximate hardware
 ///   instructions (rsqrt.approx ...), whose interpreter stand-in is

@@ -183,6 +183,8 @@ llvm::ArrayRef<const char *> bitfold::runtime::runtimeOnlyEnvVars() {
       "BITFOLD_DISK_CACHE", // 0: memory only
       "BITFOLD_LIBCUDA",    // which driver library to dlopen
       "BITFOLD_QUIET",      // 1: no warnings on stderr
+      "BITFOLD_TUNE_DB",    // which configs launches pick (the config is
+                            // in the key on its own)
   };
   return vars;
 }
@@ -402,8 +404,21 @@ void KernelCache::warnOnce(const std::string &tag,
   opts.warn(message.str());
 }
 
+std::string CacheOrigin::describe() const {
+  switch (kind) {
+  case Memory: return "memory cache hit";
+  case Disk: return llvm::formatv("disk cache hit ({0:f1} ms)", ms);
+  case Compiled: return llvm::formatv("compiled in {0:f0} ms", ms);
+  }
+  return "?";
+}
+
 llvm::Expected<CompiledKernelRef>
-KernelCache::getOrCompile(const CacheKey &key, const CompileFn &compile) {
+KernelCache::getOrCompile(const CacheKey &key, const CompileFn &compile,
+                          CacheOrigin *origin) {
+  CacheOrigin local;
+  CacheOrigin &how = origin ? *origin : local;
+  how = CacheOrigin{};
   std::string h = key.hash();
   std::shared_ptr<Slot> slot;
   {
@@ -424,7 +439,7 @@ KernelCache::getOrCompile(const CacheKey &key, const CompileFn &compile) {
   slot->state = Slot::Busy;
   lock.unlock();
 
-  auto result = loadOrCompile(key, compile);
+  auto result = loadOrCompile(key, compile, how);
 
   lock.lock();
   if (result) {
@@ -457,19 +472,27 @@ KernelCache::compileNow(const CacheKey &key, const CompileFn &compile,
 }
 
 llvm::Expected<CompiledKernelRef>
-KernelCache::loadOrCompile(const CacheKey &key, const CompileFn &compile) {
+KernelCache::loadOrCompile(const CacheKey &key, const CompileFn &compile,
+                           CacheOrigin &origin) {
   double ms = 0;
-  if (dir.empty())
-    return compileNow(key, compile, &ms);
+  origin.kind = CacheOrigin::Compiled;
+  if (dir.empty()) {
+    auto k = compileNow(key, compile, &ms);
+    origin.ms = ms;
+    return k;
+  }
 
   const std::string text = key.text();
   const std::string h = key.hash();
   const std::string path = entryPath(dir, h);
 
+  double t0 = nowMs();
   ReadResult r = readEntry(path, text);
   if (r.status == ReadStatus::Found) {
     ++counters.diskHits;
-    return std::make_shared<const codegen::CompiledKernel>(std::move(r.kernel));
+    auto k = std::make_shared<const codegen::CompiledKernel>(std::move(r.kernel));
+    origin = CacheOrigin{CacheOrigin::Disk, nowMs() - t0};
+    return k;
   }
 
   // Miss or bad entry: take the key's lock so one process compiles.
@@ -498,15 +521,19 @@ KernelCache::loadOrCompile(const CacheKey &key, const CompileFn &compile) {
                            opts.lockTimeoutSeconds, key.kernelName, path));
   if (locked == FileLock::Locked) {
     // Another process may have published it while we waited.
+    double t1 = nowMs();
     r = readEntry(path, text);
     if (r.status == ReadStatus::Found) {
       ++counters.diskHits;
-      return std::make_shared<const codegen::CompiledKernel>(
+      auto k = std::make_shared<const codegen::CompiledKernel>(
           std::move(r.kernel));
+      origin = CacheOrigin{CacheOrigin::Disk, nowMs() - t1};
+      return k;
     }
   }
 
   auto k = compileNow(key, compile, &ms);
+  origin.ms = ms;
   if (!k)
     return k.takeError();
   if (r.status == ReadStatus::Invalid) {

@@ -52,7 +52,7 @@ namespace bitfold::runtime {
 constexpr int kCacheFormat = 1;
 
 /// Everything that determines a compiled kernel. Build one with
-/// makeCacheKey() (Kernel.cpp) or by hand in tests.
+/// makeCacheKey() (CacheKey.h) or by hand in tests.
 struct CacheKey {
   std::string kernelName;  ///< for humans (`bitfold cache ls`).
   std::string kernelHash;  ///< KernelDef::hash (SHA-256 of canonical text).
@@ -121,6 +121,19 @@ struct CacheStats {
   uint64_t diskWriteFailures = 0;
 };
 
+/// Where getOrCompile() found a kernel, and what that cost this call.
+struct CacheOrigin {
+  enum Kind {
+    Memory,   ///< already in this process (or compiled by another thread
+              ///< of it while this one waited).
+    Disk,     ///< read from the disk cache (ms: read, checksum, decode).
+    Compiled, ///< compiled here (ms: the compile).
+  } kind = Memory;
+  double ms = 0;
+  /// "memory cache hit", "disk cache hit (1.2 ms)", "compiled in 812 ms".
+  std::string describe() const;
+};
+
 using CompiledKernelRef = std::shared_ptr<const codegen::CompiledKernel>;
 /// Produces the kernel on a miss. Injectable: tests pass a fake compiler.
 using CompileFn = std::function<llvm::Expected<codegen::CompiledKernel>()>;
@@ -133,9 +146,11 @@ public:
   KernelCache &operator=(const KernelCache &) = delete;
 
   /// The kernel for `key`: from memory, else from disk, else from
-  /// `compile` (see the guarantees above). Thread safe.
+  /// `compile` (see the guarantees above). Thread safe. `origin`, when
+  /// given, says which of the three it was.
   llvm::Expected<CompiledKernelRef> getOrCompile(const CacheKey &key,
-                                                 const CompileFn &compile);
+                                                 const CompileFn &compile,
+                                                 CacheOrigin *origin = nullptr);
 
   CacheStats stats() const;
   /// The cache directory; empty when the cache is memory only.
@@ -146,7 +161,8 @@ public:
 private:
   struct Slot;
   llvm::Expected<CompiledKernelRef> loadOrCompile(const CacheKey &key,
-                                                  const CompileFn &compile);
+                                                  const CompileFn &compile,
+                                                  CacheOrigin &origin);
   llvm::Expected<CompiledKernelRef> compileNow(const CacheKey &key,
                                                const CompileFn &compile,
                                                double *ms);

@@ -5,13 +5,17 @@
 #include "runtime/Driver.h"
 #include "runtime/Status.h"
 
-#include "bitfold/Config.h"
+#include "autotune/Policy.h"
+#include "autotune/ShapeClass.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 using namespace bitfold;
@@ -99,34 +103,6 @@ bitfold::runtime::parseTemplateParams(llvm::StringRef name,
   return a;
 }
 
-// ---- Keys ------------------------------------------------------------------
-
-CacheKey bitfold::runtime::makeCacheKey(const KernelDef &def,
-                                        llvm::StringRef shapeText,
-                                        llvm::StringRef configText,
-                                        const codegen::CompileOptions &options,
-                                        llvm::StringRef toolchain) {
-  CacheKey ck;
-  ck.kernelName = def.name;
-  ck.kernelHash = def.hash;
-  ck.shape = shapeText.str();
-  ck.config = configText.str();
-  ck.arch = options.arch;
-  ck.options = llvm::formatv("cubin={0} tool={1}", options.emitCubin ? 1 : 0,
-                             options.cubinTool.empty() ? "auto"
-                                                       : options.cubinTool);
-  ck.bitfoldVersion = BITFOLD_VERSION;
-  ck.llvmVersion = BITFOLD_LLVM_VERSION;
-  ck.toolchain = toolchain.str();
-  ck.environment = codegenEnvironment();
-  return ck;
-}
-
-int64_t bitfold::runtime::maxElementOffsetClass(int64_t maxElementOffset) {
-  return maxElementOffset > int64_t(INT32_MAX) ? int64_t(1) << 62
-                                               : int64_t(INT32_MAX);
-}
-
 // ---- Specialisations -------------------------------------------------------
 
 namespace {
@@ -136,6 +112,12 @@ constexpr int kMaxContexts = 8;
 llvm::Error noDriver(const llvm::Twine &what, llvm::Error e) {
   return runtimeError(BITFOLD_ERROR_NO_DRIVER,
                       what + ": " + llvm::toString(std::move(e)));
+}
+
+double msSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
 }
 
 } // namespace
@@ -156,6 +138,7 @@ struct Kernel::Specialisation {
   };
   std::array<Loaded, kMaxContexts> loaded;
   std::mutex loadMu;
+  double moduleLoadMs = 0; ///< the first load (under loadMu).
 
   CUfunction find(CUcontext ctx, int device) const {
     if (!ctx)
@@ -171,8 +154,18 @@ struct Kernel::Specialisation {
   }
 };
 
+/// What one shape class (SpecKey) resolved to on its first launch.
+struct Kernel::ClassEntry {
+  Specialisation *spec = nullptr; ///< owned by Kernel::byKey.
+  std::string configFrom;
+  std::string shapeClass;
+  CacheOrigin origin;
+  double specialiseMs = 0;
+};
+
 size_t Kernel::SpecKeyHash::operator()(const SpecKey &k) const {
   uint64_t h = uint64_t(k.cols) * 0x9E3779B97F4A7C15ull;
+  h ^= uint64_t(k.rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   h ^= uint64_t(k.device) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
   h ^= uint64_t(k.configSerial) * 31 + (k.wide ? 17 : 0) + (h << 6) + (h >> 2);
   for (uint8_t a : k.align)
@@ -232,16 +225,24 @@ llvm::Error Kernel::setConfig(std::optional<codegen::TileConfig> config) {
 Kernel::LastLaunch Kernel::lastSpecialisation() const {
   std::shared_lock<std::shared_mutex> lock(mu);
   LastLaunch l;
-  if (const Specialisation *s = last.load()) {
+  if (const ClassEntry *c = last.load()) {
+    Specialisation *s = c->spec;
     l.keyText = s->keyText;
     l.config = s->configText;
     l.blockX = s->blockX;
+    l.configFrom = c->configFrom;
+    l.shapeClass = c->shapeClass;
+    l.origin = c->origin;
+    l.specialiseMs = c->specialiseMs;
+    std::lock_guard<std::mutex> g(s->loadMu);
+    l.moduleLoadMs = s->moduleLoadMs;
   }
   return l;
 }
 
-llvm::Expected<Kernel::Specialisation *>
+llvm::Expected<Kernel::ClassEntry *>
 Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
+  const auto t0 = std::chrono::steady_clock::now();
   const std::string what = "cannot launch " + templateName;
   auto api = driver();
   if (!api)
@@ -268,16 +269,38 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
     std::shared_lock<std::shared_mutex> lock(mu);
     pin = pinned;
   }
+  auto entry = std::make_unique<ClassEntry>();
   codegen::TileConfig config;
   if (pin) {
     config = *pin;
+    entry->configFrom = "pinned";
     if (llvm::Error e = comp.checkConfig(*def, shape, config))
       return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
                           templateName + ": config " + comp.configText(config) +
                               " is not legal for " + comp.shapeText(shape) +
                               ": " + llvm::toString(std::move(e)));
+  } else if (autotune::TunePolicy *policy = rt.tunePolicy()) {
+    // The tune DB's winner for this class and environment, else the default
+    // (UseDefault: the policy never tunes or blocks here).
+    auto gpu = rt.gpuName(b.device);
+    if (!gpu)
+      return runtimeError(BITFOLD_ERROR_DEVICE,
+                          what + ": " + llvm::toString(gpu.takeError()));
+    autotune::ChooseRequest req;
+    req.key = autotune::tuneKeyFor(
+        *def, comp.shapeText(shape), b.totalRows,
+        autotune::currentEnvironment(*gpu, *arch, rt.toolchain()));
+    req.defaultConfig = comp.defaultConfig(*def, shape);
+    req.check = [&](const codegen::TileConfig &c) {
+      return comp.checkConfig(*def, shape, c);
+    };
+    autotune::Choice choice = policy->choose(req);
+    config = choice.config;
+    entry->configFrom = autotune::provenanceName(choice.from).str();
+    entry->shapeClass = req.key.shapeClass;
   } else {
     config = comp.defaultConfig(*def, shape);
+    entry->configFrom = "default";
   }
 
   codegen::CompileOptions options;
@@ -286,7 +309,8 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
                              comp.configText(config), options, rt.toolchain());
 
   auto compiled = rt.cache().getOrCompile(
-      ck, [&]() { return comp.compile(*def, shape, config, options); });
+      ck, [&]() { return comp.compile(*def, shape, config, options); },
+      &entry->origin);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,
                         llvm::toString(compiled.takeError()));
@@ -309,16 +333,22 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
                       def->operands.size(), def->dims.size(),
                       def->scalars.size()));
 
-  auto s = std::make_unique<Specialisation>();
-  s->def = def;
-  s->kernel = *compiled;
-  s->keyText = ck.text();
-  s->configText = comp.configText(k.config);
-  s->rowsPerCta = k.config.rowsPerCta;
-  s->blockX = unsigned(k.config.ctaThreads());
-
+  std::string keyText = ck.text();
   std::unique_lock<std::shared_mutex> lock(mu);
-  auto [it, inserted] = specs.emplace(key, std::move(s));
+  std::unique_ptr<Specialisation> &s = byKey[keyText];
+  if (!s) {
+    s = std::make_unique<Specialisation>();
+    s->def = def;
+    s->kernel = *compiled;
+    s->keyText = keyText;
+    s->configText = comp.configText(k.config);
+    s->rowsPerCta = k.config.rowsPerCta;
+    s->blockX = unsigned(k.config.ctaThreads());
+  }
+  entry->spec = s.get();
+  entry->specialiseMs = msSince(t0);
+  // Another thread may have resolved the same class meanwhile: keep one.
+  auto [it, inserted] = specs.emplace(key, std::move(entry));
   return it->second.get();
 }
 
@@ -338,6 +368,7 @@ llvm::Expected<CUfunction> Kernel::functionFor(Specialisation &s,
       ptx.push_back('\0');
       image = ptx;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     auto module = Module::load(image);
     if (!module)
       return runtimeError(BITFOLD_ERROR_CUDA,
@@ -347,6 +378,8 @@ llvm::Expected<CUfunction> Kernel::functionFor(Specialisation &s,
     if (!fn)
       return runtimeError(BITFOLD_ERROR_CUDA,
                           templateName + ": " + llvm::toString(fn.takeError()));
+    if (s.moduleLoadMs == 0)
+      s.moduleLoadMs = msSince(t0);
     l.module = std::move(*module);
     l.fn = *fn;
     l.device = device;
@@ -401,26 +434,29 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
 
   SpecKey key{};
   key.cols = b.cols;
+  // With a tune DB, rows pick the winner (by power-of-two bucket).
+  key.rowBucket = rt.tunePolicy() ? autotune::rowBucket(b.totalRows) : 0;
   key.device = b.device;
   key.wide = b.maxElementOffset > int64_t(INT32_MAX);
   for (size_t i = 0; i < def->operands.size(); ++i)
     key.align[i] = uint8_t(b.alignBytes[i]);
-  Specialisation *s = nullptr;
+  const ClassEntry *entry = nullptr;
   {
     std::shared_lock<std::shared_mutex> lock(mu);
     key.configSerial = configSerial;
     auto it = specs.find(key);
     if (it != specs.end())
-      s = it->second.get();
+      entry = it->second.get();
   }
-  if (!s) {
+  if (!entry) {
     auto made = specialise(key, b);
     if (!made)
       return made.takeError();
-    s = *made;
+    entry = *made;
   }
-  if (last.load(std::memory_order_relaxed) != s)
-    last.store(s, std::memory_order_relaxed);
+  if (last.load(std::memory_order_relaxed) != entry)
+    last.store(entry, std::memory_order_relaxed);
+  Specialisation *s = entry->spec;
 
   auto api = driver(); // loaded: specialise() needed it
   if (!api)
@@ -485,14 +521,61 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
 
 // ---- Runtime ---------------------------------------------------------------
 
+namespace {
+
+/// The cache's warning sink, or stderr unless $BITFOLD_QUIET=1.
+std::function<void(llvm::StringRef)>
+warningSink(const std::function<void(llvm::StringRef)> &given) {
+  if (given)
+    return given;
+  return [](llvm::StringRef msg) {
+    const char *quiet = std::getenv("BITFOLD_QUIET");
+    if (quiet && llvm::StringRef(quiet) == "1")
+      return;
+    llvm::errs() << "bitfold: warning: " << msg << "\n";
+  };
+}
+
+} // namespace
+
 Runtime::Runtime(RuntimeOptions options)
-    : kernelCache(std::move(options.cache)),
+    : kernelCache(options.cache),
       comp(options.compiler ? std::move(*options.compiler)
                             : defaultCompiler()) {
   toolchainText = comp.toolchainVersion ? comp.toolchainVersion() : "";
+  if (!options.tuneDb.empty()) {
+    autotune::PolicyOptions po;
+    po.onMiss = autotune::OnMiss::UseDefault; // never tune or stall here
+    po.dbPath = options.tuneDb;
+    po.warn = warningSink(options.cache.warn);
+    auto p = autotune::TunePolicy::open(po);
+    if (p)
+      policy = std::move(*p);
+    else
+      po.warn("tune DB '" + options.tuneDb + "' not used (every shape class "
+              "gets the default config): " + llvm::toString(p.takeError()));
+  }
 }
 
 Runtime::~Runtime() = default;
+
+llvm::Expected<std::string> Runtime::gpuName(int device) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = gpuNames.find(device);
+  if (it != gpuNames.end())
+    return it->second;
+  auto info = queryDriver();
+  if (!info)
+    return info.takeError();
+  for (const DeviceInfo &d : info->devices)
+    gpuNames[d.ordinal] = d.name;
+  it = gpuNames.find(device);
+  if (it == gpuNames.end())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("no CUDA device {0}", device).str());
+  return it->second;
+}
 
 llvm::Expected<Kernel *> Runtime::findKernel(llvm::StringRef name,
                                              llvm::StringRef params) {

@@ -1,17 +1,28 @@
 //===- runtime/Runtime.h - Specialise and launch -------------------*- C++ -*-===//
 //
-// The C++ core behind the C API. A Runtime owns a KernelCache and the
-// Kernels looked up through it; a Kernel is one template with its
-// parameters, and owns its specialisations.
+// The C++ core behind the C API. A Runtime owns a KernelCache, optionally a
+// tune DB policy (autotune/Policy.h), and the Kernels looked up through it;
+// a Kernel is one template with its parameters, and owns its
+// specialisations.
 //
 // Launch path: bind the tensors (TensorBinding.h: validation, rows, cols,
 // alignments) -> SpecKey (device, cols, per-operand alignment, 32/64-bit
-// indexing, config pin) -> hash lookup of the Specialisation under a
-// shared lock -> the CUfunction loaded in the current context (a scan of a
-// few slots) -> pack parameters in the precomputed ABI order into stack
-// arrays -> one cuLaunchKernel. No heap allocation unless something fails
-// or a shape class is met for the first time (then: compile or cache
-// load, module load).
+// indexing, config pin, and the row bucket when a tune DB is in use) ->
+// hash lookup of the specialisation under a shared lock -> the CUfunction
+// loaded in the current context (a scan of a few slots) -> pack parameters
+// in the precomputed ABI order into stack arrays -> one cuLaunchKernel. No
+// heap allocation unless something fails or a shape class is met for the
+// first time (then: choose the config, compile or cache load, module
+// load).
+//
+// Config choice on a first launch: the pinned config
+// (bitfold_kernel_set_config); else with a tune DB the policy's answer (the
+// DB winner for this shape class and environment; the heuristic default
+// when there is none, or it is stale or not legal here, with one warning
+// per key; never a tune, never a stall); else the heuristic default. The
+// chosen config is part of the specialisation, so the warm path stays one
+// hash lookup. Shape classes that resolve to the same cache key share one
+// loaded module.
 //
 // Codegen is reached only through a Compiler (injectable: tests pass a
 // fake one; defaultCompiler() is codegen's, in CodegenCompiler.cpp).
@@ -20,6 +31,7 @@
 #ifndef BITFOLD_RUNTIME_RUNTIME_H
 #define BITFOLD_RUNTIME_RUNTIME_H
 
+#include "runtime/CacheKey.h"
 #include "runtime/KernelCache.h"
 #include "runtime/TensorBinding.h"
 
@@ -34,6 +46,10 @@
 #include <optional>
 #include <shared_mutex>
 #include <unordered_map>
+
+namespace bitfold::autotune {
+class TunePolicy;
+}
 
 namespace bitfold::runtime {
 
@@ -62,8 +78,13 @@ struct Compiler {
 Compiler defaultCompiler();
 
 struct RuntimeOptions {
-  CacheOptions cache;
+  CacheOptions cache; ///< its `warn` also receives the tune DB's warnings.
   std::optional<Compiler> compiler; ///< default: defaultCompiler().
+  /// Tune DB file (`bitfold tune`'s tune-db.json) whose winners first
+  /// launches use. Empty: none, every shape class gets the default. A
+  /// missing file is an empty DB; an unreadable one is warned about once
+  /// and ignored. The C API fills it from $BITFOLD_TUNE_DB.
+  std::string tuneDb;
 };
 
 class Runtime;
@@ -91,18 +112,31 @@ public:
   const dsl::KernelDef &signature() const { return *sig; }
   const std::string &name() const { return templateName; }
 
-  /// What a launch specialised on: for `bitfold run` and tests.
+  /// What the last launch specialised on, and how its shape class was
+  /// first resolved: for `bitfold run` (a log that shows nothing compiled)
+  /// and tests.
   struct LastLaunch {
     std::string keyText;
     std::string config;
+    /// Where the config came from: "default", "pinned", or the tune DB
+    /// policy's provenanceName() ("tune DB", "default (stale DB entry)"...).
+    std::string configFrom;
+    /// The tune DB shape class looked up ("" without a tune DB).
+    std::string shapeClass;
     unsigned gridX = 0, blockX = 0;
+    /// How the first launch of this shape class got its kernel.
+    CacheOrigin origin;
+    double specialiseMs = 0; ///< config choice + cache/compile, first launch.
+    double moduleLoadMs = 0; ///< cuModuleLoadData + cuModuleGetFunction.
   };
   LastLaunch lastSpecialisation() const;
 
 private:
   struct Specialisation;
+  struct ClassEntry;
   struct SpecKey {
     int64_t cols;
+    int64_t rowBucket; ///< tune DB row bucket; 0 without a tune DB.
     int device;
     int configSerial;
     bool wide;
@@ -113,8 +147,8 @@ private:
     size_t operator()(const SpecKey &k) const;
   };
 
-  llvm::Expected<Specialisation *> specialise(const SpecKey &key,
-                                              const LaunchBinding &b);
+  llvm::Expected<ClassEntry *> specialise(const SpecKey &key,
+                                          const LaunchBinding &b);
   llvm::Expected<CUfunction> functionFor(Specialisation &s, CUcontext ctx,
                                          int device);
 
@@ -126,12 +160,15 @@ private:
   std::string defError;
 
   mutable std::shared_mutex mu;
-  std::unordered_map<SpecKey, std::unique_ptr<Specialisation>, SpecKeyHash>
-      specs;
+  /// Shape class -> what it resolved to (the warm path's lookup).
+  std::unordered_map<SpecKey, std::unique_ptr<ClassEntry>, SpecKeyHash> specs;
+  /// Cache key text -> the loaded kernel (shared by classes that resolve
+  /// to the same key).
+  std::unordered_map<std::string, std::unique_ptr<Specialisation>> byKey;
   std::unordered_map<int64_t, std::shared_ptr<const dsl::KernelDef>> defsByCols;
   std::optional<codegen::TileConfig> pinned;
   int configSerial = 0;
-  std::atomic<Specialisation *> last{nullptr};
+  std::atomic<const ClassEntry *> last{nullptr};
 };
 
 class Runtime {
@@ -147,28 +184,21 @@ public:
   KernelCache &cache() { return kernelCache; }
   const Compiler &compiler() const { return comp; }
   const std::string &toolchain() const { return toolchainText; }
+  /// The tune DB policy; null without a tune DB.
+  autotune::TunePolicy *tunePolicy() const { return policy.get(); }
+  /// The device's name as the tune DB keys it ("NVIDIA H200"); asked once
+  /// per device.
+  llvm::Expected<std::string> gpuName(int device);
 
 private:
   KernelCache kernelCache;
   Compiler comp;
   std::string toolchainText;
+  std::unique_ptr<autotune::TunePolicy> policy;
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Kernel>> kernels;
+  std::map<int, std::string> gpuNames;
 };
-
-/// The cache key of (def, shape, config) compiled with `options` by
-/// `toolchain` (codegen::toolchainVersion()), exactly as a launch builds
-/// it; shared with autotune so that tuned cubins are found by launches.
-/// `shapeText` / `configText`: ShapeSpec::str() / TileConfig::str().
-CacheKey makeCacheKey(const dsl::KernelDef &def, llvm::StringRef shapeText,
-                      llvm::StringRef configText,
-                      const codegen::CompileOptions &options,
-                      llvm::StringRef toolchain);
-
-/// The ShapeSpec::maxElementOffset a launch passes for a largest element
-/// offset: a class (2^31-1, or 2^62 for 64-bit indexing), not the offset,
-/// so that row counts never split the cache.
-int64_t maxElementOffsetClass(int64_t maxElementOffset);
 
 /// Parses template parameter text ("dtype=bf16, residual=1") for template
 /// `name`; errors name the bad key or value and list the valid ones.

@@ -95,6 +95,16 @@ typedef struct bitfold_runtime_options {
    *  $BITFOLD_QUIET=1. */
   void (*warning)(const char *message, void *user);
   void *warning_user;
+  /** Tune DB file written by `bitfold tune` (DIR/tune-db.json). The first
+   *  launch of a shape class uses the DB's winner when it was tuned on this
+   *  GPU model with this bitfold, LLVM and PTX toolchain; otherwise the
+   *  default config (an entry tuned elsewhere is warned about once and not
+   *  used). Nothing is ever tuned or waited for at launch. A missing file
+   *  is an empty DB; an unreadable one is warned about and ignored.
+   *  NULL: $BITFOLD_TUNE_DB; "" (or NULL with the variable unset): none.
+   *  (Added in 0.1: appended, so callers must fill the struct with
+   *  bitfold_runtime_options_init.) */
+  const char *tune_db;
 } bitfold_runtime_options;
 
 /** Fills `options` with the defaults. */
@@ -104,6 +114,20 @@ BITFOLD_API void bitfold_runtime_options_init(bitfold_runtime_options *options);
 BITFOLD_API bitfold_status
 bitfold_runtime_create(const bitfold_runtime_options *options,
                        bitfold_runtime **out);
+
+/** How the runtime's kernel cache answered so far: first launches of a
+ *  shape class either hit memory, read the disk cache, or compiled. Warm
+ *  launches do not touch the cache and are not counted. */
+typedef struct bitfold_cache_stats {
+  uint64_t memory_hits;
+  uint64_t disk_hits;
+  uint64_t compiles;
+  uint64_t compile_failures;
+} bitfold_cache_stats;
+
+/** Fills `out` with the runtime's cache counters. */
+BITFOLD_API bitfold_status bitfold_runtime_cache_stats(bitfold_runtime *runtime,
+                                                       bitfold_cache_stats *out);
 
 /** Destroys a runtime, its kernels and their loaded modules. NULL is a
  *  no-op. Launched work is not waited for: synchronise first. */

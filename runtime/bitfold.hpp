@@ -115,6 +115,10 @@ private:
 struct RuntimeOptions {
   std::string cacheDir; ///< empty: $BITFOLD_CACHE_DIR / ~/.cache/bitfold
   bool diskCache = true;
+  /// Tune DB file; empty: $BITFOLD_TUNE_DB (see bitfold.h). Initialised
+  /// here so that {cacheDir, diskCache} aggregate initialisation stays
+  /// warning-free.
+  std::string tuneDb = "";
 };
 
 /// Owns a bitfold_runtime (move-only).
@@ -128,6 +132,8 @@ public:
     if (!options.cacheDir.empty())
       o.cache_dir = options.cacheDir.c_str();
     o.disk_cache = options.diskCache ? 1 : 0;
+    if (!options.tuneDb.empty())
+      o.tune_db = options.tuneDb.c_str();
     bitfold_runtime *rt = nullptr;
     bitfold_status s = bitfold_runtime_create(&o, &rt);
     if (s != BITFOLD_SUCCESS)

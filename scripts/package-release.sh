@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the statically linked release (MLIR/LLVM from their archives, see
 # DESIGN.md) and packs what the GPU machine needs into pkg/ (git-ignored):
-#   pkg/bitfold-release.tar.xz   bin/bitfold, lib/libbitfold.so, include/
+#   pkg/bitfold-release.tar.xz   bin/bitfold, bin/launch_latency,
+#                                lib/libbitfold.so (+ .so.0 link), include/
 # The GPU machine has no LLVM and no zstd command, so the package is
 # self-contained and compressed with xz. Keep it under the 64 MiB carry limit.
 #
@@ -14,15 +15,18 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BITFOLD_RELEASE_BUILD_DIR:-$root/build-release}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DBITFOLD_STATIC_LLVM=ON -DBITFOLD_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j"$(nproc)" bitfold $(ninja -C "$build" -t targets all |
+ninja -C "$build" -j"$(nproc)" bitfold launch_latency $(ninja -C "$build" -t targets all |
   grep -o '^bitfold_shared[^:]*' | head -1 || true)
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/include"
 cp "$build/tools/bitfold" "$stage/bin/"
+# Links libbitfold.so.0 (its SONAME), found through RUNPATH $ORIGIN/../lib.
+cp "$build/bench/launch_latency/launch_latency" "$stage/bin/"
 if [[ -f $build/runtime/libbitfold.so ]]; then
   cp "$build/runtime/libbitfold.so" "$stage/lib/"
+  ln -s libbitfold.so "$stage/lib/libbitfold.so.0"
   cp "$root/runtime/bitfold.h" "$stage/include/" 2>/dev/null || true
 fi
 strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true

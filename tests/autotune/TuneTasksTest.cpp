@@ -7,6 +7,8 @@
 
 #include "templates/Problem.h"
 
+#include "bitfold/Config.h"
+
 #include <set>
 
 using namespace bitfold;
@@ -129,6 +131,23 @@ TEST(ShapeClass, DenseSpecMatchesTheRuntimesAlignmentAndIndexWidth) {
                 denseShapeSpec(**conv, *big).str().size() - 3),
             "o32");
   EXPECT_EQ(dtypesText(**def).substr(0, 7), "x:bf16,");
+}
+
+TEST(ShapeClass, TuneKeyIsWhatTheTunerRecordsAndTheRuntimeLooksUp) {
+  auto def = templates::lnModulate();
+  ASSERT_TRUE(bool(def));
+  TuneEnvironment env = currentEnvironment("NVIDIA H200", "sm_90", "tc 1");
+  EXPECT_EQ(env.gpuName, "NVIDIA H200");
+  EXPECT_EQ(env.arch, "sm_90");
+  EXPECT_EQ(env.bitfoldVersion, BITFOLD_VERSION);
+  EXPECT_EQ(env.llvmVersion, BITFOLD_LLVM_VERSION);
+  EXPECT_EQ(env.toolchain, "tc 1");
+  TuneKey k = tuneKeyFor(**def, "c4096.a16.o32", 4359, env);
+  EXPECT_EQ(k.kernelName, "ln_modulate");
+  EXPECT_EQ(k.kernelHash, (*def)->hash);
+  EXPECT_EQ(k.shapeClass, "c4096.a16.o32/r4096");
+  EXPECT_EQ(k.dtypes, dtypesText(**def));
+  EXPECT_EQ(k.env, env);
 }
 
 TEST(Report, TableAndMarkdownHaveOneRowPerShape) {

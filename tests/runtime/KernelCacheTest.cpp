@@ -176,10 +176,16 @@ TEST(CacheKey, TextNamesEveryFieldAndHashFollowsIt) {
 TEST(CacheKey, CodegenEnvironmentKeepsBitfoldVarsButNotRuntimeOnlyOnes) {
   ::setenv("BITFOLD_TEST_CODEGEN_KNOB", "7", 1);
   ::setenv("BITFOLD_CACHE_DIR", "/somewhere", 1);
+  // The tune DB changes which config is picked, and the config is in the
+  // key on its own: `bitfold tune` (no tune DB set) and a launch with
+  // $BITFOLD_TUNE_DB must find the same entries.
+  ::setenv("BITFOLD_TUNE_DB", "/somewhere/tune-db.json", 1);
   std::string env = codegenEnvironment();
   EXPECT_NE(env.find("BITFOLD_TEST_CODEGEN_KNOB=7\n"), std::string::npos) << env;
   EXPECT_EQ(env.find("BITFOLD_CACHE_DIR"), std::string::npos) << env;
+  EXPECT_EQ(env.find("BITFOLD_TUNE_DB"), std::string::npos) << env;
   ::unsetenv("BITFOLD_TEST_CODEGEN_KNOB");
+  ::unsetenv("BITFOLD_TUNE_DB");
 }
 
 TEST(CacheEntry, EncodeDecodeRoundTrips) {
@@ -226,6 +232,31 @@ TEST(KernelCache, AnotherInstanceReadsTheEntryFromDisk) {
   EXPECT_EQ(cache.stats().diskHits, 1u);
   expectSameKernel(**k, fakeKernel());
   EXPECT_TRUE(w.messages.empty());
+}
+
+TEST(KernelCache, ReportsWhereEachKernelCameFrom) {
+  TempDir tmp;
+  Warnings w;
+  FakeCompiler fc;
+  {
+    KernelCache cache(w.options(tmp.path));
+    CacheOrigin origin;
+    ASSERT_TRUE(bool(cache.getOrCompile(makeKey(), fc.fn(), &origin)));
+    EXPECT_EQ(origin.kind, CacheOrigin::Compiled);
+    EXPECT_EQ(origin.describe().rfind("compiled in ", 0), 0u)
+        << origin.describe();
+    ASSERT_TRUE(bool(cache.getOrCompile(makeKey(), fc.fn(), &origin)));
+    EXPECT_EQ(origin.kind, CacheOrigin::Memory);
+    EXPECT_EQ(origin.describe(), "memory cache hit");
+  }
+  KernelCache another(w.options(tmp.path));
+  CacheOrigin origin;
+  ASSERT_TRUE(bool(another.getOrCompile(makeKey(), fc.fn(), &origin)));
+  EXPECT_EQ(origin.kind, CacheOrigin::Disk);
+  EXPECT_GT(origin.ms, 0.0);
+  EXPECT_EQ(origin.describe().rfind("disk cache hit (", 0), 0u)
+      << origin.describe();
+  EXPECT_EQ(fc.calls, 1);
 }
 
 TEST(KernelCache, DifferentKeysAreDifferentEntries) {

@@ -4,13 +4,16 @@
 // records what cuLaunchKernel receives, the fake compiler (FakeCodegen.cpp)
 // stands in for codegen. Checks the ABI order of the parameters, the grid,
 // specialisation keys (what recompiles and what does not), contexts, the
-// disk cache across runtimes, and driver errors.
+// disk cache across runtimes, driver errors, that warm launches allocate
+// nothing, and the tune DB (winner, default, stale, pinned, row buckets).
 //
 //===----------------------------------------------------------------------===//
 
 #include "FakeCodegen.h"
 #include "FakeCuda.h"
 
+#include "autotune/ShapeClass.h"
+#include "autotune/TuneDB.h"
 #include "runtime/CApiInternal.h"
 #include "runtime/Driver.h"
 #include "runtime/Runtime.h"
@@ -18,12 +21,16 @@
 #include "runtime/bitfold.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 using namespace bitfold;
 using namespace bitfold::runtime;
@@ -358,4 +365,342 @@ TEST(LaunchCApi, TheCApiLaunchesThroughTheSamePath) {
   EXPECT_EQ(l.params[8], 64u); // rows = N*H*W
   bitfold_runtime_destroy(rt);
   EXPECT_GE(hooks().count("cuModuleUnload"), 1);
+}
+
+// ---- Warm launches allocate nothing ----------------------------------------
+
+namespace {
+
+std::atomic<bool> countAllocations{false};
+std::atomic<long> allocations{0};
+
+} // namespace
+
+// Counts heap allocations while countAllocations is set (whole binary).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void *operator new(size_t n) {
+  if (countAllocations.load(std::memory_order_relaxed))
+    allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void *p = std::malloc(n ? n : 1))
+    return p;
+  throw std::bad_alloc();
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete(void *p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+TEST_F(Launch, WarmLaunchesDoNotAllocate) {
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  const DLTensor *ts[] = {&x.t, &sc.t, &sh.t, &y.t};
+  float eps = 1e-6f;
+  allocations = 0;
+  countAllocations = true;
+  llvm::Error cold = k->launch(ts, 4, &eps, 1, nullptr); // specialises
+  countAllocations = false;
+  ASSERT_FALSE(bool(cold));
+  EXPECT_GT(allocations.load(), 0); // the counter sees the first launch's
+  allocations = 0;
+  countAllocations = true;
+  bool ok = true;
+  for (int i = 0; i < 100; ++i)
+    if (llvm::Error e = k->launch(ts, 4, &eps, 1, nullptr)) {
+      llvm::consumeError(std::move(e));
+      ok = false;
+    }
+  countAllocations = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(allocations.load(), 0);
+  // Through the C API too.
+  bitfold_runtime *handle = wrapRuntime(std::move(rt));
+  bitfold_kernel *ck = nullptr;
+  ASSERT_EQ(bitfold_template(handle, "ln_modulate", "", &ck), BITFOLD_SUCCESS);
+  ASSERT_EQ(bitfold_launch(ck, ts, 4, &eps, 1, nullptr), BITFOLD_SUCCESS);
+  allocations = 0;
+  countAllocations = true;
+  for (int i = 0; i < 100; ++i)
+    ok &= bitfold_launch(ck, ts, 4, &eps, 1, nullptr) == BITFOLD_SUCCESS;
+  countAllocations = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(allocations.load(), 0);
+  bitfold_runtime_destroy(handle);
+}
+
+// ---- The tune DB -----------------------------------------------------------
+
+namespace {
+
+/// A temporary directory with a tune DB path in it.
+struct TuneDbDir {
+  llvm::SmallString<128> dir;
+  std::string path;
+  TuneDbDir() {
+    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("bitfold-tune-db", dir));
+    path = std::string(dir) + "/tune-db.json";
+  }
+  ~TuneDbDir() { llvm::sys::fs::remove_directories(dir); }
+};
+
+autotune::Measurement timing(std::string config, double us) {
+  autotune::Measurement m;
+  m.config = std::move(config);
+  m.medianUs = us;
+  m.minUs = us - 0.1;
+  m.maxUs = us + 0.3;
+  m.spreadUs = 0.2;
+  m.samples = 20;
+  return m;
+}
+
+/// The fake compiler's text of a ln_modulate (B, S, 64) launch on the
+/// 16-byte aligned tensors below, and the environment of fake device 0.
+constexpr const char *kLnShape = "c64.a16,16,16,16.o2147483647";
+
+autotune::TuneKey lnKey(Runtime &rt, int64_t rows,
+                        std::string gpu = "Fake H200 #0") {
+  auto k = rt.findKernel("ln_modulate", "");
+  EXPECT_TRUE(bool(k));
+  auto def = (*k)->defFor(64);
+  EXPECT_TRUE(bool(def));
+  return autotune::tuneKeyFor(
+      **def, kLnShape, rows,
+      autotune::currentEnvironment(gpu, "sm_90", "fake-toolchain"));
+}
+
+class TuneDbLaunch : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(fakeDriver);
+    hooks().clearContexts();
+  }
+  /// A runtime reading `db`; warnings collected.
+  std::unique_ptr<Runtime> runtime(const std::string &db) {
+    RuntimeOptions o;
+    o.compiler = fake::fakeCompiler();
+    o.cache.disk = false;
+    o.cache.warn = [this](llvm::StringRef m) { warnings.push_back(m.str()); };
+    o.tuneDb = db;
+    return std::make_unique<Runtime>(std::move(o));
+  }
+  /// ln_modulate on (1, rows, 64); returns what the launch resolved to.
+  Kernel::LastLaunch launchLn(Runtime &rt, int64_t rows) {
+    auto k = rt.findKernel("ln_modulate", "");
+    EXPECT_TRUE(bool(k));
+    Tensor x({1, rows, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+        sh({1, 64}, 0x30000000), y({1, rows, 64}, 0x40000000);
+    const DLTensor *ts[] = {&x.t, &sc.t, &sh.t, &y.t};
+    float eps = 1e-6f;
+    llvm::Error e = (*k)->launch(ts, 4, &eps, 1, nullptr);
+    EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
+    return (*k)->lastSpecialisation();
+  }
+  /// Writes a DB with `measurements` under `key`.
+  void writeDb(const std::string &path, const autotune::TuneKey &key,
+               std::vector<autotune::Measurement> measurements) {
+    autotune::TuneDB db;
+    db.record(key, "r2.t64.v4.p1", measurements);
+    ASSERT_FALSE(bool(db.save(path)));
+  }
+  std::vector<std::string> warnings;
+  TuneDbDir dir;
+};
+
+} // namespace
+
+TEST_F(TuneDbLaunch, FirstLaunchUsesTheDbWinner) {
+  {
+    auto probe = runtime("");
+    writeDb(dir.path, lnKey(*probe, 8),
+            {timing("r2.t64.v4.p1", 12.0), timing("r4.t32.v8.p1", 8.0)});
+  }
+  auto rt = runtime(dir.path);
+  int compiles = fake::fakeCompiles;
+  Kernel::LastLaunch l = launchLn(*rt, 8);
+  EXPECT_EQ(l.config, "r4.t32.v8.p1");
+  EXPECT_EQ(l.configFrom, "tune DB");
+  EXPECT_EQ(l.shapeClass, std::string(kLnShape) + "/r8");
+  EXPECT_EQ(l.origin.kind, CacheOrigin::Compiled);
+  EXPECT_EQ(hooks().lastLaunch().grid[0], 2u); // 8 rows / 4 per CTA
+  EXPECT_STREQ(hooks().lastImage(), "FAKE-CUBIN ln_modulate r4.t32.v8.p1");
+  EXPECT_EQ(fake::fakeCompiles, compiles + 1);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  // The winner is part of the specialisation: warm launches reuse it.
+  launchLn(*rt, 9); // same row bucket
+  EXPECT_EQ(fake::fakeCompiles, compiles + 1);
+}
+
+TEST_F(TuneDbLaunch, WithoutAnEntryTheDefaultIsUsed) {
+  auto missing = runtime(dir.path); // no file yet: an empty DB
+  Kernel::LastLaunch l = launchLn(*missing, 8);
+  EXPECT_EQ(l.config, "r2.t64.v4.p1");
+  EXPECT_EQ(l.configFrom, "default");
+  EXPECT_EQ(l.shapeClass, std::string(kLnShape) + "/r8");
+  // An entry for another row bucket does not apply to this one.
+  writeDb(dir.path, lnKey(*missing, 64),
+          {timing("r2.t64.v4.p1", 12.0), timing("r4.t32.v8.p1", 8.0)});
+  auto rt = runtime(dir.path);
+  EXPECT_EQ(launchLn(*rt, 8).config, "r2.t64.v4.p1");
+  EXPECT_EQ(launchLn(*rt, 100).config, "r4.t32.v8.p1"); // bucket 64
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+}
+
+TEST_F(TuneDbLaunch, StaleEntryIsNotUsedAndWarnsOnce) {
+  {
+    auto probe = runtime("");
+    writeDb(dir.path, lnKey(*probe, 8, "NVIDIA A100-SXM4-80GB"),
+            {timing("r2.t64.v4.p1", 12.0), timing("r4.t32.v8.p1", 8.0)});
+  }
+  auto rt = runtime(dir.path);
+  Kernel::LastLaunch l = launchLn(*rt, 8);
+  EXPECT_EQ(l.config, "r2.t64.v4.p1");
+  EXPECT_EQ(l.configFrom, "default (stale DB entry)");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("A100"), std::string::npos) << warnings[0];
+  // Specialising the same class again (after unpinning) warns no more.
+  auto k = rt->findKernel("ln_modulate", "");
+  ASSERT_FALSE(bool((*k)->setConfig(std::nullopt)));
+  EXPECT_EQ(launchLn(*rt, 8).configFrom, "default (stale DB entry)");
+  EXPECT_EQ(warnings.size(), 1u);
+}
+
+TEST_F(TuneDbLaunch, IllegalDbConfigFallsBackToTheDefault) {
+  {
+    auto probe = runtime("");
+    writeDb(dir.path, lnKey(*probe, 8),
+            {timing("r2.t64.v4.p1", 12.0), timing("r1.t2048.v8.p1", 8.0)});
+  }
+  auto rt = runtime(dir.path);
+  Kernel::LastLaunch l = launchLn(*rt, 8);
+  EXPECT_EQ(l.config, "r2.t64.v4.p1");
+  EXPECT_EQ(l.configFrom, "default (DB config not legal)");
+  EXPECT_EQ(warnings.size(), 1u);
+}
+
+TEST_F(TuneDbLaunch, PinnedConfigWinsOverTheDb) {
+  {
+    auto probe = runtime("");
+    writeDb(dir.path, lnKey(*probe, 8),
+            {timing("r2.t64.v4.p1", 12.0), timing("r4.t32.v8.p1", 8.0)});
+  }
+  auto rt = runtime(dir.path);
+  auto k = rt->findKernel("ln_modulate", "");
+  auto cfg = (*k)->parseConfig("r1.t128.v8.p1");
+  ASSERT_TRUE(bool(cfg));
+  ASSERT_FALSE(bool((*k)->setConfig(*cfg)));
+  Kernel::LastLaunch l = launchLn(*rt, 8);
+  EXPECT_EQ(l.config, "r1.t128.v8.p1");
+  EXPECT_EQ(l.configFrom, "pinned");
+}
+
+TEST_F(TuneDbLaunch, ClassesWithTheSameConfigShareOneModule) {
+  {
+    auto probe = runtime("");
+    autotune::TuneDB db;
+    for (int64_t rows : {8, 16})
+      db.record(lnKey(*probe, rows), "r2.t64.v4.p1",
+                {timing("r2.t64.v4.p1", 12.0), timing("r4.t32.v8.p1", 8.0)});
+    ASSERT_FALSE(bool(db.save(dir.path)));
+  }
+  auto rt = runtime(dir.path);
+  int loads = hooks().count("cuModuleLoadData");
+  EXPECT_EQ(launchLn(*rt, 8).origin.kind, CacheOrigin::Compiled);
+  Kernel::LastLaunch l = launchLn(*rt, 16); // another bucket, same winner
+  EXPECT_EQ(l.config, "r4.t32.v8.p1");
+  EXPECT_EQ(l.origin.kind, CacheOrigin::Memory);
+  EXPECT_EQ(hooks().count("cuModuleLoadData"), loads + 1);
+}
+
+TEST_F(TuneDbLaunch, UnreadableDbIsWarnedAboutAndIgnored) {
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(dir.path, ec);
+    os << "{ not json";
+  }
+  auto rt = runtime(dir.path);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("tune DB '" + dir.path + "' not used"),
+            std::string::npos)
+      << warnings[0];
+  Kernel::LastLaunch l = launchLn(*rt, 8);
+  EXPECT_EQ(l.configFrom, "default");
+  EXPECT_EQ(l.shapeClass, "");
+}
+
+TEST_F(TuneDbLaunch, TheRuntimesShapeClassIsTheTunersForDenseTensors) {
+  // `bitfold tune` keys results on denseShapeSpec() of the shapes file's
+  // shape; the runtime on the tensors it is given. For dense, aligned
+  // tensors they must agree, or tuned winners would never be found.
+  auto rt = runtime(dir.path);
+  auto shape = templates::parseShape("ln_modulate", "1,8,64");
+  ASSERT_TRUE(bool(shape)) << llvm::toString(shape.takeError());
+  auto k = rt->findKernel("ln_modulate", "");
+  auto def = (*k)->defFor(64);
+  ASSERT_TRUE(bool(def));
+  std::string tuner = autotune::shapeClass(
+      rt->compiler().shapeText(autotune::denseShapeSpec(**def, *shape)),
+      shape->totalRows());
+  EXPECT_EQ(launchLn(*rt, 8).shapeClass, tuner);
+}
+
+TEST_F(TuneDbLaunch, WarmLaunchesWithATuneDbDoNotAllocate) {
+  auto rt = runtime(dir.path);
+  auto k = rt->findKernel("ln_modulate", "");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  const DLTensor *ts[] = {&x.t, &sc.t, &sh.t, &y.t};
+  float eps = 1e-6f;
+  ASSERT_FALSE(bool((*k)->launch(ts, 4, &eps, 1, nullptr)));
+  allocations = 0;
+  countAllocations = true;
+  for (int i = 0; i < 100; ++i)
+    llvm::consumeError((*k)->launch(ts, 4, &eps, 1, nullptr));
+  countAllocations = false;
+  EXPECT_EQ(allocations.load(), 0);
+}
+
+TEST(TuneDbCApi, TheCApiReadsBitfoldTuneDbUnlessToldOtherwise) {
+  ASSERT_TRUE(fakeDriver);
+  TuneDbDir dir;
+  {
+    RuntimeOptions o;
+    o.compiler = fake::fakeCompiler();
+    o.cache.disk = false;
+    Runtime probe(std::move(o));
+    autotune::TuneDB db;
+    db.record(lnKey(probe, 8), "r2.t64.v4.p1",
+              {timing("r2.t64.v4.p1", 12.0), timing("r4.t32.v8.p1", 8.0)});
+    ASSERT_FALSE(bool(db.save(dir.path)));
+  }
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  const DLTensor *ts[] = {&x.t, &sc.t, &sh.t, &y.t};
+  float eps = 1e-6f;
+  auto configWith = [&](const char *tuneDb) {
+    bitfold_runtime_options o;
+    bitfold_runtime_options_init(&o);
+    o.disk_cache = 0;
+    o.tune_db = tuneDb;
+    bitfold_runtime *rt = nullptr;
+    EXPECT_EQ(bitfold_runtime_create(&o, &rt), BITFOLD_SUCCESS);
+    bitfold_kernel *k = nullptr;
+    EXPECT_EQ(bitfold_template(rt, "ln_modulate", "", &k), BITFOLD_SUCCESS);
+    EXPECT_EQ(bitfold_launch(k, ts, 4, &eps, 1, nullptr), BITFOLD_SUCCESS)
+        << bitfold_last_error();
+    Kernel::LastLaunch l = unwrapKernel(k)->lastSpecialisation();
+    bitfold_cache_stats st{};
+    EXPECT_EQ(bitfold_runtime_cache_stats(rt, &st), BITFOLD_SUCCESS);
+    EXPECT_EQ(st.compiles, 1u);
+    bitfold_runtime_destroy(rt);
+    return l.config + " " + l.configFrom;
+  };
+  ::setenv("BITFOLD_TUNE_DB", dir.path.c_str(), 1);
+  EXPECT_EQ(configWith(nullptr), "r4.t32.v8.p1 tune DB");
+  EXPECT_EQ(configWith(""), "r2.t64.v4.p1 default");
+  ::unsetenv("BITFOLD_TUNE_DB");
+  EXPECT_EQ(configWith(nullptr), "r2.t64.v4.p1 default");
+  EXPECT_EQ(configWith(dir.path.c_str()), "r4.t32.v8.p1 tune DB");
+  EXPECT_EQ(bitfold_runtime_cache_stats(nullptr, nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
 }
