@@ -2,6 +2,7 @@
 
 #include "dsl/IR.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <atomic>
@@ -417,4 +418,33 @@ llvm::Expected<std::shared_ptr<const KernelDef>> RowProgram::build() {
   out->canonicalText = printCanonical(*out);
   out->hash = contentHash(out->canonicalText);
   return std::shared_ptr<const KernelDef>(std::move(out));
+}
+
+void bitfold::dsl::forEachNode(
+    const KernelDef &def, llvm::function_ref<void(const ExprNode &)> visit) {
+  llvm::DenseSet<const ExprNode *> seen;
+  std::vector<const ExprNode *> stack;
+  auto push = [&](const Expr &e) {
+    if (e.get() && seen.insert(e.get()).second)
+      stack.push_back(e.get());
+  };
+  for (const OperandDecl &o : def.operands)
+    if (o.isOutput)
+      push(o.value);
+  for (const FoldDecl &f : def.folds) {
+    push(f.input);
+    if (!f.combiner)
+      continue;
+    for (const State *s : {&f.combiner->pushBody(), &f.combiner->combineBody(),
+                           &f.combiner->finishBody()})
+      for (const Expr &e : s->fields)
+        push(e);
+  }
+  while (!stack.empty()) {
+    const ExprNode *n = stack.back();
+    stack.pop_back();
+    visit(*n);
+    for (const Expr &a : n->args)
+      push(a);
+  }
 }

@@ -17,6 +17,7 @@
 #define BITFOLD_DSL_IR_H
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -351,6 +352,11 @@ private:
 /// Verify a KernelDef (build() calls this). Public for tests that construct
 /// definitions by hand.
 llvm::Error verify(const KernelDef &def);
+
+/// Calls `visit` once for every node of the program: outputs, fold inputs
+/// and the combiners' push/combine/finish bodies.
+void forEachNode(const KernelDef &def,
+                 llvm::function_ref<void(const ExprNode &)> visit);
 
 /// Canonical text of a verified program: stable across runs and platforms.
 std::string printCanonical(const KernelDef &def);

@@ -295,33 +295,12 @@ private:
 };
 
 bool usesApprox(const dsl::KernelDef &def) {
-  std::vector<const dsl::ExprNode *> stack;
-  std::set<const dsl::ExprNode *> seen;
-  auto push = [&](const dsl::Expr &e) {
-    if (e.get() && seen.insert(e.get()).second)
-      stack.push_back(e.get());
-  };
-  for (const dsl::OperandDecl &o : def.operands)
-    if (o.isOutput)
-      push(o.value);
-  for (const dsl::FoldDecl &f : def.folds) {
-    push(f.input);
-    for (const dsl::State *s : {&f.combiner->pushBody(),
-                                &f.combiner->combineBody(),
-                                &f.combiner->finishBody()})
-      for (const dsl::Expr &e : s->fields)
-        push(e);
-  }
-  while (!stack.empty()) {
-    const dsl::ExprNode *n = stack.back();
-    stack.pop_back();
-    if (n->op == dsl::Op::RcpApproxFtz || n->op == dsl::Op::RsqrtApproxFtz ||
-        n->op == dsl::Op::Ex2ApproxFtz || n->op == dsl::Op::ExpLibdevice)
-      return true;
-    for (const dsl::Expr &a : n->args)
-      push(a);
-  }
-  return false;
+  bool found = false;
+  dsl::forEachNode(def, [&](const dsl::ExprNode &n) {
+    found |= n.op == dsl::Op::RcpApproxFtz || n.op == dsl::Op::RsqrtApproxFtz ||
+             n.op == dsl::Op::Ex2ApproxFtz || n.op == dsl::Op::ExpLibdevice;
+  });
+  return found;
 }
 
 struct HostTensorData {
