@@ -27,7 +27,11 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <bit>
+#include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
+#include <set>
 
 using namespace mlir;
 using namespace bitfold;
@@ -51,6 +55,73 @@ struct Access {
   Value col;     ///< index type, clamped.
   Value inRange; ///< i1, or null when statically in range.
 };
+
+// ---------------------------------------------------------------------------
+// Static fold knowledge: fields of a virtual lane that are known at compile
+// time (a Welford count: it depends only on how many elements the lane saw).
+// Evaluated with the interpreter's exact IEEE semantics on the host, and only
+// through ops whose result the host computes exactly; an approximate op
+// (rcp.approx, ...) or anything data-dependent is unknown.
+
+using Known = std::vector<std::optional<float>>;
+
+Known evalKnown(const dsl::State &body, const Known &args) {
+  llvm::DenseMap<const ExprNode *, std::optional<float>> memo;
+  std::function<std::optional<float>(const ExprNode *)> ev =
+      [&](const ExprNode *n) -> std::optional<float> {
+    auto it = memo.find(n);
+    if (it != memo.end())
+      return it->second;
+    std::optional<float> r;
+    auto arg = [&](int i) { return ev(n->args[i].get()); };
+    switch (n->op) {
+    case DOp::Placeholder: r = args[n->index]; break;
+    case DOp::Const: r = std::bit_cast<float>(n->bits); break;
+    case DOp::Select: {
+      std::optional<float> c = arg(0);
+      if (c)
+        r = *c != 0.0f ? arg(1) : arg(2);
+      break;
+    }
+    default: {
+      llvm::SmallVector<float, 3> a;
+      for (size_t i = 0; i < n->args.size(); ++i) {
+        std::optional<float> v = arg(int(i));
+        if (!v) {
+          memo[n] = std::nullopt;
+          return std::nullopt;
+        }
+        a.push_back(*v);
+      }
+      switch (n->op) {
+      case DOp::Neg: r = -a[0]; break;
+      case DOp::Abs: r = std::fabs(a[0]); break;
+      case DOp::Extend: r = a[0]; break;
+      case DOp::Add: r = a[0] + a[1]; break;
+      case DOp::Sub: r = a[0] - a[1]; break;
+      case DOp::Mul: r = a[0] * a[1]; break;
+      case DOp::Fma: r = std::fma(a[0], a[1], a[2]); break;
+      case DOp::CmpLT: r = a[0] < a[1] ? 1.0f : 0.0f; break;
+      case DOp::CmpLE: r = a[0] <= a[1] ? 1.0f : 0.0f; break;
+      case DOp::CmpGT: r = a[0] > a[1] ? 1.0f : 0.0f; break;
+      case DOp::CmpGE: r = a[0] >= a[1] ? 1.0f : 0.0f; break;
+      case DOp::CmpEQ: r = a[0] == a[1] ? 1.0f : 0.0f; break;
+      case DOp::CmpNE: r = a[0] != a[1] ? 1.0f : 0.0f; break;
+      case DOp::And: r = (a[0] != 0.0f && a[1] != 0.0f) ? 1.0f : 0.0f; break;
+      case DOp::Or: r = (a[0] != 0.0f || a[1] != 0.0f) ? 1.0f : 0.0f; break;
+      case DOp::Not: r = a[0] == 0.0f ? 1.0f : 0.0f; break;
+      default: break; // approximate or not modelled: unknown
+      }
+    }
+    }
+    memo[n] = r;
+    return r;
+  };
+  Known out;
+  for (const dsl::Expr &e : body.fields)
+    out.push_back(ev(e.get()));
+  return out;
+}
 
 class KernelBuilder {
 public:
@@ -170,6 +241,8 @@ private:
   llvm::DenseMap<const ExprNode *, Value> rowMemo;
   std::map<std::pair<const ExprNode *, int64_t>, Value> elemValues;
   std::map<std::pair<int, int>, std::vector<Value>> loads;
+  /// Loaded bf16 values -> their exact f32 widening from the loaded word.
+  llvm::DenseMap<Value, Value> widened;
 };
 
 // ---------------------------------------------------------------------------
@@ -252,6 +325,19 @@ Value KernelBuilder::emitOp(const ExprNode *n, llvm::ArrayRef<Value> a) {
   case DOp::Extend:
     if (a[0].getType() == f32)
       return a[0];
+    if (auto it = widened.find(a[0]); it != widened.end())
+      return it->second;
+    if (auto call = a[0].getDefiningOp<LLVM::CallIntrinsicOp>();
+        call && call.getIntrin() == "llvm.nvvm.f2bf16.rn") {
+      // extend(round_bf16(v)) in one instruction: cvt.rn.bf16x2.f32 d, v, 0
+      // puts rnd(v) in the upper half and +0 in the lower one, which are the
+      // bits of the widened value. Same rounding (cvt.rn) as f2bf16.rn;
+      // ptxas emits both as F2FP (it already packs pairs of f2bf16.rn).
+      Value pair = intrinsic("llvm.nvvm.ff2bf16x2.rn",
+                             {call.getOperand(0), cF32(0.0f)},
+                             VectorType::get({2}, b.getBF16Type()));
+      return LLVM::BitcastOp::create(b, loc, f32, pair);
+    }
     return arith::ExtFOp::create(b, loc, f32, a[0]);
   case DOp::Add: return arith::AddFOp::create(b, loc, a[0], a[1]);
   case DOp::Sub: return arith::SubFOp::create(b, loc, a[0], a[1]);
@@ -346,6 +432,30 @@ std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
                                      ValueRange{col});
     if (piece == 1) {
       out.push_back(LLVM::LoadOp::create(b, loc, elemTy, addr, bytes));
+      continue;
+    }
+    if (dt == DType::BF16) {
+      // bf16 pairs as 32-bit words; widening is then one shl (low half) or
+      // one and (high half), where extracting the high half first costs a
+      // prmt. Both are exact: the bf16 bits become the f32's upper half.
+      auto wordsTy = VectorType::get({piece / 2}, i32);
+      Value words = LLVM::LoadOp::create(b, loc, wordsTy, addr, piece * bytes);
+      for (int e = 0; e < piece; ++e) {
+        Value w = LLVM::ExtractElementOp::create(b, loc, words, cI32(e / 2));
+        Value hi16 = w;
+        if (e % 2)
+          hi16 = arith::ShRUIOp::create(b, loc, w, cI32(16));
+        Value v = arith::BitcastOp::create(
+            b, loc, elemTy,
+            arith::TruncIOp::create(b, loc, b.getI16Type(), hi16));
+        Value wide;
+        if (e % 2)
+          wide = arith::AndIOp::create(b, loc, w, cI32(int32_t(0xffff0000u)));
+        else
+          wide = arith::ShLIOp::create(b, loc, w, cI32(16));
+        widened[v] = arith::BitcastOp::create(b, loc, f32, wide);
+        out.push_back(v);
+      }
       continue;
     }
     auto vecTy = VectorType::get({piece}, elemTy);
@@ -606,6 +716,87 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
         }
     }
 
+  // Static knowledge per virtual lane (the interpreter's lane states where
+  // the host can compute them exactly) and liveness: which lanes' states
+  // still reach lane 0's final state. A register that holds, in every
+  // thread where its lane is live, the same known value becomes that
+  // constant (a Welford count): no shuffle, and its uses (n > 0, rcp(n))
+  // depend on no data. Threads where the lane is dead compute a value
+  // nobody reads, so nothing observable changes.
+  const int T = fp.T;
+  std::vector<Known> known(T);
+  for (int t = 0; t < T; ++t) {
+    for (float v : cb.emptyState())
+      known[t].push_back(v);
+    for (int64_t v = t; v * fp.V < plan.cols; v += T)
+      for (int e = 0; e < fp.V && v * fp.V + e < plan.cols; ++e) {
+        Known args = known[t];
+        args.push_back(std::nullopt);
+        known[t] = evalKnown(cb.pushBody(), args);
+      }
+  }
+  const size_t nStages = fp.stages.size();
+  auto updated = [&](int t, int o) { return !(t & o) && t + o < T; };
+  // live[s]: lanes live before stage s (live[nStages]: after the last).
+  std::vector<std::vector<bool>> live(nStages + 1, std::vector<bool>(T));
+  live[nStages][0] = true;
+  for (size_t si = nStages; si-- > 0;) {
+    int o = fp.stages[si].offset;
+    for (int t = 0; t < T; ++t)
+      if (live[si + 1][t]) {
+        live[si][t] = true;
+        if (updated(t, o))
+          live[si][t + o] = true;
+      }
+  }
+  auto laneOf = [&](int p, int L) {
+    int lo = L % fp.A, hi = L / fp.A;
+    return lo + fp.A * (p + fp.Pf * hi);
+  };
+  auto substitute = [&](size_t point) {
+    for (int L = 0; L < fp.k; ++L)
+      for (int i = 0; i < F; ++i) {
+        std::optional<uint32_t> bits;
+        bool ok = true, any = false;
+        for (int p = 0; p < fp.Pf && ok; ++p) {
+          int t = laneOf(p, L);
+          if (t >= T || !live[point][t])
+            continue;
+          any = true;
+          if (!known[t][i]) {
+            ok = false;
+            break;
+          }
+          uint32_t bt = std::bit_cast<uint32_t>(*known[t][i]);
+          if (bits && *bits != bt)
+            ok = false;
+          bits = bt;
+        }
+        if (ok && any)
+          st[L][i] = cF32Bits(*bits);
+      }
+  };
+  auto isConst = [](Value v) {
+    return bool(v.getDefiningOp<arith::ConstantOp>());
+  };
+  // A stage's select keeps a thread's old state where its lane is not
+  // updated; not needed when every such lane of the slot is dead after it.
+  auto needKeep = [&](size_t si, int L, int q) {
+    int o = fp.stages[si].offset;
+    for (int p = 0; p < plan.config.threadsPerRow; ++p) {
+      if (!(p & q))
+        continue;
+      if (p >= fp.Pf)
+        continue; // idle threads hold no lane of the fold
+      int t = laneOf(p, L);
+      if (t < T && live[si + 1][t])
+        return true;
+    }
+    (void)o;
+    return false;
+  };
+  substitute(0);
+
   auto combineInto = [&](std::vector<Value> &self,
                          const std::vector<Value> &other, Value cond) {
     std::vector<Value> args = self;
@@ -630,7 +821,8 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
     return arith::AddIOp::create(b, loc, v, cI32(L * F + field));
   };
 
-  for (const StagePlan &sp : fp.stages) {
+  for (size_t si = 0; si < nStages; ++si) {
+    const StagePlan &sp = fp.stages[si];
     switch (sp.where) {
     case StagePlan::RegisterLo: {
       int o = sp.threadOffset;
@@ -656,10 +848,13 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
       for (int L = 0; L < fp.k; ++L) {
         std::vector<Value> other;
         for (int i = 0; i < F; ++i)
-          other.push_back(NVVM::ShflOp::create(
-              b, loc, f32, cI32(-1), st[L][i], cI32(q), cI32(0x1f),
-              NVVM::ShflKind::down, UnitAttr()));
-        combineInto(st[L], other, clear);
+          other.push_back(isConst(st[L][i])
+                              ? st[L][i] // the same in every thread
+                              : NVVM::ShflOp::create(
+                                    b, loc, f32, cI32(-1), st[L][i], cI32(q),
+                                    cI32(0x1f), NVVM::ShflKind::down,
+                                    UnitAttr()));
+        combineInto(st[L], other, needKeep(si, L, q) ? clear : Value());
       }
       break;
     }
@@ -687,6 +882,17 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
       break;
     }
     }
+    // The interpreter's stage on the static knowledge, then constants.
+    std::vector<Known> next = known;
+    for (int t = 0; t < T; ++t)
+      if (updated(t, sp.offset)) {
+        Known args = known[t];
+        args.insert(args.end(), known[t + sp.offset].begin(),
+                    known[t + sp.offset].end());
+        next[t] = evalKnown(cb.combineBody(), args);
+      }
+    known = std::move(next);
+    substitute(si + 1);
   }
 
   // Broadcast lane 0's state (thread 0 of the row, L = 0) to the row.
@@ -695,9 +901,11 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
     Value src = arith::AndIOp::create(
         b, loc, arith::AndIOp::create(b, loc, tid, cI32(31)), cI32(~(P - 1)));
     for (int i = 0; i < F; ++i)
-      state[i] = NVVM::ShflOp::create(b, loc, f32, cI32(-1), st[0][i], src,
-                                      cI32(0x1f), NVVM::ShflKind::idx,
-                                      UnitAttr());
+      state[i] = isConst(st[0][i])
+                     ? st[0][i]
+                     : NVVM::ShflOp::create(b, loc, f32, cI32(-1), st[0][i],
+                                            src, cI32(0x1f),
+                                            NVVM::ShflKind::idx, UnitAttr());
   } else {
     std::string name = "bf_broadcast_" + std::to_string(f);
     sharedBuffer(name, int64_t(R) * F);
@@ -719,50 +927,99 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
     }
     barrier();
     for (int i = 0; i < F; ++i)
-      state[i] = LLVM::LoadOp::create(b, loc, f32, at(i), 4);
+      state[i] = isConst(st[0][i]) ? st[0][i]
+                                   : LLVM::LoadOp::create(b, loc, f32, at(i), 4);
   }
   foldResults[f] = evalBody(cb.finishBody(), state);
 }
 
 void KernelBuilder::emitOutputs(const std::vector<Access> &accs) {
-  for (const Access &a : accs) {
-    if (!a.col)
-      continue;
-    // Values first (outside the guard), then one guarded block of stores.
-    std::vector<std::pair<int, std::vector<Value>>> values;
-    for (size_t i = 0; i < def.operands.size(); ++i) {
-      const dsl::OperandDecl &o = def.operands[i];
-      if (!o.isOutput)
+  // Operands the outputs load (not looking through folds).
+  std::set<int> outLoads;
+  {
+    std::vector<const ExprNode *> stack;
+    std::set<const ExprNode *> seen;
+    for (const dsl::OperandDecl &o : def.operands)
+      if (o.isOutput)
+        stack.push_back(o.value.get());
+    while (!stack.empty()) {
+      const ExprNode *n = stack.back();
+      stack.pop_back();
+      if (!n || !seen.insert(n).second || n->op == DOp::FoldValue)
         continue;
-      std::vector<Value> v;
-      for (int e = 0; e < a.width; ++e)
-        v.push_back(elemValue(o.value.get(), a, e));
-      values.push_back({int(i), std::move(v)});
+      if (n->op == DOp::Load)
+        outLoads.insert(n->index);
+      for (const dsl::Expr &a : n->args)
+        stack.push_back(a.get());
     }
-    Value cond = andI(rowValid, a.inRange);
-    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-    for (auto &[i, v] : values) {
-      DType dt = def.operands[i].dtype;
-      Type elemTy = storageType(dt);
-      int bytes = int(dsl::dtypeBytes(dt));
-      int piece = std::min(a.width, 16 / bytes);
-      for (int start = 0; start < a.width; start += piece) {
-        Value col = start ? arith::AddIOp::create(b, loc, a.col, cIdx(start))
-                          : a.col;
-        Value addr = LLVM::GEPOp::create(b, loc, ptrGlobal, elemTy, base[i],
-                                         ValueRange{col});
-        if (piece == 1) {
-          LLVM::StoreOp::create(b, loc, v[start], addr, bytes);
+  }
+  // Accesses go in groups: first every value of the group (so all its loads
+  // are issued together), then its stores. A store may alias a later load
+  // (an output may be an input), so LLVM keeps loads behind earlier stores;
+  // one access at a time left a thread with a single access's loads in
+  // flight. The group is bounded by the bytes it loads (registers; 128
+  // made ptxas spill a 64-bit address in residual_gate per_batch r2.t64).
+  const int64_t budget = 192;
+  size_t i = 0;
+  while (i < accs.size()) {
+    struct Pending {
+      const Access *acc;
+      std::vector<std::pair<int, std::vector<Value>>> values;
+    };
+    std::vector<Pending> group;
+    int64_t bytes = 0;
+    size_t j = i;
+    for (; j < accs.size(); ++j) {
+      const Access &a = accs[j];
+      if (!a.col)
+        continue;
+      int64_t need = 0;
+      for (int op : outLoads)
+        if (!loads.count({op, a.id}))
+          need += int64_t(a.width) * int64_t(dsl::dtypeBytes(def.operands[op].dtype));
+      if (!group.empty() && bytes + need > budget)
+        break;
+      bytes += need;
+      Pending pd{&a, {}};
+      for (size_t o = 0; o < def.operands.size(); ++o) {
+        const dsl::OperandDecl &od = def.operands[o];
+        if (!od.isOutput)
           continue;
+        std::vector<Value> v;
+        for (int e = 0; e < a.width; ++e)
+          v.push_back(elemValue(od.value.get(), a, e));
+        pd.values.push_back({int(o), std::move(v)});
+      }
+      group.push_back(std::move(pd));
+    }
+    i = j;
+    for (Pending &pd : group) {
+      const Access &a = *pd.acc;
+      Value cond = andI(rowValid, a.inRange);
+      auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      for (auto &[oi, v] : pd.values) {
+        DType dt = def.operands[oi].dtype;
+        Type elemTy = storageType(dt);
+        int bytesPer = int(dsl::dtypeBytes(dt));
+        int piece = std::min(a.width, 16 / bytesPer);
+        for (int start = 0; start < a.width; start += piece) {
+          Value col = start ? arith::AddIOp::create(b, loc, a.col, cIdx(start))
+                            : a.col;
+          Value addr = LLVM::GEPOp::create(b, loc, ptrGlobal, elemTy, base[oi],
+                                           ValueRange{col});
+          if (piece == 1) {
+            LLVM::StoreOp::create(b, loc, v[start], addr, bytesPer);
+            continue;
+          }
+          auto vecTy = VectorType::get({piece}, elemTy);
+          Value vec = LLVM::PoisonOp::create(b, loc, vecTy);
+          for (int e = 0; e < piece; ++e)
+            vec = LLVM::InsertElementOp::create(b, loc, vec, v[start + e],
+                                                cI32(e));
+          LLVM::StoreOp::create(b, loc, vec, addr, piece * bytesPer);
         }
-        auto vecTy = VectorType::get({piece}, elemTy);
-        Value vec = LLVM::PoisonOp::create(b, loc, vecTy);
-        for (int e = 0; e < piece; ++e)
-          vec = LLVM::InsertElementOp::create(b, loc, vec, v[start + e],
-                                              cI32(e));
-        LLVM::StoreOp::create(b, loc, vec, addr, piece * bytes);
       }
     }
   }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <set>
 
 using namespace bitfold;
@@ -262,8 +263,15 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
       loadsOf(o.value.get(), outLoads);
   int64_t perThread = (D + P - 1) / P;
   int est = 40;
-  for (size_t f = 0; f < plan.folds.size(); ++f)
-    est += 2 * int(def.folds[f].combiner->numFields()) * plan.folds[f].k;
+  for (size_t f = 0; f < plan.folds.size(); ++f) {
+    // Lanes that own no element stay the empty state: constants, no
+    // registers. Lanes with elements: ceil(min(T, vectors) / Pf) per thread.
+    const FoldPlan &fp = plan.folds[f];
+    int64_t vectors = (D + fp.V - 1) / fp.V;
+    int64_t dataLanes = std::min<int64_t>(
+        fp.k, (std::min<int64_t>(fp.T, vectors) + fp.Pf - 1) / fp.Pf);
+    est += 2 * int(def.folds[f].combiner->numFields()) * int(dataLanes);
+  }
   if (plan.outputUsesFoldMapping) {
     int kept = 0;
     for (int i : foldLoads)
@@ -309,8 +317,12 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
         // as the reference's do).
         if (int64_t(P) * W > roundD && (def.folds.empty() || P > 32))
           continue;
-        if (!def.folds.empty() && P < 32)
-          continue; // rows of folds: at least a warp.
+        // Rows of folds: at least a warp, except in one pass where fewer
+        // threads per row hold more of a short row (qk heads of 128):
+        // register merges replace shuffle stages and the empty lanes are
+        // constants, so a row costs far fewer instructions.
+        if (!def.folds.empty() && P < 32 && (passes == 2 || P < 4))
+          continue;
         if (!def.folds.empty() && passes == 1 && P > maxT)
           continue;
         if (P > 256)
@@ -350,17 +362,29 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   std::vector<TileConfig> all = enumerateConfigs(def, shape);
   if (all.empty())
     return TileConfig{};
-  // Prefer one pass, 256-thread CTAs, the widest vector, then 128 threads
-  // per row for folds (the references' block size).
+  // Folds: one pass, the widest vector, about 32 elements of the row per
+  // thread (fewer threads per row: fewer shuffle stages and idle lanes;
+  // more: too many registers), then small CTAs. Without folds:
+  // 256-thread CTAs, the widest vector; long rows take more threads per row
+  // (fewer accesses per thread, all of them in flight at once).
+  const int64_t D = shape.cols;
   auto score = [&](const TileConfig &c) {
     int s = 0;
     s += c.twoPass ? 0 : 100000;
-    s += c.ctaThreads() == 256 ? 300 : c.ctaThreads() == 128 ? 200 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
-    if (!def.folds.empty())
-      s += c.threadsPerRow == 128 ? 50 : c.threadsPerRow == 64 ? 40 : 0;
-    else
+    if (!def.folds.empty()) {
+      double perThread = double(D) / c.threadsPerRow;
+      s -= int(100 * std::fabs(std::log2(std::max(perThread, 1.0)) - 5.0));
+      // Small CTAs (tuned on the H200: r1.t64 for LN/RMSNorm rows of 4096,
+      // r8.t4 within 1% of the best for qk heads).
+      s += c.ctaThreads() == 64 ? 40 : c.ctaThreads() == 32 ? 30
+           : c.ctaThreads() == 128 ? 20 : c.ctaThreads() == 256 ? 10 : 0;
+    } else {
+      s += c.ctaThreads() == 256 ? 300 : c.ctaThreads() == 128 ? 200 : 0;
       s += c.rowsPerCta <= 8 ? 5 : 0;
+      if (D >= 1024)
+        s += 10 * std::countr_zero(unsigned(c.threadsPerRow));
+    }
     return s;
   };
   return *std::max_element(all.begin(), all.end(),
