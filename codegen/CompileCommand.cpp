@@ -103,6 +103,22 @@ int codegen::runCompileCommand(llvm::ArrayRef<std::string> args,
            " [--list-configs]\n";
     return 2;
   };
+  for (const std::string &a : args)
+    if (a == "--help" || a == "-h") {
+      out << "usage: bitfold compile TEMPLATE --shape DIMS [options]\n\n"
+             "Lowers TEMPLATE for one shape DSL -> MLIR -> LLVM IR -> PTX -> "
+             "cubin, audits the PTX and prints per-stage times.\n"
+             "  --shape DIMS         B,S,D (row-major), B,S,H,D (qk_layernorm),\n"
+             "                       N,C,H,W or N,C,D,H,W (channels-last)\n"
+             "  --config rR.tT.vV.pP tile config (default: the heuristic's)\n"
+             "  --list-configs       print the legal configs and stop\n"
+             "  --arch sm_XY         target (default sm_90)\n"
+             "  --dump-dir DIR       write every stage's IR, the PTX and cubin\n"
+             "  --ptx-only           stop at PTX\n"
+             "  --cubin-tool T       nvJitLink, ptxas or driver\n"
+             "  --dtype, --bias-dtype, --residual, --gate  template options\n";
+      return 0;
+    }
   for (size_t i = 0; i < args.size(); ++i) {
     llvm::StringRef a = args[i];
     auto value = [&]() -> std::optional<std::string> {

@@ -153,30 +153,10 @@ llvm::Error codegen::auditPtx(const CompiledKernel &k,
 
 PtxAllowances codegen::allowancesOf(const dsl::KernelDef &def) {
   PtxAllowances a;
-  std::set<const dsl::ExprNode *> seen;
-  std::vector<const dsl::ExprNode *> stack;
-  auto push = [&](const dsl::Expr &e) { stack.push_back(e.get()); };
-  for (const dsl::OperandDecl &o : def.operands)
-    if (o.isOutput)
-      push(o.value);
-  for (const dsl::FoldDecl &f : def.folds) {
-    push(f.input);
-    for (const dsl::State *s : {&f.combiner->pushBody(),
-                                &f.combiner->combineBody(),
-                                &f.combiner->finishBody()})
-      for (const dsl::Expr &e : s->fields)
-        push(e);
-  }
-  while (!stack.empty()) {
-    const dsl::ExprNode *n = stack.back();
-    stack.pop_back();
-    if (!n || !seen.insert(n).second)
-      continue;
-    a.subFtz |= n->op == dsl::Op::SubFtz;
-    a.expLibdevice |= n->op == dsl::Op::ExpLibdevice;
-    for (const dsl::Expr &e : n->args)
-      stack.push_back(e.get());
-  }
+  dsl::forEachNode(def, [&](const dsl::ExprNode &n) {
+    a.subFtz |= n.op == dsl::Op::SubFtz;
+    a.expLibdevice |= n.op == dsl::Op::ExpLibdevice;
+  });
   return a;
 }
 
