@@ -3,6 +3,7 @@
 #include "codegen/CompileCommand.h"
 
 #include "codegen/PtxAudit.h"
+#include "templates/Problem.h"
 #include "templates/Templates.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -37,25 +38,13 @@ codegen::shapeTemplate(const TemplateRequest &req) {
       names += (names.empty() ? "" : ", ") + t.name;
     return fail("unknown template '" + req.name + "' (" + names + ")");
   }
-  const std::vector<int64_t> &s = req.tensorShape;
-  if (s.size() < 2)
-    return fail("--shape needs at least two dims");
-  for (int64_t d : s)
-    if (d < 1)
-      return fail("--shape dims must be positive");
-  bool channelsLast = req.name == "conv_bias" || req.name == "wan_rmsnorm_silu";
+  llvm::Expected<templates::ProblemShape> ps =
+      templates::shapeFromDims(req.name, req.tensorShape);
+  if (!ps)
+    return ps.takeError();
   ShapedTemplate out;
-  int64_t rows = 1, cols;
-  if (channelsLast) {
-    cols = s[1];
-    rows = s[0];
-    for (size_t i = 2; i < s.size(); ++i)
-      rows *= s[i];
-  } else {
-    cols = s.back();
-    for (size_t i = 0; i + 1 < s.size(); ++i)
-      rows *= s[i];
-  }
+  const int64_t cols = ps->cols;
+  const int64_t rows = ps->groupRows.front(); // per group
   templates::TemplateArgs args;
   args.dtype = req.dtype;
   args.biasDtype = req.biasDtype;
@@ -69,12 +58,8 @@ codegen::shapeTemplate(const TemplateRequest &req) {
   if (!def)
     return def.takeError();
   out.def = *def;
-  for (const std::string &d : out.def->dims) {
-    if (d != "S" || s.size() < 3)
-      return fail("template dim '" + d + "' needs a (B, S, D) shape");
-    out.dims.push_back(s[s.size() - 2]);
-  }
-  out.groupRows.assign(out.def->groups, rows);
+  out.dims.assign(out.def->dims.size(), ps->rowsPerBatch);
+  out.groupRows = ps->groupRows;
   out.shape.cols = cols;
   int64_t maxOff = 0;
   for (const dsl::OperandDecl &o : out.def->operands) {

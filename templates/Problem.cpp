@@ -34,21 +34,16 @@ std::string ProblemShape::str() const {
   return s;
 }
 
-llvm::Expected<ProblemShape> templates::parseShape(llvm::StringRef tmpl,
-                                                   llvm::StringRef text) {
+llvm::Expected<ProblemShape>
+templates::shapeFromDims(llvm::StringRef tmpl, llvm::ArrayRef<int64_t> dims) {
   if (!findTemplate(tmpl))
     return shapeError(llvm::formatv("unknown template '{0}'", tmpl));
   ProblemShape s;
-  llvm::SmallVector<llvm::StringRef> parts;
-  text.split(parts, ',');
-  for (llvm::StringRef p : parts) {
-    int64_t v;
-    if (p.trim().getAsInteger(10, v) || v < 1)
-      return shapeError(llvm::formatv("shape '{0}': '{1}' is not a positive "
-                                      "integer",
-                                      text, p));
-    s.dims.push_back(v);
-  }
+  s.dims.assign(dims.begin(), dims.end());
+  for (int64_t d : dims)
+    if (d < 1)
+      return shapeError(llvm::formatv("shape {0}: dims must be positive",
+                                      s.str()));
   auto product = [&](size_t from, size_t to) {
     int64_t n = 1;
     for (size_t i = from; i < to; ++i)
@@ -64,22 +59,35 @@ llvm::Expected<ProblemShape> templates::parseShape(llvm::StringRef tmpl,
     s.groupRows = {s.dims[0] * product(2, s.dims.size())};
     return s;
   }
+  if (s.dims.size() < 2)
+    return shapeError(llvm::formatv(
+        "{0}: shape is B,S,D (or any ...,D); found {1} dim(s)", tmpl,
+        s.dims.size()));
+  s.cols = s.dims.back();
+  int64_t rows = product(0, s.dims.size() - 1);
   if (tmpl == "qk_layernorm") {
-    if (s.dims.size() != 4)
-      return shapeError(llvm::formatv(
-          "qk_layernorm: shape is B,S,H,D; found {0} dims", s.dims.size()));
-    s.cols = s.dims[3];
-    int64_t rows = product(0, 3);
-    s.groupRows = {rows, rows};
+    s.groupRows = {rows, rows}; // q and k
     return s;
   }
-  if (s.dims.size() != 3)
-    return shapeError(llvm::formatv("{0}: shape is B,S,D; found {1} dims",
-                                    tmpl, s.dims.size()));
-  s.cols = s.dims[2];
-  s.rowsPerBatch = s.dims[1];
-  s.groupRows = {s.dims[0] * s.dims[1]};
+  s.rowsPerBatch = s.dims.size() >= 3 ? s.dims[s.dims.size() - 2] : rows;
+  s.groupRows = {rows};
   return s;
+}
+
+llvm::Expected<ProblemShape> templates::parseShape(llvm::StringRef tmpl,
+                                                   llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, ',');
+  std::vector<int64_t> dims;
+  for (llvm::StringRef p : parts) {
+    int64_t v;
+    if (p.trim().getAsInteger(10, v) || v < 1)
+      return shapeError(llvm::formatv("shape '{0}': '{1}' is not a positive "
+                                      "integer",
+                                      text, p));
+    dims.push_back(v);
+  }
+  return shapeFromDims(tmpl, dims);
 }
 
 static void storeValue(dsl::DType t, uint8_t *p, float v) {

@@ -23,10 +23,14 @@ struct ProblemShape {
   std::string str() const;   ///< "1x4096x4096"
 };
 
-/// Parses "1,4096,4096" for `tmpl`:
-///  row-major templates: B,S,D (rows = B*S, S = rows per batch);
+/// The problem shape of `tmpl` for tensor dims:
+///  row-major templates: B,S,D (rows = B*S, S = rows per batch), or any
+///  (..., D) with at least two dims (S = the next-to-last dim);
 ///  qk_layernorm: B,S,H,D (rows = B*S*H per group, q and k);
 ///  channels-last templates: N,C,H,W or N,C,D,H,W (rows = pixels, cols = C).
+llvm::Expected<ProblemShape> shapeFromDims(llvm::StringRef tmpl,
+                                           llvm::ArrayRef<int64_t> dims);
+/// shapeFromDims of comma-separated text, e.g. "1,4096,4096".
 llvm::Expected<ProblemShape> parseShape(llvm::StringRef tmpl,
                                         llvm::StringRef text);
 
