@@ -399,6 +399,21 @@ void RowProgram::guardCols(int64_t multipleOf, int64_t minCols,
   def.maxCols = maxCols;
 }
 
+void RowProgram::guardAlign(llvm::StringRef operand, int elements) {
+  for (OperandDecl &o : def.operands)
+    if (o.name == operand) {
+      if (elements < 1 || (elements & (elements - 1)))
+        errors.push_back(llvm::formatv("guardAlign('{0}'): alignment must be "
+                                       "a power of two of elements, found {1}",
+                                       operand, elements));
+      o.guardAlignElems = elements;
+      return;
+    }
+  errors.push_back(llvm::formatv("guardAlign: no operand named '{0}' (declare "
+                                 "it first)",
+                                 operand));
+}
+
 llvm::Expected<std::shared_ptr<const KernelDef>> RowProgram::build() {
   std::string all;
   for (const std::string &e : errors)

@@ -266,6 +266,9 @@ struct OperandDecl {
   int batchDim = -1; ///< PerBatch: index of the named dim S.
   bool isOutput = false;
   Expr value;        ///< outputs: what is stored.
+  /// Guard: the reference takes the code path this program copies only when
+  /// the operand's address is a multiple of this many elements (0: any).
+  int guardAlignElems = 0;
 };
 
 struct FoldDecl {
@@ -340,6 +343,10 @@ public:
   void groups(int n);
   /// The reference's conditions on the column count.
   void guardCols(int64_t multipleOf, int64_t minCols, int64_t maxCols);
+  /// The reference's condition on an operand's address: a multiple of
+  /// `elements` elements (e.g. aten's vectorized layer norm needs x and y
+  /// aligned to its 4-element vectors).
+  void guardAlign(llvm::StringRef operand, int elements);
 
   /// Verify and freeze. Errors list every problem found, one per line.
   llvm::Expected<std::shared_ptr<const KernelDef>> build();

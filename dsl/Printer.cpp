@@ -155,6 +155,8 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
     if (o.map == IndexMap::PerBatch && o.batchDim >= 0 &&
         o.batchDim < int(def.dims.size()))
       os << "(" << def.dims[o.batchDim] << ")";
+    if (o.guardAlignElems)
+      os << " align " << o.guardAlignElems;
     os << "\n";
   }
   for (const ScalarDecl &s : def.scalars)
@@ -183,7 +185,10 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
       continue;
     std::string v = body.print(o.value);
     os << "  output " << o.name << " : " << dtypeName(o.dtype) << " "
-       << layoutName(o.layout) << " = " << v << "\n";
+       << layoutName(o.layout);
+    if (o.guardAlignElems)
+      os << " align " << o.guardAlignElems;
+    os << " = " << v << "\n";
   }
   return text;
 }

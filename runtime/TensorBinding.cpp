@@ -498,13 +498,9 @@ llvm::Error bitfold::runtime::checkDefLimits(const KernelDef &def) {
 
 int bitfold::runtime::referenceAlignBytes(const KernelDef &def,
                                           const OperandDecl &op) {
-  // aten's LayerNormKernelImplInternal takes vectorized_layer_norm_kernel
-  // only if can_vectorize(X) and can_vectorize(Y) with alignment
-  // vec_size (4) * sizeof(T); NUMERICS.md 1 and 2.
-  if ((def.name == "ln_modulate" || def.name == "qk_layernorm") &&
-      (op.name == "x" || op.name == "y"))
-    return 4 * int(dsl::dtypeBytes(op.dtype));
-  return 0;
+  // The template's guard (e.g. aten's vectorized layer norm runs only when
+  // x and y are aligned to its 4-element vectors; NUMERICS.md 1 and 2).
+  return op.guardAlignElems * int(dsl::dtypeBytes(op.dtype));
 }
 
 llvm::Error bitfold::runtime::bindTensors(const KernelDef &def,

@@ -54,6 +54,9 @@ llvm::Expected<KernelDefRef> templates::lnModulate(DType dt) {
   Expr onePlus = round(dt, Expr(1.0f) + scale);
   Expr out = round(dt, round(dt, y * onePlus) + shift);
   p.output("y", dt, Layout::RowMajor, out);
+  // ...and only when x and y are aligned to its 4-element vectors.
+  p.guardAlign("x", 4);
+  p.guardAlign("y", 4);
   return p.build();
 }
 
@@ -70,6 +73,8 @@ llvm::Expected<KernelDefRef> templates::qkLayerNorm(DType dt) {
   Expr xf = x.to_f32();
   auto [mean, rstd] = atenLayerNormStats(p, xf, eps);
   p.output("y", dt, Layout::RowMajor, round(dt, rstd * (xf - mean)));
+  p.guardAlign("x", 4);
+  p.guardAlign("y", 4);
   return p.build();
 }
 

@@ -116,6 +116,7 @@ struct Knobs {
   int64_t guardMultiple = 4, guardMax = 4096;
   int groups = 1;
   const char *outputName = "y";
+  int alignX = 0;
 };
 
 KernelDefRef knobbed(const Knobs &k) {
@@ -153,6 +154,8 @@ KernelDefRef knobbed(const Knobs &k) {
   p.guardCols(k.guardMultiple, 4, k.guardMax);
   p.output(k.outputName, k.outType, k.layout,
            round(k.outType, mixed * rstd + Expr(k.constant)));
+  if (k.alignX)
+    p.guardAlign("x", k.alignX);
   auto built = p.build();
   if (!built) {
     ADD_FAILURE() << llvm::toString(built.takeError());
@@ -231,6 +234,10 @@ TEST(HashChanges, WhenAScalarChanges) {
 TEST(HashChanges, WhenTheGuardChanges) {
   expectHashChanges({.guardMultiple = 8}, "cols % 4 -> cols % 8");
   expectHashChanges({.guardMax = 8192}, "cols <= 4096 -> cols <= 8192");
+}
+
+TEST(HashChanges, WhenAnAlignmentGuardChanges) {
+  expectHashChanges({.alignX = 4}, "x any address -> x aligned to 4");
 }
 
 TEST(HashChanges, WhenTheGroupCountChanges) {

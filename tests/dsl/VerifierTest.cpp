@@ -536,3 +536,15 @@ TEST(Verifier, RejectsADimThatIsNotDeclared) {
 }
 
 } // namespace
+
+TEST(Verifier, RejectsAnAlignmentGuardOnAnUnknownOperand) {
+  RowProgram p = wellFormed();
+  p.guardAlign("z", 4);
+  EXPECT_TRUE(failsWith(p.build(), {"guardAlign", "no operand named 'z'"}));
+}
+
+TEST(Verifier, RejectsAnAlignmentGuardThatIsNotAPowerOfTwo) {
+  RowProgram p = wellFormed();
+  p.guardAlign("x", 3);
+  EXPECT_TRUE(failsWith(p.build(), {"guardAlign('x')", "power of two", "3"}));
+}
