@@ -9,6 +9,7 @@
 #include "runtime/bitfold.h"
 
 #include "dsl/Interp.h"
+#include "templates/Problem.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -425,33 +426,20 @@ int bitfold::runtime::runRunCommand(llvm::ArrayRef<std::string> args,
       bitfold_kernel_set_config(k, config.c_str()) != BITFOLD_SUCCESS)
     return fail(err, bitfold_last_error());
   Kernel *kernel = unwrapKernel(k);
-  const dsl::KernelDef &sig = kernel->signature();
 
-  // Shape -> rows, cols, batches.
-  const bool channelsLast = sig.operands[0].layout == dsl::Layout::ChannelsLast;
-  int64_t cols = 0, rows = 1, batches = 1;
-  if (channelsLast) {
-    if (dims.size() != 4 && dims.size() != 5)
-      return fail(err, name + " is channels-last: --shape N,C,H,W or "
-                              "N,C,D,H,W");
-    cols = dims[1];
-    batches = dims[0];
-    for (size_t d = 0; d < dims.size(); ++d)
-      if (d != 1)
-        rows *= dims[d];
-  } else {
-    if (dims.empty())
-      return fail(err, "empty --shape");
-    cols = dims.back();
-    for (size_t d = 0; d + 1 < dims.size(); ++d)
-      rows *= dims[d];
-    batches = dims.size() >= 3 ? dims[0] : 1;
-  }
+  // Shape -> rows, cols, batches, by the templates' own rule.
+  llvm::Expected<templates::ProblemShape> problem =
+      templates::shapeFromDims(name, dims);
+  if (!problem)
+    return fail(err, llvm::toString(problem.takeError()));
+  const int64_t cols = problem->cols;
+  const int64_t rows = problem->groupRows.front(); // per group
+  const int64_t batches = rows / problem->rowsPerBatch;
   auto defOr = kernel->defFor(cols);
   if (!defOr)
     return fail(err, llvm::toString(defOr.takeError()));
   const dsl::KernelDef &def = **defOr;
-  const int64_t S = batches > 0 ? rows / batches : 0;
+  const int64_t S = problem->rowsPerBatch;
 
   auto ctx = ScopedContext::forDevice(device);
   if (!ctx)

@@ -69,7 +69,8 @@ templates::shapeFromDims(llvm::StringRef tmpl, llvm::ArrayRef<int64_t> dims) {
     s.groupRows = {rows, rows}; // q and k
     return s;
   }
-  s.rowsPerBatch = s.dims.size() >= 3 ? s.dims[s.dims.size() - 2] : rows;
+  // The first dim is the batch: per-batch operands have one row per batch.
+  s.rowsPerBatch = s.dims.size() >= 3 ? rows / s.dims[0] : rows;
   s.groupRows = {rows};
   return s;
 }

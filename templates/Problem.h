@@ -25,7 +25,8 @@ struct ProblemShape {
 
 /// The problem shape of `tmpl` for tensor dims:
 ///  row-major templates: B,S,D (rows = B*S, S = rows per batch), or any
-///  (..., D) with at least two dims (S = the next-to-last dim);
+///  B,...,D with at least three dims (rows per batch = rows / B), or
+///  rows,D (one batch);
 ///  qk_layernorm: B,S,H,D (rows = B*S*H per group, q and k);
 ///  channels-last templates: N,C,H,W or N,C,D,H,W (rows = pixels, cols = C).
 llvm::Expected<ProblemShape> shapeFromDims(llvm::StringRef tmpl,

@@ -187,7 +187,7 @@ TEST(RunCommand, UsageErrors) {
       << o.err;
   o = run({"conv_bias", "--shape", "1,8,64"});
   EXPECT_EQ(o.status, 1);
-  EXPECT_NE(o.err.find("conv_bias is channels-last: --shape N,C,H,W"),
+  EXPECT_NE(o.err.find("conv_bias: shape is N,C,H,W or N,C,D,H,W"),
             std::string::npos)
       << o.err;
 }
