@@ -36,7 +36,7 @@ if "$bitfold" version | grep -q '^GPU 0:'; then
     rc=$?
     echo "$log"
     ((rc == 0)) || status=1
-    config=$(sed -n 's/^config \([^,]*\),.*/\1/p' <<<"$log" | head -1)
+    config=$(sed -n 's/^config \([^ ,]*\).*/\1/p' <<<"$log" | head -1)
     time=$(sed -n 's/^time per launch: median \([0-9.]*\) us.*/\1/p' <<<"$log" | head -1)
     equal=no
     grep -q '^bit-exact vs the interpreter' <<<"$log" && equal=yes
