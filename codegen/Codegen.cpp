@@ -135,6 +135,13 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
         if (!p)
           return p.takeError();
         plan = std::move(*p);
+        // "sm_90", "sm_90a": the digits; anything else fails later, in the
+        // target machine, with its own message.
+        unsigned sm = 0;
+        llvm::StringRef arch(options.arch);
+        if (arch.consume_front("sm_") &&
+            !arch.take_while(llvm::isDigit).getAsInteger(10, sm))
+          plan.smVersion = int(sm);
         return llvm::Error::success();
       }))
     return std::move(e);
@@ -166,6 +173,7 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
     return std::move(e);
   }
   out.ir.fmaWritten = stats.fmaWritten;
+  out.ir.narrowArith = stats.narrowArith;
   stages.dump("mlir-built.mlir", [&](llvm::raw_ostream &os) { module->print(os); });
 
   struct PassStage {

@@ -95,6 +95,7 @@ struct CompiledKernel {
     int64_t fmaAfterOpt = 0;    ///< llvm.fma calls after O3.
     int64_t fmaFoldable = 0;    ///< of those, with >= 2 constant operands.
     bool contractionAllowed = false; ///< any fast-math flag or fmuladd.
+    int64_t narrowArith = 0; ///< round(add/sub/mul) written as bf16/f16 ops.
   } ir;
 };
 

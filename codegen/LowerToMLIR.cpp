@@ -123,6 +123,86 @@ Known evalKnown(const dsl::State &body, const Known &args) {
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// Exact rewrites the lowering applies (each proven in docs/design-notes.md,
+// "Exact rewrites in codegen").
+
+/// nvcc's reciprocal `r = rcp.approx.ftz(x); fma(r, sub.ftz(-0, fma(x, r, -1)),
+/// r)` of a compile-time integer 1 <= x < 2^21 is RN(1/x): rcp.approx is
+/// within 1 ulp (PTX ISA), the Newton step's exact value is within 2^-46 of
+/// 1/x relatively, and 1/x is at least 2^-25/x away from every rounding
+/// midpoint. Returns the node's constant value where the pattern matches.
+std::optional<float> nvccReciprocalOfConstant(const ExprNode *n,
+                                              llvm::ArrayRef<Value> a) {
+  auto isConst = [](const ExprNode *m, uint32_t bits) {
+    return m->op == DOp::Const && m->bits == bits;
+  };
+  if (n->op != DOp::Fma || n->args[0].get() != n->args[2].get())
+    return std::nullopt;
+  const ExprNode *r = n->args[0].get();
+  const ExprNode *e = n->args[1].get();
+  if (r->op != DOp::RcpApproxFtz || e->op != DOp::SubFtz ||
+      !isConst(e->args[0].get(), 0x80000000u))
+    return std::nullopt;
+  const ExprNode *f = e->args[1].get();
+  if (f->op != DOp::Fma || f->args[0].get() != r->args[0].get() ||
+      f->args[1].get() != r || !isConst(f->args[2].get(), 0xbf800000u))
+    return std::nullopt;
+  auto call = a[0].getDefiningOp<LLVM::CallIntrinsicOp>();
+  if (!call)
+    return std::nullopt;
+  auto cst = call.getOperand(0).getDefiningOp<arith::ConstantOp>();
+  if (!cst)
+    return std::nullopt;
+  float x = llvm::cast<FloatAttr>(cst.getValue()).getValue().convertToFloat();
+  if (!(x >= 1.0f && x < 2097152.0f) || x != std::floor(x))
+    return std::nullopt;
+  return 1.0f / x;
+}
+
+/// True when the f32 constant `bits` is exactly a value of `t` (BF16/F16).
+bool exactIn(uint32_t bits, DType t) {
+  llvm::APFloat v(std::bit_cast<float>(bits));
+  bool losesInfo = false;
+  llvm::APFloat::opStatus s = v.convert(
+      t == DType::BF16 ? llvm::APFloat::BFloat() : llvm::APFloat::IEEEhalf(),
+      llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+  return s == llvm::APFloat::opOK && !losesInfo && !v.isNaN();
+}
+
+/// `round_t(op(x, y))` with op add/sub/mul and x, y exactly values of t
+/// (widened t values or t-exact constants) is t's own IEEE op on the narrow
+/// values: rounding the exact result to f32 first and then to t gives the
+/// same bits whenever 24 >= 2p + 2 (p = 8 for bf16, 11 for f16; Figueroa,
+/// "When is double rounding innocuous?", 1995). On sm_90 it is one
+/// add/mul.rn.bf16x2 per pair instead of widen, op, cvt.rn per element.
+/// bf16 add/mul exist from sm_90 (sm_80 spells them as fma with a 1.0 or
+/// -0.0 register, which the PTX audit cannot tell from a contraction), f16
+/// ones from sm_53.
+struct NarrowArith {
+  DOp op;
+  const ExprNode *lhs, *rhs; ///< t-typed nodes, or t-exact f32 constants.
+};
+
+std::optional<NarrowArith> matchNarrowArith(const ExprNode *n, int smVersion) {
+  if (n->op != DOp::Round || (n->roundTo == DType::BF16 && smVersion < 90))
+    return std::nullopt;
+  const ExprNode *m = n->args[0].get();
+  if (m->op != DOp::Add && m->op != DOp::Sub && m->op != DOp::Mul)
+    return std::nullopt;
+  auto source = [&](const ExprNode *x) -> const ExprNode * {
+    if (x->op == DOp::Extend && x->args[0]->type == n->roundTo)
+      return x->args[0].get();
+    if (x->op == DOp::Const && exactIn(x->bits, n->roundTo))
+      return x;
+    return nullptr;
+  };
+  const ExprNode *l = source(m->args[0].get()), *r = source(m->args[1].get());
+  if (!l || !r || (l->op == DOp::Const && r->op == DOp::Const))
+    return std::nullopt;
+  return NarrowArith{m->op, l, r};
+}
+
 class KernelBuilder {
 public:
   KernelBuilder(MLIRContext &ctx, const dsl::KernelDef &def, const Plan &plan,
@@ -134,6 +214,7 @@ public:
     i32 = b.getI32Type();
     i64 = b.getI64Type();
     idx = plan.index64 ? i64 : i32;
+    smVersion = plan.smVersion;
     ptrGen = LLVM::LLVMPointerType::get(&ctx, 0);
     ptrGlobal = LLVM::LLVMPointerType::get(&ctx, 1);
     ptrShared = LLVM::LLVMPointerType::get(&ctx, 3);
@@ -195,6 +276,8 @@ private:
 
   // ---- Ops ----
   Value emitOp(const ExprNode *n, llvm::ArrayRef<Value> a);
+  Value emitNarrowArith(const NarrowArith &m, DType t,
+                        llvm::function_ref<Value(const ExprNode *)> valueOf);
   Value minMax(DOp op, Value x, Value y);
   Value expLibdevice(Value x);
   Value saturate(Value x);
@@ -228,6 +311,7 @@ private:
   LoweringStats &stats;
   ModuleOp module;
   Type f32, i1, i32, i64, idx, ptrGen, ptrGlobal, ptrShared;
+  int smVersion = 90;
 
   // Row set-up.
   Value tid, laneInRow /*i32*/, rowInCta /*i32*/, pIdx /*idx*/, rowValid;
@@ -339,9 +423,11 @@ Value KernelBuilder::emitOp(const ExprNode *n, llvm::ArrayRef<Value> a) {
       return LLVM::BitcastOp::create(b, loc, f32, pair);
     }
     return arith::ExtFOp::create(b, loc, f32, a[0]);
-  case DOp::Add: return arith::AddFOp::create(b, loc, a[0], a[1]);
-  case DOp::Sub: return arith::SubFOp::create(b, loc, a[0], a[1]);
-  case DOp::Mul: return arith::MulFOp::create(b, loc, a[0], a[1]);
+  // Folded where both operands are constants (APFloat, round to nearest
+  // even: the IEEE result), so exact rewrites can see constant arguments.
+  case DOp::Add: return b.createOrFold<arith::AddFOp>(loc, a[0], a[1]);
+  case DOp::Sub: return b.createOrFold<arith::SubFOp>(loc, a[0], a[1]);
+  case DOp::Mul: return b.createOrFold<arith::MulFOp>(loc, a[0], a[1]);
   case DOp::SubFtz: {
     auto op = LLVM::InlineAsmOp::create(
         b, loc, f32, ValueRange{a[0], a[1]}, "sub.rn.ftz.f32 $0, $1, $2;",
@@ -365,11 +451,35 @@ Value KernelBuilder::emitOp(const ExprNode *n, llvm::ArrayRef<Value> a) {
   case DOp::Or: return arith::OrIOp::create(b, loc, a[0], a[1]);
   case DOp::Not: return arith::XOrIOp::create(b, loc, a[0], cBool(true));
   case DOp::Fma:
+    if (std::optional<float> c = nvccReciprocalOfConstant(n, a))
+      return cF32(*c);
     ++stats.fmaWritten;
     return LLVM::FMAOp::create(b, loc, a[0], a[1], a[2]);
   case DOp::Select: return sel(a[0], a[1], a[2]);
   default:
     llvm_unreachable("leaf op reached emitOp");
+  }
+}
+
+Value KernelBuilder::emitNarrowArith(
+    const NarrowArith &m, DType t,
+    llvm::function_ref<Value(const ExprNode *)> valueOf) {
+  Type ty = storageType(t);
+  auto operand = [&](const ExprNode *x) -> Value {
+    if (x->op != DOp::Const)
+      return valueOf(x);
+    llvm::APFloat v(std::bit_cast<float>(x->bits));
+    bool losesInfo = false;
+    v.convert(llvm::cast<FloatType>(ty).getFloatSemantics(),
+              llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+    return arith::ConstantOp::create(b, loc, ty, b.getFloatAttr(ty, v));
+  };
+  Value l = operand(m.lhs), r = operand(m.rhs);
+  ++stats.narrowArith;
+  switch (m.op) {
+  case DOp::Add: return arith::AddFOp::create(b, loc, l, r);
+  case DOp::Sub: return arith::SubFOp::create(b, loc, l, r);
+  default: return arith::MulFOp::create(b, loc, l, r);
   }
 }
 
@@ -405,6 +515,11 @@ Value KernelBuilder::rowValue(const ExprNode *n) {
     break;
   case DOp::FoldValue: v = foldResults[n->index][n->field]; break;
   default: {
+    if (std::optional<NarrowArith> m = matchNarrowArith(n, smVersion)) {
+      v = emitNarrowArith(*m, n->roundTo,
+                          [&](const ExprNode *x) { return rowValue(x); });
+      break;
+    }
     llvm::SmallVector<Value, 3> args;
     for (const dsl::Expr &a : n->args)
       args.push_back(rowValue(a.get()));
@@ -476,6 +591,23 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
   Value v;
   if (n->op == DOp::Load) {
     v = loadAccess(n->index, acc)[e];
+  } else if (std::optional<NarrowArith> m = matchNarrowArith(n, smVersion)) {
+    v = emitNarrowArith(*m, n->roundTo, [&](const ExprNode *x) {
+      return elemValue(x, acc, e);
+    });
+  } else if (n->op == DOp::Round && e % 2 == 0 && e + 1 < acc.width) {
+    // Elements e and e+1 in one cvt.rn.{bf16,f16}x2.f32 (the same rounding
+    // per element), so bf16x2/f16x2 consumers get both halves of one
+    // register without a repack.
+    Value lo = elemValue(n->args[0].get(), acc, e);
+    Value hi = elemValue(n->args[0].get(), acc, e + 1);
+    Type ty = storageType(n->roundTo);
+    Value pair = intrinsic(n->roundTo == DType::BF16 ? "llvm.nvvm.ff2bf16x2.rn"
+                                                      : "llvm.nvvm.ff2f16x2.rn",
+                           {hi, lo}, VectorType::get({2}, ty));
+    v = LLVM::ExtractElementOp::create(b, loc, pair, cI32(0));
+    elemValues[std::make_pair(n, int64_t(acc.id) * 64 + e + 1)] =
+        LLVM::ExtractElementOp::create(b, loc, pair, cI32(1));
   } else {
     llvm::SmallVector<Value, 3> args;
     for (const dsl::Expr &a : n->args)

@@ -19,6 +19,8 @@ struct LoweringStats {
   /// fma.rn the lowering emitted (Op::Fma, and inside exp_libdevice), over
   /// all evaluation sites of one thread.
   int64_t fmaWritten = 0;
+  /// round(add/sub/mul) emitted as bf16/f16 arithmetic (exact rewrite).
+  int64_t narrowArith = 0;
 };
 
 /// Registers the dialects the lowering and the pass pipeline use.

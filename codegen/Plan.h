@@ -54,6 +54,9 @@ struct Plan {
   unsigned sharedBytes = 0;
   int estimatedRegisters = 0;
   int registerLimit = 255;
+  /// Target compute capability (90 for sm_90): gates instructions that
+  /// older targets lack.
+  int smVersion = 90;
 };
 
 /// Checks `config` against the program and shape; on success, the plan.

@@ -11,8 +11,10 @@
 //  - .ftz only on rcp/rsqrt/ex2.approx.ftz.f32 and sub.rn.ftz.f32 (the
 //    latter only in programs that wrote sub_ftz);
 //  - fp32 div and sqrt are div.rn.f32 / sqrt.rn.f32;
-//  - every conversion to bf16/f16 is cvt.rn (no .relu/.sat), and no half
-//    precision arithmetic exists (values are stored from those cvts).
+//  - every conversion to bf16/f16 is cvt.rn (no .relu/.sat);
+//  - half-precision arithmetic only where the lowering wrote the exact
+//    round(add/sub/mul of narrow values) rewrite, and then only add, sub,
+//    mul .rn, never .ftz/.sat/.relu.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_CODEGEN_PTXAUDIT_H

@@ -338,3 +338,35 @@ def test_every_config_at_seed_shape(rt, template, shape, params, cli_args):
                 check(template, o, e, f"config {cfg} shape {shape} {params}")
     finally:
         kernel.set_config(None)
+
+
+# ---- exhaustive: bf16/f16 add and mul as the kernels compute them ----------
+# codegen writes round(x op y) of two bf16 (f16) values as the narrow IEEE op
+# (docs/design-notes.md, "Exact rewrites in codegen"). residual_gate is
+# rnd(r + rnd(u * g)): with r = -0 it is rnd(u * g) (-0 + p = p, signs and
+# NaN included), with g = 1 it is rnd(r + u). Every pair of 16-bit patterns
+# (NaN, Inf, subnormals, signed zeros) against PyTorch's f32 arithmetic.
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("op", ["mul", "add"])
+def test_narrow_arith_every_pair(rt, dtype, op):
+    dt = getattr(torch, TORCH_DT[dtype])
+    every = torch.arange(-32768, 32768, device="cuda", dtype=torch.int32)
+    every = every.to(torch.int16).view(dt)  # all 65536 bit patterns
+    rows = 4096
+    kernel = rt.kernel("residual_gate", f"dtype={dtype},gate=global")
+    y = torch.empty((1, rows, every.numel()), device="cuda", dtype=dt)
+    for start in range(0, every.numel(), rows):
+        a = every[start:start + rows].view(1, rows, 1).expand(1, rows, every.numel())
+        b = every.view(1, 1, -1).expand(1, rows, every.numel())
+        if op == "mul":
+            r = torch.full_like(y, -0.0)
+            u, g = a.contiguous(), every
+        else:
+            r, u = a.contiguous(), b.contiguous()
+            g = torch.ones_like(every)
+        poison(y)
+        kernel.launch([r, u, g, y], [])
+        expect = ref.residual_gate(r, u, g.view(1, 1, -1))
+        check("residual_gate", y, expect,
+              f"every pair, {op} {dtype}, rows {start}..{start + rows - 1}")
