@@ -4,10 +4,17 @@
 //  - inputs uploaded once from a seeded templates::HostProblem, copied into
 //    several rotating buffer sets (so consecutive runs do not read what the
 //    last one left in L2), outputs per set;
-//  - before each timed run, a buffer of at least twice the L2 size (H200:
-//    60 MB) is overwritten (cuMemsetD8), flushing L2;
-//  - each timed run is bracketed by two CUDA events on the stream and
-//    synchronised; the sample is their elapsed time;
+//  - steady timing (the default): a sample is one launch per buffer set,
+//    back to back with no flush, bracketed by two CUDA events; its time
+//    over the launches is what a launch costs in a stream of kernels: its
+//    inputs are not in L2 (the sets total at least 4x L2) and it pays for
+//    writing back what its predecessor left dirty, as in a model's
+//    pipeline;
+//  - flushed timing: before each timed run a buffer of at least twice the
+//    L2 size (H200: 60 MB) is overwritten (cuMemsetD8), then one launch is
+//    bracketed by the events. The memset leaves L2 full of dirty lines the
+//    timed kernel must write back (up to the L2 size of extra DRAM writes),
+//    which makes 20-100 MB kernels noisy and slow;
 //  - outputBytes() poisons the outputs (0xFF) of set 0, launches once and
 //    reads them back, for the bit-identity check.
 // Launches follow codegen's KernelABI: per group, per operand (pointer,
@@ -26,8 +33,11 @@
 
 namespace bitfold::autotune {
 
+enum class Timing { Steady, Flushed };
+
 struct GpuRunnerOptions {
   int device = 0;
+  Timing timing = Timing::Steady;
   /// Bytes overwritten before each timed run; 0: max(2 x L2, 64 MiB).
   size_t flushBytes = 0;
   /// Rotating buffer sets: as many as make their total exceed flushBytes,

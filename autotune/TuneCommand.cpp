@@ -45,7 +45,11 @@ const char *kUsage =
     "  --report FILE.md   also write the final table as markdown\n"
     "  --repetitions N    timed runs per config (>= 20, default 20)\n"
     "  --cut-ratio X      stop timing a config whose median exceeds X times\n"
-    "                     the best (default 1.3)\n";
+    "                     the best (default 1.3)\n"
+    "  --timing steady|flushed\n"
+    "                     steady (default): launches back to back over\n"
+    "                     rotating buffers, as in a pipeline; flushed: L2\n"
+    "                     overwritten before each single launch\n";
 
 int fail(const llvm::Twine &msg) {
   llvm::errs() << "bitfold tune: error: " << msg << "\n";
@@ -60,6 +64,7 @@ struct Args {
   double budgetS = 0;
   int repetitions = 20;
   double cutRatio = 1.3;
+  Timing timing = Timing::Steady;
   // Worker mode (set by the parent).
   std::string workerDb, workerReport;
 };
@@ -74,6 +79,7 @@ llvm::Expected<Args> parseArgs(llvm::ArrayRef<std::string> a) {
     if (k != "--shapes" && k != "--out" && k != "--report" &&
         k != "--templates" && k != "--shard" && k != "--devices" &&
         k != "--budget-s" && k != "--repetitions" && k != "--cut-ratio" &&
+        k != "--timing" &&
         k != "--worker-db" && k != "--worker-report")
       return bad("unexpected argument '" + k + "' (see --help)");
     if (i + 1 >= a.size())
@@ -106,6 +112,13 @@ llvm::Expected<Args> parseArgs(llvm::ArrayRef<std::string> a) {
     } else if (k == "--cut-ratio") {
       if (!llvm::to_float(s, r.cutRatio) || r.cutRatio < 1)
         return bad("--cut-ratio needs a number >= 1");
+    } else if (k == "--timing") {
+      if (s == "steady")
+        r.timing = Timing::Steady;
+      else if (s == "flushed")
+        r.timing = Timing::Flushed;
+      else
+        return bad("--timing is steady or flushed, not '" + s + "'");
     } else if (k == "--worker-db")
       r.workerDb = s;
     else if (k == "--worker-report")
@@ -291,6 +304,7 @@ int tuneHere(const Args &args, std::vector<Task> &all, int device,
     }
     GpuRunnerOptions ropts;
     ropts.device = device;
+    ropts.timing = args.timing;
     auto runner = makeGpuRunner(*t.def, *problem, ropts);
     if (!runner) {
       finish("error: " + llvm::toString(runner.takeError()));
@@ -468,6 +482,7 @@ int autotune::runTuneCommand(llvm::ArrayRef<std::string> argv,
           "--shard", sub.str(), "--devices", std::to_string(w.device),
           "--repetitions", std::to_string(args->repetitions),
           "--cut-ratio", llvm::formatv("{0}", args->cutRatio).str(),
+          "--timing", args->timing == Timing::Steady ? "steady" : "flushed",
           "--worker-db", w.db, "--worker-report", w.report};
       if (!args->templateFilter.empty())
         wargs.insert(wargs.end(),
@@ -532,7 +547,11 @@ int autotune::runTuneCommand(llvm::ArrayRef<std::string> argv,
             args->report,
             formatReportMarkdown(rows, "bitfold tune: " + args->shapes +
                                            " (shard " + args->shard.str() +
-                                           ")")))
+                                           ", " +
+                                           (args->timing == Timing::Steady
+                                                ? "steady"
+                                                : "flushed") +
+                                           " timing)")))
       return fail(llvm::toString(std::move(e)));
   return status;
 }

@@ -47,6 +47,14 @@ TEST(TuneCommand, MissingArgumentsAreUsageErrors) {
   EXPECT_EQ(run({"merge", "a.json"}, out), 1);
   EXPECT_EQ(run({"--help"}, out), 0);
   EXPECT_NE(out.find("--shard i/n"), std::string::npos);
+  EXPECT_NE(out.find("--timing steady|flushed"), std::string::npos);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run({"--shapes", "s.json", "--out", "/tmp/x", "--timing", "warm"},
+                out),
+            1);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                "--timing is steady or flushed, not 'warm'"),
+            std::string::npos);
 }
 
 TEST(TuneCommand, WithoutAGpuFailsWithTheDriversReason) {
