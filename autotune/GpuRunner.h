@@ -4,9 +4,11 @@
 //  - inputs uploaded once from a seeded templates::HostProblem, copied into
 //    several rotating buffer sets (so consecutive runs do not read what the
 //    last one left in L2), outputs per set;
-//  - steady timing (the default): a sample is one launch per buffer set,
-//    back to back with no flush, bracketed by two CUDA events; its time
-//    over the launches is what a launch costs in a stream of kernels: its
+//  - steady timing (the default): a sample is >= 8 launches cycling over
+//    the buffer sets, back to back with no flush, bracketed by two CUDA
+//    events recorded after one untimed launch (so the GPU is already busy);
+//    its time over the launches is what a launch costs in a stream of
+//    kernels: its
 //    inputs are not in L2 (the sets total at least 4x L2) and it pays for
 //    writing back what its predecessor left dirty, as in a model's
 //    pipeline;
