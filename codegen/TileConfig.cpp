@@ -362,9 +362,11 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   std::vector<TileConfig> all = enumerateConfigs(def, shape);
   if (all.empty())
     return TileConfig{};
-  // Folds: one pass, the widest vector, about 32 elements of the row per
-  // thread (fewer threads per row: fewer shuffle stages and idle lanes;
-  // more: too many registers), then small CTAs. Without folds:
+  // Folds: one pass, about 32 elements of the row per thread (fewer
+  // threads per row: fewer shuffle stages and idle lanes; more: too many
+  // registers), then the widest vector, then small CTAs (steady-stream
+  // tune on the H200: LN rows of 4096 r1.t128.v4 beat r1.t64.v8 by 5%,
+  // bench/results/2026-11-30-s2-tune.md). Without folds:
   // 256-thread CTAs, the widest vector; long rows take more threads per row
   // (fewer accesses per thread, all of them in flight at once).
   const int64_t D = shape.cols;
@@ -374,7 +376,8 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
     s += c.vectorElems * 1000; // 16-byte accesses first
     if (!def.folds.empty()) {
       double perThread = double(D) / c.threadsPerRow;
-      s -= int(100 * std::fabs(std::log2(std::max(perThread, 1.0)) - 5.0));
+      // Outweighs the vector (8 vs 4 elements: 4000) one octave away.
+      s -= int(5000 * std::fabs(std::log2(std::max(perThread, 1.0)) - 5.0));
       // Small CTAs (tuned on the H200: r1.t64 for LN/RMSNorm rows of 4096,
       // r8.t4 within 1% of the best for qk heads).
       s += c.ctaThreads() == 64 ? 40 : c.ctaThreads() == 32 ? 30
