@@ -72,7 +72,7 @@ def steady_us(fns, rounds=20):
     (no flush), replayed from a CUDA graph so the host is out of the way:
     every launch pays for writing back what the one before it left dirty in
     L2, as in a pipeline of kernels, and finds its inputs outside L2 (the
-    sets together are larger than L2)."""
+    sets together are larger than L2). (median, min, max) over 7 replays."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -94,7 +94,8 @@ def steady_us(fns, rounds=20):
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / (rounds * len(fns)))
-    return sorted(times)[len(times) // 2]
+    times.sort()
+    return times[len(times) // 2], times[0], times[-1]
 
 
 def steady_sets(nbytes):
@@ -244,10 +245,11 @@ def main():
         name, nbytes = row["kernel"], row["bytes"]
         sets = steady_sets(nbytes)
         cs = [build() for _ in range(sets)]
-        row["steady_us"] = steady_us([c[2] for c in cs])
+        row["steady_us"], row["steady_min_us"], row["steady_max_us"] = \
+            steady_us([c[2] for c in cs])
         row["steady_frac_copy"] = nbytes / (row["steady_us"] * 1e-6) / bw
         del cs
-        row["copy_same_steady_us"] = steady_us([copy_fn(nbytes) for _ in range(sets)])
+        row["copy_same_steady_us"] = steady_us([copy_fn(nbytes) for _ in range(sets)])[0]
         print(f"{name:42s} {row['us']:8.1f} us  {row['tbps']:.2f} TB/s  "
               f"{100 * row['frac_copy']:5.1f}% copy  eager {row['eager_us']:8.1f} us  "
               f"x{row['speedup']:.2f}  equal={row['equal']}  steady {row['steady_us']:.1f} us "
@@ -260,14 +262,15 @@ def main():
     lines = [f"GPU {info['gpu']}, torch {info['torch']}, bitfold {info['bitfold']}; "
              f"copy bandwidth {bw / 1e12:.2f} TB/s (bytes read + written)", "",
              "| kernel | MB | bitfold us (p20-p80) | TB/s | % of copy | 85% target us | "
-             "same-size copy us | steady us | steady % of copy | same-size copy steady us | "
+             "same-size copy us | steady us (min-max) | steady % of copy | same-size copy steady us | "
              "eager us | eager % copy | speed-up | graph replay us | host us/launch | bit-exact |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {r['kernel']} | {r['bytes'] / 1e6:.0f} | {r['us']:.1f} ({r['p20_us']:.1f}-{r['p80_us']:.1f}) | "
             f"{r['tbps']:.2f} | {100 * r['frac_copy']:.0f}% | {r['target_us']:.1f} | "
-            f"{r['copy_same_us']:.1f} | {r['steady_us']:.1f} | {100 * r['steady_frac_copy']:.0f}% | "
+            f"{r['copy_same_us']:.1f} | {r['steady_us']:.1f} ({r['steady_min_us']:.1f}-"
+            f"{r['steady_max_us']:.1f}) | {100 * r['steady_frac_copy']:.0f}% | "
             f"{r['copy_same_steady_us']:.1f} | {r['eager_us']:.1f} | "
             f"{100 * r['eager_frac_copy']:.0f}% | {r['speedup']:.2f}x | "
             f"{r.get('graph_us', float('nan')):.1f} | {r.get('host_us', float('nan')):.1f} | "

@@ -66,7 +66,7 @@ def main():
         kernel.launch(first[0], first[1])
         torch.cuda.synchronize()
         same = bool(torch.equal(first[2].view(torch.int16), expect.view(torch.int16)))
-        us = bk.steady_us([lambda t=t: kernel.launch(t[0], t[1]) for t in sets])
+        us = bk.steady_us([lambda t=t: kernel.launch(t[0], t[1]) for t in sets])[0]
         rows.append((us, c, same))
         print(f"{c:16s} {us:7.2f} us  {nbytes / us / 1e6:5.2f} TB/s  same bits {same}", flush=True)
     rows.sort()
