@@ -21,6 +21,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -341,3 +343,45 @@ TEST(CompileCommand, PrintsStageTimesAndAudit) {
 }
 
 } // namespace
+
+namespace {
+
+/// nvcc's reciprocal of `n` from the approximation `r`, on the host with
+/// IEEE fma (the sub.ftz cannot meet a subnormal here: |e| >= ulp(r) or 0).
+float nvccReciprocalFrom(float n, float r) {
+  float e = std::fma(n, r, -1.0f);
+  return std::fma(r, -0.0f - e, r);
+}
+
+} // namespace
+
+// The lowering replaces nvcc's reciprocal of a compile-time integer count
+// 1 <= n < 2^21 by the constant RN(1/n) (docs/design-notes.md, "Exact
+// rewrites in codegen"). The argument only assumes what the PTX ISA says
+// of rcp.approx (within 1 ulp); check it for every n and every float within
+// 2 ulp of 1/n (twice the bound, for margin): the Newton step must give
+// RN(1/n) from each. (With 2 ulp the first failure is at n ~ 2^21.4; with
+// 1 ulp, none below 2^24 - 1.)
+TEST(ExactRewrites, NvccReciprocalOfSmallIntegersIsRoundToNearest) {
+  int64_t checked = 0;
+  const float inf = INFINITY;
+  for (uint32_t i = 1; i < (1u << 21); ++i) {
+    const float n = float(i);
+    const float exact = 1.0f / n; // IEEE division: RN(1/n)
+    const double q = 1.0 / double(i);
+    const float c = float(q);
+    const double ulp = double(std::nextafter(c, inf) - c);
+    float r = c;
+    for (int k = 0; k < 3; ++k)
+      r = std::nextafter(r, 0.0f);
+    for (int k = 0; k < 7; ++k, r = std::nextafter(r, inf)) {
+      if (std::fabs(double(r) - q) > 2 * ulp)
+        continue;
+      float got = nvccReciprocalFrom(n, r);
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(exact))
+          << "n = " << i << ", rcp.approx = " << r;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, int64_t(4) << 21); // at least four guesses per n
+}
