@@ -113,6 +113,28 @@ def test_ln_modulate(rt, shape, seed, amp, eps, special, strided):
           f"shape {shape} seed {seed} amp {amp} eps {eps} special {special} strided {strided}")
 
 
+def test_relaunch_reuses_arguments_but_not_data(rt):
+    """Kernel.launch caches its ctypes arguments per tensors and scalar bits:
+    new data in the same tensors, another eps, a view with other strides,
+    and eps back again must each give their own reference's bits."""
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    x = randn((2, 64, 512), torch.bfloat16, 1.0, gen)
+    proj = randn((2, 4 * 512), torch.bfloat16, 0.1, gen)
+    scale, shift = proj[:, 512:1024], proj[:, 1536:]
+    y = torch.empty_like(x)
+    k = rt.kernel("ln_modulate")
+    for step, eps in enumerate((1e-6, 1e-5, 1e-6, 1e-2)):
+        if step == 2:
+            x.copy_(randn((2, 64, 512), torch.bfloat16, 10.0, gen))
+        if step == 3:
+            scale = proj[:, :512]  # same dtype and shape, other data
+        poison(y)
+        k.launch([x, scale, shift, y], [eps])
+        check("ln_modulate", y, ref.ln_modulate(x, scale, shift, eps),
+              f"relaunch step {step} eps {eps}")
+    assert len(k._args) <= k.ARG_CACHE_LIMIT
+
+
 def qk_cases():
     cases = []
     for seed in SEEDS:
