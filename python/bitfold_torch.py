@@ -7,7 +7,10 @@
 
 Tensors are passed as DLPack DLTensor structs built from torch's own
 metadata (pointer, shape, strides in elements), so views and chunks keep
-their strides; nothing is copied.
+their strides; nothing is copied. A kernel keeps the structs of its last
+256 argument lists (keyed by pointer, dtype, shape, strides, device and the
+scalars' f32 bits), so relaunching the same tensors costs about 15 us of
+host time per launch instead of 35-50 (H200 machine, Python 3.12).
 """
 import ctypes
 import os
