@@ -218,40 +218,27 @@ llvm::Expected<std::vector<uint8_t>> GpuRunner::outputBytes() {
 }
 
 llvm::Expected<double> GpuRunner::timeOnceUs() {
+  const int n = int(sets.size());
+  int timed = 1;
   if (timing == Timing::Steady) {
     // One untimed launch first: the start event then completes when the GPU
     // is already busy, so the sample holds no idle ramp-up. At least 8
     // timed launches, so the host's launch cost stays hidden behind them.
-    const int timed = int(sets.size()) * std::max<int>(1, (8 + int(sets.size()) - 1) /
-                                                         int(sets.size()));
-    if (llvm::Error e = launch(sets[(next + sets.size() - 1) % sets.size()]))
+    timed = n * ((8 + n - 1) / n);
+    if (llvm::Error e = launch(sets[(next + n - 1) % n]))
       return std::move(e);
-    if (llvm::Error e = start.record(nullptr))
-      return std::move(e);
-    for (int i = 0; i < timed; ++i) {
-      if (llvm::Error e = launch(sets[next]))
-        return std::move(e);
-      next = (next + 1) % sets.size();
-    }
-    if (llvm::Error e = stop.record(nullptr))
-      return std::move(e);
-    if (llvm::Error e = stop.synchronize())
-      return std::move(e);
-    auto ms = stop.elapsedSince(start);
-    if (!ms)
-      return ms.takeError();
-    return double(*ms) * 1000.0 / double(timed);
-  }
-  BufferSet &s = sets[next];
-  next = (next + 1) % sets.size();
-  if (llvm::Error e = checkCuda(api->cuMemsetD8(flush.ptr(), flushByte++,
-                                                flush.size()),
-                                "L2 flush"))
+  } else if (llvm::Error e = checkCuda(
+                 api->cuMemsetD8(flush.ptr(), flushByte++, flush.size()),
+                 "L2 flush")) {
     return std::move(e);
+  }
   if (llvm::Error e = start.record(nullptr))
     return std::move(e);
-  if (llvm::Error e = launch(s))
-    return std::move(e);
+  for (int i = 0; i < timed; ++i) {
+    if (llvm::Error e = launch(sets[next]))
+      return std::move(e);
+    next = (next + 1) % n;
+  }
   if (llvm::Error e = stop.record(nullptr))
     return std::move(e);
   if (llvm::Error e = stop.synchronize())
@@ -259,7 +246,7 @@ llvm::Expected<double> GpuRunner::timeOnceUs() {
   auto ms = stop.elapsedSince(start);
   if (!ms)
     return ms.takeError();
-  return double(*ms) * 1000.0;
+  return double(*ms) * 1000.0 / double(timed);
 }
 
 } // namespace

@@ -214,7 +214,6 @@ public:
     i32 = b.getI32Type();
     i64 = b.getI64Type();
     idx = plan.index64 ? i64 : i32;
-    smVersion = plan.smVersion;
     ptrGen = LLVM::LLVMPointerType::get(&ctx, 0);
     ptrGlobal = LLVM::LLVMPointerType::get(&ctx, 1);
     ptrShared = LLVM::LLVMPointerType::get(&ctx, 3);
@@ -311,7 +310,6 @@ private:
   LoweringStats &stats;
   ModuleOp module;
   Type f32, i1, i32, i64, idx, ptrGen, ptrGlobal, ptrShared;
-  int smVersion = 90;
 
   // Row set-up.
   Value tid, laneInRow /*i32*/, rowInCta /*i32*/, pIdx /*idx*/, rowValid;
@@ -515,7 +513,7 @@ Value KernelBuilder::rowValue(const ExprNode *n) {
     break;
   case DOp::FoldValue: v = foldResults[n->index][n->field]; break;
   default: {
-    if (std::optional<NarrowArith> m = matchNarrowArith(n, smVersion)) {
+    if (std::optional<NarrowArith> m = matchNarrowArith(n, plan.smVersion)) {
       v = emitNarrowArith(*m, n->roundTo,
                           [&](const ExprNode *x) { return rowValue(x); });
       break;
@@ -584,14 +582,15 @@ std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
 Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
   if (!isElem(n))
     return rowValue(n);
-  auto key = std::make_pair(n, int64_t(acc.id) * 64 + e);
+  auto slot = [&](int el) { return std::make_pair(n, int64_t(acc.id) * 64 + el); };
+  auto key = slot(e);
   auto it = elemValues.find(key);
   if (it != elemValues.end())
     return it->second;
   Value v;
   if (n->op == DOp::Load) {
     v = loadAccess(n->index, acc)[e];
-  } else if (std::optional<NarrowArith> m = matchNarrowArith(n, smVersion)) {
+  } else if (std::optional<NarrowArith> m = matchNarrowArith(n, plan.smVersion)) {
     v = emitNarrowArith(*m, n->roundTo, [&](const ExprNode *x) {
       return elemValue(x, acc, e);
     });
@@ -606,7 +605,7 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
                                                       : "llvm.nvvm.ff2f16x2.rn",
                            {hi, lo}, VectorType::get({2}, ty));
     v = LLVM::ExtractElementOp::create(b, loc, pair, cI32(0));
-    elemValues[std::make_pair(n, int64_t(acc.id) * 64 + e + 1)] =
+    elemValues[slot(e + 1)] =
         LLVM::ExtractElementOp::create(b, loc, pair, cI32(1));
   } else {
     llvm::SmallVector<Value, 3> args;
