@@ -142,6 +142,7 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
         if (arch.consume_front("sm_") &&
             !arch.take_while(llvm::isDigit).getAsInteger(10, sm))
           plan.smVersion = int(sm);
+        plan.gridDependencyControl = options.gridDependencyControl;
         return llvm::Error::success();
       }))
     return std::move(e);
@@ -174,6 +175,7 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
   }
   out.ir.fmaWritten = stats.fmaWritten;
   out.ir.narrowArith = stats.narrowArith;
+  out.gridDependencyWait = stats.gridDependencyWait;
   stages.dump("mlir-built.mlir", [&](llvm::raw_ostream &os) { module->print(os); });
 
   struct PassStage {

@@ -54,6 +54,11 @@ struct CompileOptions {
   /// PTX -> cubin tool: "" = automatic (see codegen/Assemble.h),
   /// "nvJitLink", "ptxas" or "driver".
   std::string cubinTool;
+  /// sm_90+: begin with griddepcontrol.wait / launch_dependents so the
+  /// kernel may be launched with programmatic dependent launch (PDL). Off
+  /// by default: the two instructions cost kernels of many tiny CTAs
+  /// (qk LN on an H200: 36 -> 43 us, bench/perf-notes.md section 13).
+  bool gridDependencyControl = false;
 };
 
 /// Where each argument sits in the kernel's parameter list. The ABI is:
@@ -85,6 +90,10 @@ struct CompiledKernel {
   TileConfig config;
   KernelABI abi;
   unsigned sharedBytes = 0; ///< static shared memory the kernel declares.
+  /// The kernel waits (griddepcontrol.wait) before its first memory access
+  /// for the grids it depends on, so it may be launched with programmatic
+  /// stream serialization (PDL). sm_90 and later.
+  bool gridDependencyWait = false;
   std::vector<StageTime> times;
   std::string assemblerLog; ///< ptxas -v output (registers, spills).
   /// Facts for the PTX audit (codegen/PtxAudit.h).

@@ -84,7 +84,7 @@ int codegen::runCompileCommand(llvm::ArrayRef<std::string> args,
         << "usage: bitfold compile TEMPLATE --shape B,S,D [--config rR.tT.vV.pP]"
            " [--arch sm_90] [--dump-dir DIR] [--dtype bf16|f16|f32]"
            " [--bias-dtype ...] [--residual] [--gate full|per_batch|global]"
-           " [--cubin-tool nvJitLink|ptxas|driver] [--ptx-only]"
+           " [--cubin-tool nvJitLink|ptxas|driver] [--ptx-only] [--pdl]"
            " [--list-configs]\n";
     return 2;
   };
@@ -101,6 +101,8 @@ int codegen::runCompileCommand(llvm::ArrayRef<std::string> args,
              "  --dump-dir DIR       write every stage's IR, the PTX and cubin\n"
              "  --ptx-only           stop at PTX\n"
              "  --cubin-tool T       nvJitLink, ptxas or driver\n"
+             "  --pdl                for programmatic dependent launch (sm_90+:\n"
+             "                       griddepcontrol.wait before any memory access)\n"
              "  --dtype, --bias-dtype, --residual, --gate  template options\n";
       return 0;
     }
@@ -133,6 +135,8 @@ int codegen::runCompileCommand(llvm::ArrayRef<std::string> args,
       req.residual = true;
     } else if (a == "--ptx-only") {
       opts.emitCubin = false;
+    } else if (a == "--pdl") {
+      opts.gridDependencyControl = true;
     } else if (a == "--list-configs") {
       listConfigs = true;
     } else if (a.starts_with("-")) {

@@ -1183,6 +1183,17 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
   Block *entry = fn.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
 
+  if (plan.gridDependencyControl && plan.smVersion >= 90) {
+    // Programmatic dependent launch (sm_90+): launched that way, the kernel
+    // may start while its predecessor on the stream finishes; it waits here,
+    // before touching memory, for the predecessor to complete and flush,
+    // then lets its own successor's CTAs be scheduled as SMs free up.
+    // Launched normally, both are no-ops.
+    NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(b, loc,
+                                   NVVM::GridDepActionKind::launch_dependents);
+    stats.gridDependencyWait = true;
+  }
   setupRow(fn);
   foldResults.resize(def.folds.size());
   std::vector<Access> mapping;

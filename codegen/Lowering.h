@@ -21,6 +21,8 @@ struct LoweringStats {
   int64_t fmaWritten = 0;
   /// round(add/sub/mul) emitted as bf16/f16 arithmetic (exact rewrite).
   int64_t narrowArith = 0;
+  /// The kernel starts with griddepcontrol.wait (see CompiledKernel).
+  bool gridDependencyWait = false;
 };
 
 /// Registers the dialects the lowering and the pass pipeline use.

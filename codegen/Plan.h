@@ -57,6 +57,8 @@ struct Plan {
   /// Target compute capability (90 for sm_90): gates instructions that
   /// older targets lack.
   int smVersion = 90;
+  /// Emit grid dependency control (CompileOptions::gridDependencyControl).
+  bool gridDependencyControl = false;
 };
 
 /// Checks `config` against the program and shape; on success, the plan.

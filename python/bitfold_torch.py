@@ -81,6 +81,7 @@ class Runtime:
         lib.bitfold_kernel_num_tensors.argtypes = [ctypes.c_void_p]
         lib.bitfold_kernel_num_scalars.argtypes = [ctypes.c_void_p]
         lib.bitfold_kernel_set_config.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        lib.bitfold_kernel_set_pdl.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.bitfold_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(DLTensor)),
                                        ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_int,
                                        ctypes.c_void_p]
@@ -107,6 +108,10 @@ class Runtime:
                                                   ctypes.byref(h)))
             self._kernels[key] = Kernel(self, h)
         return self._kernels[key]
+
+    def kernels(self):
+        """The kernels looked up so far."""
+        return list(self._kernels.values())
 
     def close(self):
         if self.handle:
@@ -143,6 +148,10 @@ class Kernel:
     def set_config(self, config):
         self.rt._check(self.rt.lib.bitfold_kernel_set_config(
             self.handle, config.encode() if config else None))
+
+    def set_pdl(self, enable):
+        """Programmatic dependent launch for later launches (see bitfold.h)."""
+        self.rt._check(self.rt.lib.bitfold_kernel_set_pdl(self.handle, 1 if enable else 0))
 
     def launch(self, tensors, scalars=(), stream=None):
         # Scalars by their f32 bits: 0.0 and -0.0 are different launches.

@@ -284,6 +284,20 @@ BITFOLD_API bitfold_status bitfold_kernel_set_config(bitfold_kernel *kernel,
   });
 }
 
+BITFOLD_API bitfold_status bitfold_kernel_set_pdl(bitfold_kernel *kernel,
+                                                  int enable) {
+  return guarded("bitfold_kernel_set_pdl", [&] {
+    if (!kernel)
+      return nullArg("bitfold_kernel_set_pdl", "kernel");
+    if (enable != 0 && enable != 1)
+      return failWith(BITFOLD_ERROR_INVALID_ARGUMENT,
+                      "bitfold_kernel_set_pdl: enable must be 0 or 1, not " +
+                          std::to_string(enable));
+    kernel->kernel->setProgrammaticLaunch(enable == 1);
+    return succeed();
+  });
+}
+
 BITFOLD_API bitfold_status bitfold_launch(bitfold_kernel *kernel,
                                           const DLTensor *const *tensors,
                                           int num_tensors,

@@ -25,6 +25,9 @@ CacheKey bitfold::runtime::makeCacheKey(const dsl::KernelDef &def,
   ck.options = llvm::formatv("cubin={0} tool={1}", options.emitCubin ? 1 : 0,
                              options.cubinTool.empty() ? "auto"
                                                        : options.cubinTool);
+  // Appended only when set: keys of plain kernels stay as they were.
+  if (options.gridDependencyControl)
+    ck.options += " pdl=1";
   ck.bitfoldVersion = BITFOLD_VERSION;
   ck.llvmVersion = BITFOLD_LLVM_VERSION;
   ck.toolchain = toolchain.str();

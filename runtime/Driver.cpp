@@ -33,6 +33,7 @@ struct EntryPoint {
   const char *name;
   const char *exported;
   void **slot;
+  bool optional = false; ///< left null where the driver lacks it.
 };
 
 LoadedDriver load() {
@@ -84,6 +85,8 @@ LoadedDriver load() {
       BF_ENTRY(cuModuleGetFunction, "cuModuleGetFunction"),
       BF_ENTRY(cuFuncGetAttribute, "cuFuncGetAttribute"),
       BF_ENTRY(cuLaunchKernel, "cuLaunchKernel"),
+      {"cuLaunchKernelEx", "cuLaunchKernelEx",
+       reinterpret_cast<void **>(&a.cuLaunchKernelEx), /*optional=*/true},
       BF_ENTRY(cuEventCreate, "cuEventCreate"),
       BF_ENTRY(cuEventDestroy, "cuEventDestroy_v2"),
       BF_ENTRY(cuEventRecord, "cuEventRecord"),
@@ -117,6 +120,8 @@ LoadedDriver load() {
     }
     if (!fn)
       fn = dlsym(lib, e.exported);
+    if (!fn && e.optional)
+      continue;
     if (!fn) {
       out.error = llvm::formatv(
           "cannot use the CUDA driver {0}: entry point {1} (ABI of CUDA "

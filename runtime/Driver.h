@@ -66,6 +66,9 @@ struct DriverApi {
   PFN_cuModuleGetFunction_v2000 cuModuleGetFunction = nullptr;
   PFN_cuFuncGetAttribute_v2020 cuFuncGetAttribute = nullptr;
   PFN_cuLaunchKernel_v4000 cuLaunchKernel = nullptr;
+  /// Optional (CUDA 11.8+): null where the driver lacks it; launches with
+  /// attributes (programmatic dependent launch) need it.
+  PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx = nullptr;
   PFN_cuEventCreate_v2000 cuEventCreate = nullptr;
   PFN_cuEventDestroy_v4000 cuEventDestroy = nullptr;
   PFN_cuEventRecord_v2000 cuEventRecord = nullptr;

@@ -257,6 +257,7 @@ std::string bitfold::runtime::encodeEntry(const CacheKey &key,
         {"numDims", k.abi.numDims},
         {"numScalars", k.abi.numScalars}}},
       {"sharedBytes", k.sharedBytes},
+      {"gridDependencyWait", k.gridDependencyWait},
       {"stageTimes", times},
       {"compileMs", compileMs},
       {"createdAt", int64_t(std::time(nullptr))},
@@ -341,6 +342,7 @@ llvm::Expected<CacheEntry> bitfold::runtime::decodeEntry(llvm::StringRef bytes) 
     k.abi.numScalars = int(num(*a, "numScalars"));
   }
   k.sharedBytes = unsigned(num(meta, "sharedBytes"));
+  k.gridDependencyWait = meta.value("gridDependencyWait", false);
   if (auto t = meta.find("stageTimes"); t != meta.end() && t->is_array())
     for (const json &s : *t)
       if (s.is_object())

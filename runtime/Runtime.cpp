@@ -128,6 +128,7 @@ struct Kernel::Specialisation {
   std::string keyText, configText;
   int rowsPerCta = 1;
   unsigned blockX = 0;
+  bool gridDependencyWait = false;
 
   /// The function loaded in each context this specialisation met.
   struct Loaded {
@@ -167,7 +168,8 @@ size_t Kernel::SpecKeyHash::operator()(const SpecKey &k) const {
   uint64_t h = uint64_t(k.cols) * 0x9E3779B97F4A7C15ull;
   h ^= uint64_t(k.rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   h ^= uint64_t(k.device) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-  h ^= uint64_t(k.configSerial) * 31 + (k.wide ? 17 : 0) + (h << 6) + (h >> 2);
+  h ^= uint64_t(k.configSerial) * 31 + (k.wide ? 17 : 0) + (k.pdl ? 5 : 0) +
+       (h << 6) + (h >> 2);
   for (uint8_t a : k.align)
     h = h * 131 + a;
   return size_t(h);
@@ -230,6 +232,7 @@ Kernel::LastLaunch Kernel::lastSpecialisation() const {
     l.keyText = s->keyText;
     l.config = s->configText;
     l.blockX = s->blockX;
+    l.gridDependencyWait = s->gridDependencyWait;
     l.configFrom = c->configFrom;
     l.shapeClass = c->shapeClass;
     l.origin = c->origin;
@@ -305,6 +308,7 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
 
   codegen::CompileOptions options;
   options.arch = *arch;
+  options.gridDependencyControl = key.pdl;
   CacheKey ck = makeCacheKey(*def, comp.shapeText(shape),
                              comp.configText(config), options, rt.toolchain());
 
@@ -344,6 +348,7 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
     s->configText = comp.configText(k.config);
     s->rowsPerCta = k.config.rowsPerCta;
     s->blockX = unsigned(k.config.ctaThreads());
+    s->gridDependencyWait = k.gridDependencyWait;
   }
   entry->spec = s.get();
   entry->specialiseMs = msSince(t0);
@@ -438,6 +443,9 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
   key.rowBucket = rt.tunePolicy() ? autotune::rowBucket(b.totalRows) : 0;
   key.device = b.device;
   key.wide = b.maxElementOffset > int64_t(INT32_MAX);
+  // Read once: the specialisation and the launch must agree.
+  const bool wantPdl = programmatic.load(std::memory_order_relaxed);
+  key.pdl = wantPdl;
   for (size_t i = 0; i < def->operands.size(); ++i)
     key.align[i] = uint8_t(b.alignBytes[i]);
   const ClassEntry *entry = nullptr;
@@ -507,15 +515,35 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
   for (int i = 0; i < p; ++i)
     params[i] = &values[i];
 
-  CUresult r = api->cuLaunchKernel(fn, unsigned(grid), 1, 1, s->blockX, 1, 1,
-                                   0, stream, params, nullptr);
+  const bool pdl = wantPdl && s->gridDependencyWait && api->cuLaunchKernelEx;
+  CUresult r;
+  if (pdl) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig lc{};
+    lc.gridDimX = unsigned(grid);
+    lc.gridDimY = lc.gridDimZ = 1;
+    lc.blockDimX = s->blockX;
+    lc.blockDimY = lc.blockDimZ = 1;
+    lc.hStream = stream;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+    r = api->cuLaunchKernelEx(&lc, fn, params, nullptr);
+  } else {
+    r = api->cuLaunchKernel(fn, unsigned(grid), 1, 1, s->blockX, 1, 1, 0,
+                            stream, params, nullptr);
+  }
   if (r != CUDA_SUCCESS)
     return runtimeError(
         BITFOLD_ERROR_CUDA,
         llvm::toString(checkCuda(
-            r, llvm::formatv("{0}: cuLaunchKernel(grid {1}, block {2}, "
-                             "config {3})",
-                             def->name, grid, s->blockX, s->configText))));
+            r, llvm::formatv("{0}: {1}(grid {2}, block {3}, config {4})",
+                             def->name,
+                             pdl ? "cuLaunchKernelEx with programmatic "
+                                   "stream serialization"
+                                 : "cuLaunchKernel",
+                             grid, s->blockX, s->configText))));
   return llvm::Error::success();
 }
 

@@ -105,6 +105,18 @@ public:
   /// Pins the TileConfig of later specialisations; nullopt = default.
   llvm::Error setConfig(std::optional<codegen::TileConfig> config);
 
+  /// Launch with programmatic stream serialization (PDL) from now on: the
+  /// kernel may start while its predecessor on the stream finishes and
+  /// waits for it on the GPU. Used where the kernel waits for it
+  /// (CompiledKernel::gridDependencyWait, sm_90+) and the driver has
+  /// cuLaunchKernelEx; a plain launch otherwise. Off by default.
+  void setProgrammaticLaunch(bool on) {
+    programmatic.store(on, std::memory_order_relaxed);
+  }
+  bool programmaticLaunch() const {
+    return programmatic.load(std::memory_order_relaxed);
+  }
+
   /// The KernelDef for `cols` (templates whose fold order depends on D
   /// build one per column count).
   llvm::Expected<std::shared_ptr<const dsl::KernelDef>> defFor(int64_t cols);
@@ -124,6 +136,8 @@ public:
     /// The tune DB shape class looked up ("" without a tune DB).
     std::string shapeClass;
     unsigned gridX = 0, blockX = 0;
+    /// The kernel waits for the grids it depends on (PDL launches apply).
+    bool gridDependencyWait = false;
     /// How the first launch of this shape class got its kernel.
     CacheOrigin origin;
     double specialiseMs = 0; ///< config choice + cache/compile, first launch.
@@ -140,6 +154,7 @@ private:
     int device;
     int configSerial;
     bool wide;
+    bool pdl; ///< compiled for programmatic dependent launch
     std::array<uint8_t, kMaxOperands> align;
     bool operator==(const SpecKey &) const = default;
   };
@@ -169,6 +184,7 @@ private:
   std::optional<codegen::TileConfig> pinned;
   int configSerial = 0;
   std::atomic<const ClassEntry *> last{nullptr};
+  std::atomic<bool> programmatic{false};
 };
 
 class Runtime {

@@ -167,6 +167,22 @@ BITFOLD_API const char *bitfold_kernel_scalar_name(const bitfold_kernel *kernel,
 BITFOLD_API bitfold_status bitfold_kernel_set_config(bitfold_kernel *kernel,
                                                      const char *config);
 
+/** Programmatic dependent launch (PDL, CUDA's programmatic stream
+ *  serialization) for this kernel's later launches: 1 on, 0 off (default).
+ *  A PDL launch may begin while the previous kernel on the stream is still
+ *  running; the kernel waits on the GPU, before its first memory access,
+ *  until that kernel has completed and its writes are visible, so results
+ *  never change. It hides part of the gap between back-to-back kernels
+ *  (launch latency, the predecessor's last wave; 0.4-0.6 us per launch on
+ *  an H200 for the stock kernels) and also applies inside CUDA graph
+ *  capture. PDL kernels are compiled with grid dependency control, a
+ *  specialisation (and cache entry) of their own: the first PDL launch of
+ *  a shape class compiles or loads it. Kernels of many tiny CTAs can run
+ *  slower that way (bench/perf-notes.md). Where the GPU is older than
+ *  sm_90 or the driver has no cuLaunchKernelEx, launches stay plain. */
+BITFOLD_API bitfold_status bitfold_kernel_set_pdl(bitfold_kernel *kernel,
+                                                  int enable);
+
 /** Launches `kernel` on `stream` (a CUstream; NULL = the legacy default
  *  stream) in the current CUDA context when it belongs to the tensors'
  *  device, else in that device's primary context.

@@ -93,6 +93,12 @@ public:
         k_, config.empty() ? nullptr : config.c_str()));
   }
 
+  /// Programmatic dependent launch for later launches; see
+  /// bitfold_kernel_set_pdl.
+  Status setPdl(bool enable) {
+    return Status::fromLastCall(bitfold_kernel_set_pdl(k_, enable ? 1 : 0));
+  }
+
   /// See bitfold_launch. `stream` is a CUstream (nullptr: legacy default).
   Status launch(const std::vector<const DLTensor *> &tensors,
                 const std::vector<float> &scalars = {},

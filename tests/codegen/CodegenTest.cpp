@@ -242,11 +242,25 @@ TEST(Codegen, OtherArchsGenerateAndAssemble) {
       opts.arch = arch;
       opts.emitCubin = havePtxas;
       opts.cubinTool = "ptxas";
+      opts.gridDependencyControl = true;
       llvm::Expected<CompiledKernel> k = compile(
           *st.def, st.shape, defaultConfig(*st.def, st.shape), opts);
       ASSERT_TRUE(bool(k)) << sc.label << " " << arch << ": "
                            << llvm::toString(k.takeError());
       EXPECT_NE(k->ptx.find(std::string(".target ") + arch), std::string::npos);
+      // Asked for, grid dependency control exists from sm_90: kernels for
+      // sm_100 wait for their predecessor before the first memory access,
+      // kernels for sm_80 cannot (and are never launched with PDL).
+      size_t wait = k->ptx.find("griddepcontrol.wait;");
+      EXPECT_EQ(k->gridDependencyWait, std::string(arch) != "sm_80");
+      if (k->gridDependencyWait) {
+        ASSERT_NE(wait, std::string::npos) << sc.label << " " << arch;
+        EXPECT_LT(wait, k->ptx.find("ld.global")) << sc.label << " " << arch;
+        EXPECT_NE(k->ptx.find("griddepcontrol.launch_dependents;"),
+                  std::string::npos);
+      } else {
+        EXPECT_EQ(k->ptx.find("griddepcontrol"), std::string::npos);
+      }
       llvm::Error audit = auditPtx(*k, allowancesOf(*st.def));
       EXPECT_FALSE(bool(audit)) << sc.label << " " << arch << ": "
                                 << (audit ? llvm::toString(std::move(audit))

@@ -279,6 +279,57 @@ def test_rmsnorm_modulate(rt, shape, seed, amp, eps, special):
           f"shape {shape} seed {seed} amp {amp} eps {eps} special {special}")
 
 
+# ---- programmatic dependent launch ------------------------------------------
+# With PDL a launch may start while its predecessor on the stream runs; the
+# kernel waits (griddepcontrol.wait) before touching memory. Chains where
+# each kernel reads what the one before wrote (RAW) and overwrites what it
+# read (WAR), back to back, plain and inside a CUDA graph.
+
+def test_pdl_chains_see_their_predecessors(rt):
+    b, s, d = 1, 4096, 4096
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    bf = torch.bfloat16
+    x = randn((b, s, d), bf, 1.0, gen)
+    scale, shift = randn((b, d), bf, 0.1, gen), randn((b, d), bf, 0.1, gen)
+    u, g = randn((b, s, d), bf, 1.0, gen), randn((b, s, d), bf, 0.1, gen)
+    steps = 8
+    expect = x.clone()
+    for _ in range(steps):
+        expect = ref.residual_gate(ref.ln_modulate(expect, scale, shift, 1e-6), u, g)
+    ln, rg = rt.kernel("ln_modulate"), rt.kernel("residual_gate")
+
+    def chain(a, tmp):
+        for _ in range(steps):
+            ln.launch([a, scale, shift, tmp], [1e-6])  # reads a, writes tmp
+            rg.launch([tmp, u, g, a])  # reads tmp, overwrites a
+    try:
+        for k in (ln, rg):
+            k.set_pdl(True)
+        a, tmp = x.clone(), poison(torch.empty_like(x))
+        chain(a, tmp)
+        check("pdl", a, expect, "ln -> residual_gate chain, PDL launches")
+
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        a2, tmp2 = x.clone(), poison(torch.empty_like(x))
+        start = a2.clone()
+        with torch.cuda.stream(stream):
+            chain(a2, tmp2)  # warm: every specialisation exists before capture
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph):
+            chain(a2, tmp2)
+        for _ in range(2):
+            a2.copy_(start)
+            graph.replay()
+        torch.cuda.synchronize()
+        check("pdl", a2, expect, "ln -> residual_gate chain, PDL launches in a CUDA graph")
+    finally:
+        for k in (ln, rg):
+            k.set_pdl(False)
+
+
 # ---- every legal TileConfig at the seed shapes ------------------------------
 
 def list_configs(template, shape, cli_args):

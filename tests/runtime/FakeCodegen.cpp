@@ -32,6 +32,7 @@ Compiler bitfold::runtime::fake::fakeCompiler() {
     k.cubin.assign(body.begin(), body.end());
     k.cubin.push_back(0); // the fake driver reads it as text
     k.cubinTool = "fake";
+    k.gridDependencyWait = options.gridDependencyControl;
     k.config = config;
     k.abi.numGroups = def.groups;
     k.abi.numOperands = int(def.operands.size());

@@ -162,12 +162,12 @@ CUresult cuFuncGetAttribute(int *v, CUfunction_attribute, CUfunction) {
   *v = 0;
   return CUDA_SUCCESS;
 }
-CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                        unsigned bx, unsigned by, unsigned bz, unsigned smem,
-                        CUstream stream, void **params, void **extra) {
-  count("cuLaunchKernel");
+CUresult recordLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                      unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                      CUstream stream, void **params, int programmatic) {
   std::lock_guard<std::mutex> lock(mu);
   last = FakeLaunch{};
+  last.programmatic = programmatic;
   last.function = f;
   last.context = stack.empty() ? nullptr : stack.back();
   last.grid[0] = gx, last.grid[1] = gy, last.grid[2] = gz;
@@ -179,6 +179,23 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     std::memcpy(&last.params[i], params[i], 8);
   expectedParams = 0; // one launch only: the next kernel may take fewer
   return CUresult(envInt("FAKE_CUDA_LAUNCH_RESULT", 0));
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                        unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                        CUstream stream, void **params, void **) {
+  count("cuLaunchKernel");
+  return recordLaunch(f, gx, gy, gz, bx, by, bz, smem, stream, params, -1);
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f,
+                          void **params, void **) {
+  count("cuLaunchKernelEx");
+  int programmatic = 0;
+  for (unsigned i = 0; i < c->numAttrs; ++i)
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      programmatic = c->attrs[i].value.programmaticStreamSerializationAllowed;
+  return recordLaunch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX,
+                      c->blockDimY, c->blockDimZ, c->sharedMemBytes,
+                      c->hStream, params, programmatic);
 }
 CUresult cuEventCreate(CUevent *e, unsigned) {
   *e = reinterpret_cast<CUevent>(new float(0));
@@ -247,6 +264,7 @@ const Entry entries[] = {
     E(cuCtxPushCurrent), E(cuCtxPopCurrent), E(cuCtxGetDevice),
     E(cuCtxSynchronize), E(cuModuleLoadData), E(cuModuleUnload),
     E(cuModuleGetFunction), E(cuFuncGetAttribute), E(cuLaunchKernel),
+    E(cuLaunchKernelEx),
     E(cuEventCreate), E(cuEventDestroy), E(cuEventRecord),
     E(cuEventSynchronize), E(cuEventElapsedTime), E(cuMemAlloc), E(cuMemFree),
     E(cuMemcpyHtoD), E(cuMemcpyDtoH), E(cuMemsetD8), E(cuStreamSynchronize),

@@ -13,6 +13,9 @@ struct FakeLaunch {
   unsigned grid[3] = {}, block[3] = {};
   unsigned sharedBytes = 0;
   CUstream stream = nullptr;
+  /// -1: cuLaunchKernel; else cuLaunchKernelEx's programmatic stream
+  /// serialization attribute (0 or 1; 0 also without the attribute).
+  int programmatic = -1;
   int numParams = 0;
   uint64_t params[64] = {}; ///< 8 bytes read from each parameter pointer
 };

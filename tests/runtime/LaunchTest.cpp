@@ -233,6 +233,49 @@ TEST_F(Launch, WarmLaunchesDoNotRecompileOrReload) {
       << key;
 }
 
+TEST_F(Launch, ProgrammaticLaunchOnlyWhenAsked) {
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  CUstream stream = reinterpret_cast<CUstream>(uintptr_t(0xABC0));
+  ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f}, stream)));
+  EXPECT_EQ(hooks().lastLaunch().programmatic, -1) << "plain by default";
+  EXPECT_FALSE(k->lastSpecialisation().gridDependencyWait);
+  std::string plainKey = k->lastSpecialisation().keyText;
+
+  // PDL launches need a kernel compiled to wait for its predecessor: a
+  // specialisation of its own (and cache key), compiled once.
+  k->setProgrammaticLaunch(true);
+  int plain = hooks().count("cuLaunchKernel");
+  int ex = hooks().count("cuLaunchKernelEx");
+  int compiles = fake::fakeCompiles;
+  hooks().expectParams(11);
+  ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f}, stream)));
+  EXPECT_EQ(fake::fakeCompiles, compiles + 1);
+  EXPECT_TRUE(k->lastSpecialisation().gridDependencyWait);
+  EXPECT_NE(k->lastSpecialisation().keyText, plainKey);
+  EXPECT_NE(k->lastSpecialisation().keyText.find("pdl=1"), std::string::npos);
+  EXPECT_EQ(hooks().count("cuLaunchKernel"), plain);
+  EXPECT_EQ(hooks().count("cuLaunchKernelEx"), ex + 1);
+  FakeLaunch l = hooks().lastLaunch();
+  EXPECT_EQ(l.programmatic, 1);
+  EXPECT_EQ(l.grid[0], 4u); // 8 rows / 2 per CTA
+  EXPECT_EQ(l.block[0], 128u);
+  EXPECT_EQ(l.stream, stream);
+  EXPECT_EQ(l.params[0], 0x10000000u);
+  EXPECT_EQ(l.params[10], bitsOf(1e-5f));
+
+  ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f}, stream)));
+  EXPECT_EQ(fake::fakeCompiles, compiles + 1) << "warm";
+
+  k->setProgrammaticLaunch(false);
+  ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f}, stream)));
+  EXPECT_EQ(hooks().lastLaunch().programmatic, -1);
+  EXPECT_EQ(hooks().count("cuLaunchKernel"), plain + 1);
+  EXPECT_EQ(k->lastSpecialisation().keyText, plainKey);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 1);
+}
+
 TEST_F(Launch, HugeTensorsUse64BitIndexing) {
   Kernel *k = kernel("ln_modulate");
   // 2^26 rows of 64: the last element is at offset 2^32 - 1.
@@ -363,6 +406,18 @@ TEST(LaunchCApi, TheCApiLaunchesThroughTheSamePath) {
   EXPECT_EQ(l.params[0], 0x10000000u);
   EXPECT_EQ(l.params[1], 96u); // channels-last: row stride = C
   EXPECT_EQ(l.params[8], 64u); // rows = N*H*W
+  EXPECT_EQ(l.programmatic, -1);
+  // PDL through the C API: 0 or 1 only.
+  EXPECT_EQ(bitfold_kernel_set_pdl(k, 2), BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(bitfold_last_error(),
+               "bitfold_kernel_set_pdl: enable must be 0 or 1, not 2");
+  EXPECT_EQ(bitfold_kernel_set_pdl(nullptr, 1), BITFOLD_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(bitfold_kernel_set_pdl(k, 1), BITFOLD_SUCCESS);
+  hooks().expectParams(9);
+  ASSERT_EQ(bitfold_launch(k, ts, 4, nullptr, 0, nullptr), BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  EXPECT_EQ(hooks().lastLaunch().programmatic, 1);
+  EXPECT_EQ(hooks().lastLaunch().params[8], 64u);
   bitfold_runtime_destroy(rt);
   EXPECT_GE(hooks().count("cuModuleUnload"), 1);
 }
