@@ -288,6 +288,13 @@ private:
   std::vector<Value> evalBody(const dsl::State &body,
                               llvm::ArrayRef<Value> args);
   std::vector<Value> &loadAccess(int operand, const Access &acc);
+  /// Elements one load or store of `operand` moves: at most 16 bytes.
+  int pieceElems(int operand, const Access &acc) const {
+    return std::min(acc.width,
+                    16 / int(dsl::dtypeBytes(def.operands[operand].dtype)));
+  }
+  /// Address of element `start` of `acc` in `operand`'s row.
+  Value pieceAddr(int operand, const Access &acc, int start);
 
   // ---- Structure ----
   void setupRow(LLVM::LLVMFuncOp fn);
@@ -528,6 +535,14 @@ Value KernelBuilder::rowValue(const ExprNode *n) {
   return v;
 }
 
+Value KernelBuilder::pieceAddr(int operand, const Access &acc, int start) {
+  Value col =
+      start ? arith::AddIOp::create(b, loc, acc.col, cIdx(start)) : acc.col;
+  return LLVM::GEPOp::create(b, loc, ptrGlobal,
+                             storageType(def.operands[operand].dtype),
+                             base[operand], ValueRange{col});
+}
+
 std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
   auto key = std::make_pair(operand, acc.id);
   auto it = loads.find(key);
@@ -536,13 +551,10 @@ std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
   DType dt = def.operands[operand].dtype;
   Type elemTy = storageType(dt);
   int bytes = int(dsl::dtypeBytes(dt));
-  int piece = std::min(acc.width, 16 / bytes);
+  int piece = pieceElems(operand, acc);
   std::vector<Value> out;
   for (int start = 0; start < acc.width; start += piece) {
-    Value col = start ? arith::AddIOp::create(b, loc, acc.col, cIdx(start))
-                      : acc.col;
-    Value addr = LLVM::GEPOp::create(b, loc, ptrGlobal, elemTy, base[operand],
-                                     ValueRange{col});
+    Value addr = pieceAddr(operand, acc, start);
     if (piece == 1) {
       out.push_back(LLVM::LoadOp::create(b, loc, elemTy, addr, bytes));
       continue;
@@ -1134,12 +1146,9 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs) {
         DType dt = def.operands[oi].dtype;
         Type elemTy = storageType(dt);
         int bytesPer = int(dsl::dtypeBytes(dt));
-        int piece = std::min(a.width, 16 / bytesPer);
+        int piece = pieceElems(oi, a);
         for (int start = 0; start < a.width; start += piece) {
-          Value col = start ? arith::AddIOp::create(b, loc, a.col, cIdx(start))
-                            : a.col;
-          Value addr = LLVM::GEPOp::create(b, loc, ptrGlobal, elemTy, base[oi],
-                                           ValueRange{col});
+          Value addr = pieceAddr(oi, a, start);
           if (piece == 1) {
             LLVM::StoreOp::create(b, loc, v[start], addr, bytesPer);
             continue;

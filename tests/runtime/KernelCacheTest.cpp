@@ -507,6 +507,51 @@ TEST(KernelCacheDegraded, DirectoryUnderAFileWorksFromMemoryWithOneWarning) {
   EXPECT_FALSE(cache.diskWritable());
 }
 
+namespace {
+
+/// Runs `body` in a forked child (so rlimits and uid changes stay there) and
+/// returns its exit status and the text it reported. The child exits 0 after
+/// `body`, 2 if the report cannot be written; `body` may _exit itself.
+struct ChildRun {
+  int status = 0;
+  std::string report;
+  bool exitedWith(int code) const {
+    return WIFEXITED(status) && WEXITSTATUS(status) == code;
+  }
+};
+ChildRun runInChild(llvm::function_ref<std::string()> body) {
+  ChildRun r;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    r.report = "pipe failed";
+    r.status = -1;
+    return r;
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    r.report = "fork failed";
+    r.status = -1;
+    return r;
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string report = body();
+    if (::write(fds[1], report.data(), report.size()) < 0)
+      ::_exit(2);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
+    r.report.append(buf, size_t(n));
+  ::close(fds[0]);
+  ::waitpid(pid, &r.status, 0);
+  return r;
+}
+
+} // namespace
+
 TEST(KernelCacheDegraded, ReadOnlyDirectoryStillServesItsEntries) {
   // chmod 0555 does not stop root, and CI runs as root: there the check
   // runs in a child that drops to uid/gid 65534 (nobody) first.
@@ -517,12 +562,7 @@ TEST(KernelCacheDegraded, ReadOnlyDirectoryStillServesItsEntries) {
       llvm::sys::path::parent_path(entryPath(tmp.path, key.hash())).str();
   ASSERT_EQ(::chmod(sub.c_str(), 0555), 0);
   ASSERT_EQ(::chmod(tmp.path.c_str(), 0555), 0);
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::close(fds[0]);
+  ChildRun child = runInChild([&] {
     if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
       ::_exit(77);
     std::string report;
@@ -538,28 +578,18 @@ TEST(KernelCacheDegraded, ReadOnlyDirectoryStillServesItsEntries) {
     bool ok = bool(cache.getOrCompile(key, fc.fn()));
     int afterFirst = fc.calls;
     ok = ok && bool(cache.getOrCompile(makeKey("r4.t32.v8.p1"), fc.fn()));
-    report = (ok ? "ok " : "failed ") + std::to_string(afterFirst) + " " +
-             std::to_string(fc.calls) + " " + std::to_string(warnings) +
-             "\n" + report;
-    if (::write(fds[1], report.data(), report.size()) < 0)
-      ::_exit(2);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string report;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
-    report.append(buf, size_t(n));
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+    return (ok ? "ok " : "failed ") + std::to_string(afterFirst) + " " +
+           std::to_string(fc.calls) + " " + std::to_string(warnings) + "\n" +
+           report;
+  });
   ::chmod(sub.c_str(), 0755);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+  if (child.exitedWith(77))
     GTEST_SKIP() << "running as root and cannot drop to uid 65534, so a "
                     "read-only directory cannot be made here; "
                     "DirectoryUnderAFile... and FullDisk... cover the "
                     "write-failure paths";
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << report;
+  const std::string &report = child.report;
+  ASSERT_TRUE(child.exitedWith(0)) << report;
   // The valid entry is read (0 compiles), the new key compiled (1), one
   // warning.
   EXPECT_EQ(report.rfind("ok 0 1 1\n", 0), 0u) << report;
@@ -570,12 +600,7 @@ TEST(KernelCacheDegraded, FullDiskWorksFromMemoryWithOneWarning) {
   // A file size limit makes writes fail (EFBIG) like a full disk, even for
   // root. Done in a child so the limit does not leak into other tests.
   TempDir tmp;
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::close(fds[0]);
+  ChildRun child = runInChild([&] {
     ::signal(SIGXFSZ, SIG_IGN);
     struct rlimit lim = {64, 64};
     ::setrlimit(RLIMIT_FSIZE, &lim);
@@ -591,21 +616,11 @@ TEST(KernelCacheDegraded, FullDiskWorksFromMemoryWithOneWarning) {
     FakeCompiler fc;
     bool ok = bool(cache.getOrCompile(makeKey(), fc.fn())) &&
               bool(cache.getOrCompile(makeKey("r2.t128.v8.p1"), fc.fn()));
-    report = (ok ? "ok " : "failed ") + std::to_string(warnings) + " " +
-             std::to_string(fc.calls) + "\n" + report;
-    if (::write(fds[1], report.data(), report.size()) < 0)
-      ::_exit(2);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string report;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0)
-    report.append(buf, size_t(n));
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << report;
+    return (ok ? "ok " : "failed ") + std::to_string(warnings) + " " +
+           std::to_string(fc.calls) + "\n" + report;
+  });
+  const std::string &report = child.report;
+  ASSERT_TRUE(child.exitedWith(0)) << report;
   EXPECT_EQ(report.rfind("ok 1 2\n", 0), 0u) << report;
   EXPECT_NE(report.find("in-memory cache only"), std::string::npos) << report;
   EXPECT_NE(report.find("File too large"), std::string::npos) << report;
