@@ -442,6 +442,9 @@ llvm::Error tools::checkTuneOptions(const TuneOptions &o) {
   auto shard = Shard::parse(o.shard);
   if (!shard)
     return usage("--shard: " + llvm::toString(shard.takeError()));
+  if (o.devices != "all") // "all" asks the driver, at run time
+    if (auto d = parseDevices(o.devices); !d)
+      return d.takeError();
   return llvm::Error::success();
 }
 

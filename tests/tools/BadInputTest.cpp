@@ -127,6 +127,7 @@ TEST(BadInput, TuneNumbersMustBeFiniteAndInRange) {
   expectUsage(with({"--repetitions", "5"}), "--repetitions: expected");
   expectUsage(with({"--timing", "warm"}), "--timing");
   expectUsage(with({"--shard", "5/5"}), "--shard");
+  expectUsage(with({"--devices", "0,x"}), "--devices: bad device 'x'");
   expectUsage({"tune", "--out", "/tmp/x"}, "expected --shapes");
   expectUsage({"tune", "merge", "a.json"}, "expected: tune merge");
 }
