@@ -47,8 +47,14 @@ static llvm::Expected<std::string> canonical(const ParamSpec &p,
     if (p.kind == ParamSpec::Kind::DType)
       return registryError(p.name + "='" + value +
                            "' is not a dtype (bf16, f16, f32)");
-    return registryError(p.name + "='" + value + "' is not one of " +
-                         p.allowedText());
+    std::vector<std::string> allowed =
+        p.kind == ParamSpec::Kind::Flag ? std::vector<std::string>{"0", "1"}
+                                        : p.choices;
+    std::string list = allowed.back();
+    if (allowed.size() > 1)
+      list = llvm::join(llvm::ArrayRef(allowed).drop_back(), ", ") + " or " +
+             list;
+    return registryError(p.name + "='" + value + "' is not " + list);
   };
   switch (p.kind) {
   case ParamSpec::Kind::DType: {

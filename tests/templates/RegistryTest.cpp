@@ -44,9 +44,10 @@ TEST(Registry, EveryDtypeSpellingMeansTheSameEverywhere) {
             "bias_dtype=f16,dtype=f16,residual=0");
   EXPECT_EQ(paramsOf("conv_bias", "residual=true bias_dtype=float"),
             "bias_dtype=f32,dtype=bf16,residual=1");
-  EXPECT_NE(paramsOf("residual_gate", "gate=sideways").find("is not one of "
-                                                            "full|per_batch|"
-                                                            "global"),
+  EXPECT_NE(paramsOf("residual_gate", "gate=sideways")
+                .find("gate='sideways' is not full, per_batch or global"),
+            std::string::npos);
+  EXPECT_NE(paramsOf("conv_bias", "residual=2").find("is not 0 or 1"),
             std::string::npos);
   EXPECT_NE(paramsOf("ln_modulate", "dtype=f16,dtype=f32").find("given twice"),
             std::string::npos);
