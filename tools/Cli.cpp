@@ -27,32 +27,32 @@ cl::OptionCategory category("bitfold options");
 
 cl::SubCommand versionCmd(
     "version", "Print the bitfold, LLVM and CUDA toolkit versions, the CUDA "
-               "driver and the GPUs it sees.\n  example: bitfold version");
+               "driver and the GPUs it sees.\n      example: bitfold version");
 cl::SubCommand templatesCmd(
     "templates", "List the registered kernels, their parameters and seed "
-                 "shapes.\n  example: bitfold templates");
+                 "shapes.\n      example: bitfold templates");
 cl::SubCommand interpCmd(
     "interp", "Run a kernel in the CPU reference interpreter on seeded data "
-              "and check every output element is written.\n  example: "
+              "and check every output element is written.\n      example: "
               "bitfold interp ln_modulate --shape 2,1024,2240 --print-text");
 cl::SubCommand compileCmd(
     "compile", "Lower a kernel for one shape: DSL -> MLIR -> LLVM IR -> PTX "
-               "-> cubin; audit the PTX; print per-stage times.\n  example: "
+               "-> cubin; audit the PTX; print per-stage times.\n      example: "
                "bitfold compile conv_bias --shape 1,96,4,480,832 --params "
                "residual=1 --dump-dir /tmp/d");
 cl::SubCommand runCmd(
     "run", "Run a kernel on the GPU through the C API, compare it bit for "
-           "bit with the interpreter on the same data, and time it.\n  "
+           "bit with the interpreter on the same data, and time it.\n      "
            "example: bitfold run rmsnorm_modulate --shape 1,4096,4096");
 cl::SubCommand cacheCmd(
     "cache", "Inspect the disk cache: ls, stats, verify (exit 1 if an entry "
-             "is bad) or clear.\n  example: bitfold cache verify --dir "
+             "is bad) or clear.\n      example: bitfold cache verify --dir "
              "~/.cache/bitfold");
 cl::SubCommand tuneCmd(
     "tune", "Time every legal tile config of each shape on the GPU, check "
             "they give identical bits, write DIR/tune-db.json and DIR/cache/; "
-            "or merge tune DBs.\n  example: bitfold tune --shapes "
-            "bench/shapes/seed-shapes.json --out tuned/\n  example: bitfold "
+            "or merge tune DBs.\n      example: bitfold tune --shapes "
+            "bench/shapes/seed-shapes.json --out tuned/\n      example: bitfold "
             "tune merge a.json b.json --out ab.json");
 
 // ---- Options shared by several commands -------------------------------------
