@@ -180,6 +180,8 @@ static llvm::Error checkDescriptor(const KernelDescriptor &d) {
 }
 
 Registry &Registry::global() {
+  // Never destroyed: names handed out (bitfold_template_name) stay valid
+  // through static destruction.
   static Registry *r = [] {
     auto *reg = new Registry;
     for (KernelDescriptor &d : stockKernels())
