@@ -31,7 +31,7 @@ struct ShapeRequest {
   std::string templateName;
   std::string shape; ///< "1,4096,4096", as templates::parseShape reads it.
   std::map<std::string, std::string> params;
-  /// "dtype=bf16 residual=1": what runtime::parseTemplateParams reads.
+  /// "dtype=bf16 residual=1": what KernelDescriptor::parseParams reads.
   std::string paramsText() const;
   /// "ln_modulate 1,4096,4096 dtype=bf16" (for messages and the report).
   std::string label() const;

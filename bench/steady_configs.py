@@ -48,7 +48,8 @@ def main():
     args = ap.parse_args()
     b, s, d = (int(v) for v in args.shape.split(","))
     listed = subprocess.run(["bitfold", "compile", args.template, "--shape", args.shape,
-                             "--list-configs"], capture_output=True, text=True, check=True)
+                             "--params", args.params, "--list-configs"],
+                            capture_output=True, text=True, check=True)
     configs = [c for c in listed.stdout.split() if c.startswith("r")]
     rt = bk.bitfold_torch.Runtime()
     kernel = rt.kernel(args.template, args.params)

@@ -1,14 +1,9 @@
-//===- codegen/CompileCommand.h - `bitfold compile` ---------------*- C++ -*-===//
+//===- codegen/CompileCommand.h - A template at a tensor shape ---*- C++ -*-===//
 //
-//   bitfold compile TEMPLATE --shape 1,4096,4096 [--config r1.t128.v8.p1]
-//       [--arch sm_90] [--dump-dir DIR] [--dtype bf16] [--bias-dtype f32]
-//       [--residual] [--gate full|per_batch|global] [--cubin-tool TOOL]
-//       [--ptx-only] [--list-configs]
-//
-// Shapes: row-major templates take (B, S, D) (rows = B*S, S is the named
-// dim, cols = D) or any (..., D); channels-last templates (conv_bias,
-// wan_rmsnorm_silu) take NCHW / NCDHW: cols = C, rows = N * spatial.
-// Prints the chosen config, the tool, sizes, registers and per-stage times.
+// What `bitfold compile` (tools/) and the codegen tests compile: a stock
+// template, by name, at a tensor shape, with the ShapeSpec of contiguous
+// tensors from a caching allocator. The shape rule is the registry's
+// (templates/Problem.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_CODEGEN_COMPILECOMMAND_H
@@ -16,16 +11,11 @@
 
 #include "codegen/Codegen.h"
 
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/Support/raw_ostream.h"
+#include "templates/Problem.h"
 
 namespace bitfold::codegen {
 
-/// `args` excludes "compile" itself. Returns the process exit code; errors
-/// go to `out` too.
-int runCompileCommand(llvm::ArrayRef<std::string> args, llvm::raw_ostream &out);
-
-/// A template instance at a tensor shape, as the CLI understands it.
+/// A template instance at a tensor shape.
 struct ShapedTemplate {
   std::shared_ptr<const dsl::KernelDef> def;
   ShapeSpec shape;
@@ -41,6 +31,10 @@ struct TemplateRequest {
   std::string gate = "full";
 };
 llvm::Expected<ShapedTemplate> shapeTemplate(const TemplateRequest &req);
+
+/// The ShapeSpec of `p` for dense tensors: 16-byte bases, rows of cols
+/// elements, offsets up to rows * cols of one group.
+ShapedTemplate shapeProblem(const templates::Problem &p);
 
 } // namespace bitfold::codegen
 

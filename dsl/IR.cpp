@@ -351,6 +351,12 @@ Expr RowProgram::scalar(llvm::StringRef name, DType dtype) {
   return Expr(std::move(n));
 }
 
+Expr RowProgram::scalar(llvm::StringRef name, float defaultValue) {
+  Expr e = scalar(name, DType::F32);
+  def.scalars.back().defaultValue = defaultValue;
+  return e;
+}
+
 void RowProgram::output(llvm::StringRef name, DType dtype, Layout layout,
                         Expr value) {
   OperandDecl o;

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -280,6 +281,9 @@ struct FoldDecl {
 struct ScalarDecl {
   std::string name;
   DType dtype;
+  /// The value a launch uses when the caller gives none (eps = 1e-6);
+  /// not part of the program's text or hash.
+  std::optional<float> defaultValue;
 };
 
 /// A finished, verified row program. Immutable; shared by codegen, the
@@ -332,6 +336,8 @@ public:
   Input input(llvm::StringRef name, DType dtype, Layout layout,
               IndexMap map = IndexMap::PerElement, Dim batch = Dim{});
   Expr scalar(llvm::StringRef name, DType dtype = DType::F32);
+  /// An f32 scalar with the value callers get by default.
+  Expr scalar(llvm::StringRef name, float defaultValue);
   void output(llvm::StringRef name, DType dtype, Layout layout, Expr value);
 
   /// Reduce `input` over the row's columns. Returns the finished results

@@ -119,14 +119,15 @@ BITFOLD_API const char *bitfold_last_error(void) { return lastError.c_str(); }
 BITFOLD_API const char *bitfold_version(void) { return BITFOLD_VERSION; }
 
 BITFOLD_API int bitfold_num_templates(void) {
-  return int(templates::allTemplates().size());
+  return int(templates::Registry::global().all().size());
 }
 
 BITFOLD_API const char *bitfold_template_name(int i) {
-  const auto &all = templates::allTemplates();
+  // Descriptors live as long as the process: the name stays valid.
+  auto all = templates::Registry::global().all();
   if (i < 0 || size_t(i) >= all.size())
     return nullptr;
-  return all[size_t(i)].name.c_str();
+  return all[size_t(i)]->name.c_str();
 }
 
 BITFOLD_API void bitfold_runtime_options_init(bitfold_runtime_options *o) {

@@ -5,6 +5,8 @@
 #include "runtime/Driver.h"
 #include "runtime/Status.h"
 
+#include "templates/Problem.h"
+
 #include "autotune/Policy.h"
 #include "autotune/ShapeClass.h"
 
@@ -21,87 +23,6 @@
 using namespace bitfold;
 using namespace bitfold::runtime;
 using dsl::KernelDef;
-
-// ---- Template parameters ---------------------------------------------------
-
-std::optional<dsl::DType> bitfold::runtime::parseDType(llvm::StringRef t) {
-  t = t.trim();
-  if (t == "bf16" || t == "bfloat16")
-    return dsl::DType::BF16;
-  if (t == "f16" || t == "float16" || t == "half" || t == "fp16")
-    return dsl::DType::F16;
-  if (t == "f32" || t == "float32" || t == "float" || t == "fp32")
-    return dsl::DType::F32;
-  return std::nullopt;
-}
-
-namespace {
-
-/// The parameters each template reads (all take dtype).
-llvm::ArrayRef<llvm::StringRef> paramsOf(llvm::StringRef name) {
-  static const llvm::StringRef dtypeOnly[] = {"dtype"};
-  static const llvm::StringRef conv[] = {"dtype", "bias_dtype", "residual"};
-  static const llvm::StringRef gate[] = {"dtype", "gate"};
-  if (name == "conv_bias")
-    return conv;
-  if (name == "residual_gate")
-    return gate;
-  return dtypeOnly;
-}
-
-} // namespace
-
-llvm::Expected<templates::TemplateArgs>
-bitfold::runtime::parseTemplateParams(llvm::StringRef name,
-                                      llvm::StringRef text) {
-  templates::TemplateArgs a;
-  bool biasSet = false;
-  llvm::SmallVector<llvm::StringRef, 8> items;
-  llvm::SplitString(text, items, " ,;\t\n");
-  llvm::ArrayRef<llvm::StringRef> allowed = paramsOf(name);
-  std::string allowedText = llvm::join(allowed, ", ");
-  std::set<std::string> seen;
-  auto bad = [&](const llvm::Twine &msg) {
-    return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
-                        name + " parameters '" + text + "': " + msg);
-  };
-  for (llvm::StringRef item : items) {
-    auto [key, value] = item.split('=');
-    if (!item.contains('=') || key.empty() || value.empty())
-      return bad("'" + item + "' is not key=value");
-    if (!llvm::is_contained(allowed, key))
-      return bad("unknown parameter '" + key + "' (" + name + " takes: " +
-                 allowedText + ")");
-    if (!seen.insert(key.str()).second)
-      return bad("'" + key + "' given twice");
-    if (key == "dtype" || key == "bias_dtype") {
-      auto t = parseDType(value);
-      if (!t)
-        return bad(key + "='" + value + "' is not a dtype (bf16, f16, f32)");
-      (key == "dtype" ? a.dtype : a.biasDtype) = *t;
-      biasSet |= key == "bias_dtype";
-    } else if (key == "residual") {
-      if (value == "1" || value == "true")
-        a.residual = true;
-      else if (value == "0" || value == "false")
-        a.residual = false;
-      else
-        return bad("residual='" + value + "' is not 0 or 1");
-    } else if (key == "gate") {
-      if (value == "full")
-        a.gate = templates::GateMap::Full;
-      else if (value == "per_batch")
-        a.gate = templates::GateMap::PerBatch;
-      else if (value == "global")
-        a.gate = templates::GateMap::Global;
-      else
-        return bad("gate='" + value + "' is not full, per_batch or global");
-    }
-  }
-  if (!biasSet)
-    a.biasDtype = a.dtype;
-  return a;
-}
 
 // ---- Specialisations -------------------------------------------------------
 
@@ -175,12 +96,13 @@ size_t Kernel::SpecKeyHash::operator()(const SpecKey &k) const {
   return size_t(h);
 }
 
-Kernel::Kernel(Runtime &rt, std::string name, templates::TemplateArgs args,
-               std::shared_ptr<const KernelDef> def, std::string defError)
-    : rt(rt), templateName(std::move(name)), args(args), sig(def),
-      defError(std::move(defError)) {
-  if (this->defError.empty())
-    fixedDef = def;
+Kernel::Kernel(Runtime &rt, templates::DescriptorRef desc,
+               templates::ParamValues params,
+               std::shared_ptr<const KernelDef> sig)
+    : rt(rt), templateName(desc->name), desc(std::move(desc)),
+      params(std::move(params)), sig(sig) {
+  if (!this->desc->dependsOnCols)
+    fixedDef = sig;
 }
 
 Kernel::~Kernel() = default;
@@ -194,10 +116,7 @@ llvm::Expected<std::shared_ptr<const KernelDef>> Kernel::defFor(int64_t cols) {
     if (it != defsByCols.end())
       return it->second;
   }
-  const templates::TemplateInfo *info = templates::findTemplate(templateName);
-  templates::TemplateArgs a = args;
-  a.cols = cols;
-  auto def = info->build(a);
+  auto def = desc->build(params, cols);
   if (!def)
     return runtimeError(BITFOLD_ERROR_SHAPE,
                         llvm::toString(def.takeError()));
@@ -406,11 +325,9 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
   if (!def) {
     def = sig.get();
     const DLTensor *t0 = tensors && numTensors > 0 ? tensors[0] : nullptr;
-    if (t0 && t0->shape && t0->ndim >= 1) {
-      int64_t cols = sig->operands[0].layout == dsl::Layout::ChannelsLast &&
-                             t0->ndim >= 2
-                         ? t0->shape[1]
-                         : t0->shape[t0->ndim - 1];
+    // An ndim out of range is reported by bindTensors, against sig.
+    if (t0 && t0->shape && t0->ndim >= 1 && t0->ndim <= templates::kMaxDims) {
+      int64_t cols = t0->shape[templates::colsAxis(*sig, t0->ndim)];
       auto d = defFor(cols);
       if (!d)
         return d.takeError();
@@ -607,48 +524,28 @@ llvm::Expected<std::string> Runtime::gpuName(int device) {
 
 llvm::Expected<Kernel *> Runtime::findKernel(llvm::StringRef name,
                                              llvm::StringRef params) {
-  const templates::TemplateInfo *info = templates::findTemplate(name);
-  if (!info) {
-    std::string names;
-    for (const templates::TemplateInfo &t : templates::allTemplates())
-      names += (names.empty() ? "" : ", ") + t.name;
+  auto desc = templates::Registry::global().lookup(name);
+  if (!desc)
     return runtimeError(BITFOLD_ERROR_UNKNOWN_TEMPLATE,
-                        "no template '" + name + "' (templates: " + names +
-                            ")");
-  }
-  auto args = parseTemplateParams(name, params);
-  if (!args)
-    return args.takeError();
-  std::string id = llvm::formatv("{0}|{1}|{2}|{3}|{4}", name,
-                                 int(args->dtype), int(args->biasDtype),
-                                 int(args->residual), int(args->gate));
+                        llvm::toString(desc.takeError()));
+  auto values = (*desc)->parseParams(params);
+  if (!values)
+    return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
+                        llvm::toString(values.takeError()));
+  std::string id = name.str() + "|" + values->str();
   std::lock_guard<std::mutex> lock(mu);
   auto it = kernels.find(id);
   if (it != kernels.end())
     return it->second.get();
-
-  // A template whose fold order does not depend on D builds with cols = 0;
-  // one that does (rmsnorm_modulate) is built per column count at launch,
-  // and probed here with a few column counts for its signature.
-  auto def = info->build(*args);
-  std::string defError;
-  if (!def) {
-    defError = llvm::toString(def.takeError());
-    for (int64_t cols : {2048, 4096, 128, 1024, 3072, 6144, 64}) {
-      templates::TemplateArgs probe = *args;
-      probe.cols = cols;
-      def = info->build(probe);
-      if (def)
-        break;
-      llvm::consumeError(def.takeError());
-    }
-    if (!def)
-      return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
-                          name + ": " + defError);
-  }
-  if (llvm::Error e = checkDefLimits(**def))
+  // The signature: the definition itself unless it depends on D, in which
+  // case launches build one per column count (Kernel::defFor).
+  auto sig = (*desc)->signature(*values);
+  if (!sig)
+    return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
+                        name + ": " + llvm::toString(sig.takeError()));
+  if (llvm::Error e = checkDefLimits(**sig))
     return std::move(e);
-  auto k = std::make_unique<Kernel>(*this, name.str(), *args, *def, defError);
+  auto k = std::make_unique<Kernel>(*this, *desc, *values, *sig);
   Kernel *raw = k.get();
   kernels.emplace(id, std::move(k));
   return raw;

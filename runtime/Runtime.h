@@ -36,7 +36,7 @@
 #include "runtime/TensorBinding.h"
 
 #include "codegen/Codegen.h"
-#include "templates/Templates.h"
+#include "templates/Registry.h"
 
 #include <cuda.h>
 
@@ -92,8 +92,11 @@ class Runtime;
 /// One template with its parameters; owns its specialisations.
 class Kernel {
 public:
-  Kernel(Runtime &rt, std::string name, templates::TemplateArgs args,
-         std::shared_ptr<const dsl::KernelDef> def, std::string defError);
+  /// `sig` is desc's signature for `params`: the definition itself unless
+  /// desc->dependsOnCols.
+  Kernel(Runtime &rt, templates::DescriptorRef desc,
+         templates::ParamValues params,
+         std::shared_ptr<const dsl::KernelDef> sig);
   ~Kernel();
 
   /// Binds, specialises (first time per shape class) and launches.
@@ -169,10 +172,10 @@ private:
 
   Runtime &rt;
   std::string templateName;
-  templates::TemplateArgs args;
+  templates::DescriptorRef desc;
+  templates::ParamValues params;
   std::shared_ptr<const dsl::KernelDef> sig;
   std::shared_ptr<const dsl::KernelDef> fixedDef; ///< null: per column count.
-  std::string defError;
 
   mutable std::shared_mutex mu;
   /// Shape class -> what it resolved to (the warm path's lookup).
@@ -215,15 +218,6 @@ private:
   std::map<std::string, std::unique_ptr<Kernel>> kernels;
   std::map<int, std::string> gpuNames;
 };
-
-/// Parses template parameter text ("dtype=bf16, residual=1") for template
-/// `name`; errors name the bad key or value and list the valid ones.
-llvm::Expected<templates::TemplateArgs> parseTemplateParams(llvm::StringRef name,
-                                                           llvm::StringRef text);
-
-/// Parses "bf16", "f16", "f32" (and "bfloat16", "float16", "half",
-/// "float32", "float").
-std::optional<dsl::DType> parseDType(llvm::StringRef text);
 
 } // namespace bitfold::runtime
 

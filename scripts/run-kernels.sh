@@ -63,8 +63,8 @@ done
 interp_cases=(
   "ln_modulate --shape 2,1024,2240"
   "qk_layernorm --shape 1,4360,32,128"
-  "conv_bias --shape 1,384,1,60,104 --bias-dtype f32"
-  "conv_bias --shape 1,384,1,60,104 --residual"
+  "conv_bias --shape 1,384,1,60,104 --params bias_dtype=f32"
+  "conv_bias --shape 1,384,1,60,104 --params residual=1"
   "residual_gate --shape 1,4096,4096"
   "rmsnorm_modulate --shape 1,128,2048"
   "wan_rmsnorm_silu --shape 1,96,1,60,104"

@@ -2,6 +2,7 @@
 
 #include "templates/Problem.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -16,8 +17,13 @@ static llvm::Error shapeError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-static bool isChannelsLast(llvm::StringRef tmpl) {
-  return tmpl == "conv_bias" || tmpl == "wan_rmsnorm_silu";
+/// a * b, or an error naming `what` when it leaves int64.
+static llvm::Expected<int64_t> checkedMul(int64_t a, int64_t b,
+                                          const llvm::Twine &what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    return shapeError(what + ": the product of the dims overflows 64 bits");
+  return r;
 }
 
 int64_t ProblemShape::totalRows() const {
@@ -34,61 +40,140 @@ std::string ProblemShape::str() const {
   return s;
 }
 
-llvm::Expected<ProblemShape>
-templates::shapeFromDims(llvm::StringRef tmpl, llvm::ArrayRef<int64_t> dims) {
-  if (!findTemplate(tmpl))
-    return shapeError(llvm::formatv("unknown template '{0}'", tmpl));
-  ProblemShape s;
-  s.dims.assign(dims.begin(), dims.end());
-  for (int64_t d : dims)
-    if (d < 1)
-      return shapeError(llvm::formatv("shape {0}: dims must be positive",
-                                      s.str()));
-  auto product = [&](size_t from, size_t to) {
-    int64_t n = 1;
-    for (size_t i = from; i < to; ++i)
-      n *= s.dims[i];
-    return n;
-  };
-  if (isChannelsLast(tmpl)) {
-    if (s.dims.size() != 4 && s.dims.size() != 5)
-      return shapeError(llvm::formatv(
-          "{0}: shape is N,C,H,W or N,C,D,H,W; found {1} dims", tmpl,
-          s.dims.size()));
-    s.cols = s.dims[1];
-    s.groupRows = {s.dims[0] * product(2, s.dims.size())};
-    return s;
-  }
-  if (s.dims.size() < 2)
-    return shapeError(llvm::formatv(
-        "{0}: shape is B,S,D (or any ...,D); found {1} dim(s)", tmpl,
-        s.dims.size()));
-  s.cols = s.dims.back();
-  int64_t rows = product(0, s.dims.size() - 1);
-  if (tmpl == "qk_layernorm") {
-    s.groupRows = {rows, rows}; // q and k
-    return s;
-  }
-  // The first dim is the batch: per-batch operands have one row per batch.
-  s.rowsPerBatch = s.dims.size() >= 3 ? rows / s.dims[0] : rows;
-  s.groupRows = {rows};
-  return s;
-}
-
-llvm::Expected<ProblemShape> templates::parseShape(llvm::StringRef tmpl,
-                                                   llvm::StringRef text) {
+llvm::Expected<std::vector<int64_t>> templates::parseDims(llvm::StringRef text) {
   llvm::SmallVector<llvm::StringRef> parts;
   text.split(parts, ',');
+  if (parts.size() > size_t(kMaxDims))
+    return shapeError(llvm::formatv("shape '{0}': at most {1} dims", text,
+                                    kMaxDims));
   std::vector<int64_t> dims;
   for (llvm::StringRef p : parts) {
     int64_t v;
     if (p.trim().getAsInteger(10, v) || v < 1)
       return shapeError(llvm::formatv("shape '{0}': '{1}' is not a positive "
-                                      "integer",
+                                      "64-bit integer (expected e.g. "
+                                      "1,4096,4096)",
                                       text, p));
     dims.push_back(v);
   }
-  return shapeFromDims(tmpl, dims);
+  return dims;
+}
+
+static bool isChannelsLast(const dsl::KernelDef &sig) {
+  return llvm::any_of(sig.operands, [](const dsl::OperandDecl &o) {
+    return o.layout == dsl::Layout::ChannelsLast;
+  });
+}
+
+int templates::colsAxis(const dsl::KernelDef &sig, int ndim) {
+  return isChannelsLast(sig) && ndim >= 2 ? 1 : ndim - 1;
+}
+
+llvm::Expected<ProblemShape>
+templates::shapeFromDims(const dsl::KernelDef &sig,
+                         llvm::ArrayRef<int64_t> dims) {
+  ProblemShape s;
+  s.dims.assign(dims.begin(), dims.end());
+  if (dims.size() > size_t(kMaxDims))
+    return shapeError(llvm::formatv("shape {0}: at most {1} dims", s.str(),
+                                    kMaxDims));
+  for (int64_t d : dims)
+    if (d < 1)
+      return shapeError(llvm::formatv("shape {0}: dims must be positive",
+                                      s.str()));
+  bool channelsLast = isChannelsLast(sig);
+  if (channelsLast && dims.size() != 4 && dims.size() != 5)
+    return shapeError(llvm::formatv(
+        "{0}: shape is N,C,H,W or N,C,D,H,W; found {1} dims", sig.name,
+        dims.size()));
+  if (!channelsLast && dims.size() < 2)
+    return shapeError(llvm::formatv(
+        "{0}: shape is B,S,D (or any ...,D); found {1} dim(s)", sig.name,
+        dims.size()));
+  // rows = every dim but the columns'; the product of all must fit too.
+  int axis = colsAxis(sig, int(dims.size()));
+  int64_t rows = 1;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (int(i) != axis) {
+      auto r = checkedMul(rows, dims[i], "shape " + s.str());
+      if (!r)
+        return r.takeError();
+      rows = *r;
+    }
+  auto elements = checkedMul(rows, dims[axis], "shape " + s.str());
+  if (!elements)
+    return elements.takeError();
+  s.cols = dims[axis];
+  if (sig.groups > 1) { // e.g. q and k: each group has every row
+    s.groupRows.assign(sig.groups, rows);
+    return s;
+  }
+  // The first dim is the batch: per-batch operands have one row per batch.
+  if (!channelsLast)
+    s.rowsPerBatch = dims.size() >= 3 ? rows / dims[0] : rows;
+  s.groupRows = {rows};
+  return s;
+}
+
+llvm::Error Problem::setScalar(llvm::StringRef name, float value) {
+  for (size_t i = 0; i < def->scalars.size(); ++i)
+    if (def->scalars[i].name == name) {
+      scalars[i] = value;
+      return llvm::Error::success();
+    }
+  std::string names;
+  for (const dsl::ScalarDecl &d : def->scalars)
+    names += (names.empty() ? "" : ", ") + d.name;
+  return shapeError(desc->name + " has no scalar '" + name + "' (scalars: " +
+                    (names.empty() ? std::string("none") : names) + ")");
+}
+
+llvm::Expected<Problem> templates::makeProblem(llvm::StringRef kernel,
+                                               llvm::StringRef params,
+                                               llvm::ArrayRef<int64_t> dims) {
+  Problem p;
+  auto desc = Registry::global().lookup(kernel);
+  if (!desc)
+    return desc.takeError();
+  p.desc = *desc;
+  auto values = p.desc->parseParams(params);
+  if (!values)
+    return values.takeError();
+  p.params = *values;
+  auto sig = p.desc->signature(p.params);
+  if (!sig)
+    return sig.takeError();
+  auto shape = shapeFromDims(**sig, dims);
+  if (!shape)
+    return shape.takeError();
+  p.shape = *shape;
+  auto def = p.desc->dependsOnCols ? p.desc->build(p.params, p.shape.cols)
+                                   : std::move(sig);
+  if (!def)
+    return def.takeError();
+  p.def = *def;
+  auto scalars = defaultScalars(*p.desc, *p.def, p.shape);
+  if (!scalars)
+    return scalars.takeError();
+  p.scalars = std::move(*scalars);
+  return p;
+}
+
+llvm::Expected<Problem> templates::makeProblem(llvm::StringRef kernel,
+                                               llvm::StringRef params,
+                                               llvm::StringRef shapeText) {
+  auto dims = parseDims(shapeText);
+  if (!dims)
+    return dims.takeError();
+  return makeProblem(kernel, params, *dims);
+}
+
+llvm::Expected<ProblemShape> templates::parseShape(llvm::StringRef kernel,
+                                                   llvm::StringRef text) {
+  auto p = makeProblem(kernel, "", text);
+  if (!p)
+    return p.takeError();
+  return p->shape;
 }
 
 static void storeValue(dsl::DType t, uint8_t *p, float v) {
@@ -111,34 +196,64 @@ static void storeValue(dsl::DType t, uint8_t *p, float v) {
   }
 }
 
+/// Rows of operand `o` in a group of `rows` rows.
+static int64_t operandRows(const dsl::OperandDecl &o, int64_t rows,
+                           int64_t rowsPerBatch) {
+  if (o.map == dsl::IndexMap::PerColumn)
+    return 1;
+  if (o.map == dsl::IndexMap::PerBatch)
+    return (rows + rowsPerBatch - 1) / rowsPerBatch;
+  return rows;
+}
+
+/// An error when the problem's buffers would total over kMaxHostBytes.
+static llvm::Error checkHostBytes(const dsl::KernelDef &def,
+                                  const ProblemShape &shape) {
+  uint64_t total = 0;
+  for (int64_t groupRows : shape.groupRows)
+    for (const dsl::OperandDecl &o : def.operands) {
+      uint64_t n;
+      uint64_t rows = uint64_t(operandRows(o, groupRows, shape.rowsPerBatch));
+      if (__builtin_mul_overflow(rows, uint64_t(shape.cols), &n) ||
+          __builtin_mul_overflow(n, uint64_t(dsl::dtypeBytes(o.dtype)), &n) ||
+          __builtin_add_overflow(total, n, &total) || total > kMaxHostBytes)
+        return shapeError(llvm::formatv(
+            "{0} at shape {1}: the host buffers would exceed {2} GiB",
+            def.name, shape.str(), kMaxHostBytes >> 30));
+    }
+  return llvm::Error::success();
+}
+
 llvm::Expected<HostProblem> HostProblem::make(const dsl::KernelDef &def,
                                               const ProblemShape &shape,
-                                              uint64_t seed, float amplitude) {
+                                              uint64_t seed,
+                                              std::vector<float> scalars,
+                                              float amplitude) {
   if (int(shape.groupRows.size()) != def.groups)
     return shapeError(llvm::formatv("'{0}' serves {1} groups; the shape has {2}",
                                     def.name, def.groups,
                                     shape.groupRows.size()));
+  if (scalars.size() != def.scalars.size())
+    return shapeError(llvm::formatv("'{0}' takes {1} scalars; {2} given",
+                                    def.name, def.scalars.size(),
+                                    scalars.size()));
+  if (llvm::Error e = checkHostBytes(def, shape))
+    return std::move(e);
   HostProblem hp;
   hp.shape = shape;
   dsl::Binding &b = hp.binding;
   b.cols = shape.cols;
   b.groupRows = shape.groupRows;
-  for (size_t i = 0; i < def.dims.size(); ++i)
-    b.dims.push_back(shape.rowsPerBatch);
-  b.scalars = defaultScalars(def, shape);
+  b.dims.assign(def.dims.size(), shape.rowsPerBatch);
+  b.scalars = std::move(scalars);
 
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   hp.storage.resize(def.groups);
   b.tensors.resize(def.groups);
   for (int g = 0; g < def.groups; ++g) {
-    for (size_t i = 0; i < def.operands.size(); ++i) {
-      const dsl::OperandDecl &o = def.operands[i];
-      int64_t rows = shape.groupRows[g];
-      if (o.map == dsl::IndexMap::PerColumn)
-        rows = 1;
-      else if (o.map == dsl::IndexMap::PerBatch)
-        rows = (rows + shape.rowsPerBatch - 1) / shape.rowsPerBatch;
+    for (const dsl::OperandDecl &o : def.operands) {
+      int64_t rows = operandRows(o, shape.groupRows[g], shape.rowsPerBatch);
       unsigned eb = dsl::dtypeBytes(o.dtype);
       std::vector<uint8_t> buf(size_t(rows * shape.cols) * eb);
       // Modulation and gate operands are small in real models.
@@ -158,96 +273,33 @@ llvm::Expected<HostProblem> HostProblem::make(const dsl::KernelDef &def,
       t.rows = rows;
       t.rowStride = shape.cols;
       hp.storage[g].push_back(std::move(buf));
-      b.tensors.resize(def.groups);
       b.tensors[g].push_back(t);
     }
   }
   return hp;
 }
 
-std::vector<float> templates::defaultScalars(const dsl::KernelDef &def,
-                                             const ProblemShape &shape) {
+HostProblem HostProblem::clone() const {
+  HostProblem c = *this;
+  for (size_t g = 0; g < c.storage.size(); ++g)
+    for (size_t i = 0; i < c.storage[g].size(); ++i)
+      c.binding.tensors[g][i].data = c.storage[g][i].data();
+  return c;
+}
+
+llvm::Expected<std::vector<float>>
+templates::defaultScalars(const KernelDescriptor &desc,
+                          const dsl::KernelDef &def,
+                          const ProblemShape &shape) {
   std::vector<float> s;
   for (const dsl::ScalarDecl &d : def.scalars) {
-    if (d.name == "scale")
-      s.push_back(float(std::sqrt(double(shape.cols))));
+    if (auto it = desc.shapeScalars.find(d.name); it != desc.shapeScalars.end())
+      s.push_back(it->second(shape));
+    else if (d.defaultValue)
+      s.push_back(*d.defaultValue);
     else
-      s.push_back(1e-6f); // eps
+      return shapeError(desc.name + ": scalar '" + d.name +
+                        "' declares no default; give its value");
   }
   return s;
-}
-
-std::vector<std::string> templates::seedShapes(llvm::StringRef tmpl) {
-  if (tmpl == "ln_modulate")
-    return {"1,4096,4096", "1,4359,4096", "2,1024,2240", "1,1,128"};
-  if (tmpl == "qk_layernorm")
-    return {"1,4360,32,128"};
-  if (tmpl == "conv_bias")
-    return {"1,96,4,480,832", "1,192,4,240,416", "1,384,2,120,208",
-            "1,384,1,60,104", "4,96,480,832"};
-  if (tmpl == "residual_gate")
-    return {"1,4096,4096"};
-  if (tmpl == "rmsnorm_modulate")
-    return {"1,4216,4096", "1,4096,4096", "2,1140,4096", "1,128,2048"};
-  if (tmpl == "wan_rmsnorm_silu")
-    return {"1,96,4,480,832"};
-  return {};
-}
-
-static llvm::Expected<dsl::DType> parseDType(llvm::StringRef s) {
-  if (s == "bf16") return dsl::DType::BF16;
-  if (s == "f16" || s == "fp16") return dsl::DType::F16;
-  if (s == "f32" || s == "fp32") return dsl::DType::F32;
-  return shapeError(llvm::formatv("unknown dtype '{0}' (bf16, f16, f32)", s));
-}
-
-llvm::Error templates::parseTemplateArgs(llvm::ArrayRef<std::string> args,
-                                         TemplateArgs &out,
-                                         std::vector<std::string> &rest) {
-  bool biasGiven = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    llvm::StringRef a = args[i];
-    auto value = [&]() -> llvm::Expected<llvm::StringRef> {
-      if (i + 1 >= args.size())
-        return shapeError(llvm::formatv("{0} needs a value", a));
-      return llvm::StringRef(args[++i]);
-    };
-    if (a == "--dtype" || a == "--bias-dtype") {
-      auto v = value();
-      if (!v)
-        return v.takeError();
-      auto t = parseDType(*v);
-      if (!t)
-        return t.takeError();
-      (a == "--dtype" ? out.dtype : out.biasDtype) = *t;
-      biasGiven |= a == "--bias-dtype";
-    } else if (a == "--residual") {
-      out.residual = true;
-    } else if (a == "--gate") {
-      auto v = value();
-      if (!v)
-        return v.takeError();
-      if (*v == "full")
-        out.gate = GateMap::Full;
-      else if (*v == "per_batch")
-        out.gate = GateMap::PerBatch;
-      else if (*v == "global")
-        out.gate = GateMap::Global;
-      else
-        return shapeError(llvm::formatv(
-            "unknown gate '{0}' (full, per_batch, global)", *v));
-    } else {
-      rest.push_back(args[i]);
-    }
-  }
-  if (!biasGiven)
-    out.biasDtype = out.dtype;
-  return llvm::Error::success();
-}
-
-llvm::StringRef templates::templateArgsHelp() {
-  return "  --dtype bf16|f16|f32       tensor dtype (default bf16)\n"
-         "  --bias-dtype bf16|f16|f32  conv_bias: bias dtype (default: x's)\n"
-         "  --residual                 conv_bias: add the residual h\n"
-         "  --gate full|per_batch|global  residual_gate: gate broadcast\n";
 }

@@ -7,6 +7,8 @@
 
 #include "templates/Templates.h"
 
+#include "templates/Problem.h"
+
 #include "dsl/Folds.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -44,7 +46,7 @@ llvm::Expected<KernelDefRef> templates::lnModulate(DType dt) {
   Expr x = p.input("x", dt, Layout::RowMajor).row();
   Expr scale = p.input("scale", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
   Expr shift = p.input("shift", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
-  Expr eps = p.scalar("eps");
+  Expr eps = p.scalar("eps", 1e-6f);
   // aten takes vectorized_layer_norm_kernel only for D % 4 == 0, D <= 2^24.
   p.guardCols(4, 4, int64_t(1) << 24);
 
@@ -66,7 +68,7 @@ llvm::Expected<KernelDefRef> templates::qkLayerNorm(DType dt) {
   RowProgram p("qk_layernorm");
   p.groups(2); // q and k in one launch.
   Expr x = p.input("x", dt, Layout::RowMajor).row();
-  Expr eps = p.scalar("eps");
+  Expr eps = p.scalar("eps", 1e-6f);
   // One aten block per head row: D % 4 == 0 and D <= 128 keeps every vector
   // in warp 0 (warps 1..3 enter the fold empty).
   p.guardCols(4, 4, 128);
@@ -132,7 +134,7 @@ llvm::Expected<KernelDefRef> templates::rmsNormModulate(int tpr, DType dt) {
   Expr w = p.input("weight", dt, Layout::RowMajor, IndexMap::PerColumn).row();
   Expr scale = p.input("scale", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
   Expr shift = p.input("shift", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
-  Expr eps = p.scalar("eps");
+  Expr eps = p.scalar("eps", 1e-6f);
   p.guardCols(64 * tpr, 64 * tpr, 64 * tpr);
 
   Expr xf = x.to_f32();
@@ -169,38 +171,136 @@ llvm::Expected<KernelDefRef> templates::wanRmsNormSilu(DType dt) {
   return p.build();
 }
 
-const std::vector<TemplateInfo> &templates::allTemplates() {
-  static const std::vector<TemplateInfo> all = {
-      {"ln_modulate", "LayerNorm (aten order) + adaLN modulate", true,
-       [](const TemplateArgs &a) { return lnModulate(a.dtype); }},
-      {"qk_layernorm", "per-head q/k LayerNorm, one launch (aten order)", true,
-       [](const TemplateArgs &a) { return qkLayerNorm(a.dtype); }},
-      {"conv_bias", "conv bias epilogue, optional residual (channels-last)",
-       true,
-       [](const TemplateArgs &a) {
-         return convBias(a.dtype, a.biasDtype, a.residual);
-       }},
-      {"residual_gate", "residual + update * gate", true,
-       [](const TemplateArgs &a) { return residualGate(a.dtype, a.gate); }},
-      {"rmsnorm_modulate", "RMSNorm (flashinfer order) + scale/shift", true,
-       [](const TemplateArgs &a) -> llvm::Expected<KernelDefRef> {
-         if (a.cols != 2048 && a.cols != 4096)
-           return unsupported(llvm::formatv(
-               "rmsnorm_modulate: flashinfer's order is defined here for D = "
-               "64 * threads per row (2048 or 4096), found D = {0}",
-               a.cols));
-         return rmsNormModulate(int(a.cols / 64), a.dtype);
-       }},
-      {"wan_rmsnorm_silu",
-       "Wan VAE RMSNorm + SiLU (NOT bit-exact: reduction order open)", false,
-       [](const TemplateArgs &a) { return wanRmsNormSilu(a.dtype); }},
-  };
-  return all;
+namespace {
+
+ParamSpec dtypeParam() {
+  return {"dtype", ParamSpec::Kind::DType, {}, "bf16", "", "tensor dtype"};
 }
 
-const TemplateInfo *templates::findTemplate(llvm::StringRef name) {
-  for (const TemplateInfo &t : allTemplates())
-    if (t.name == name)
-      return &t;
-  return nullptr;
+KernelDescriptor describe(std::string name, std::string summary,
+                          std::vector<ParamSpec> params,
+                          std::vector<std::string> seeds) {
+  KernelDescriptor d;
+  d.name = std::move(name);
+  d.summary = std::move(summary);
+  d.params = std::move(params);
+  d.seedShapes = std::move(seeds);
+  return d;
+}
+
+KernelDescriptor lnModulateKernel() {
+  KernelDescriptor d = describe(
+      "ln_modulate", "LayerNorm (aten order) + adaLN modulate", {dtypeParam()},
+      {"1,4096,4096", "1,4359,4096", "2,1024,2240", "1,1,128"});
+  d.build = [](const ParamValues &v, int64_t) {
+    return lnModulate(v.dtype("dtype"));
+  };
+  return d;
+}
+
+KernelDescriptor qkLayerNormKernel() {
+  KernelDescriptor d = describe(
+      "qk_layernorm", "per-head q/k LayerNorm, one launch (aten order)",
+      {dtypeParam()}, {"1,4360,32,128"});
+  d.build = [](const ParamValues &v, int64_t) {
+    return qkLayerNorm(v.dtype("dtype"));
+  };
+  return d;
+}
+
+KernelDescriptor convBiasKernel() {
+  KernelDescriptor d = describe(
+      "conv_bias", "conv bias epilogue, optional residual (channels-last)",
+      {dtypeParam(),
+       {"bias_dtype", ParamSpec::Kind::DType, {}, "", "dtype", "bias dtype"},
+       {"residual", ParamSpec::Kind::Flag, {}, "0", "", "add the residual h"}},
+      {"1,96,4,480,832", "1,192,4,240,416", "1,384,2,120,208",
+       "1,384,1,60,104", "4,96,480,832"});
+  d.build = [](const ParamValues &v, int64_t) {
+    return convBias(v.dtype("dtype"), v.dtype("bias_dtype"),
+                    v.flag("residual"));
+  };
+  return d;
+}
+
+KernelDescriptor residualGateKernel() {
+  KernelDescriptor d = describe(
+      "residual_gate", "residual + update * gate",
+      {dtypeParam(),
+       {"gate", ParamSpec::Kind::Choice, {"full", "per_batch", "global"},
+        "full", "", "gate broadcast"}},
+      {"1,4096,4096"});
+  d.build = [](const ParamValues &v, int64_t) {
+    llvm::StringRef g = v.choice("gate");
+    GateMap map = g == "per_batch" ? GateMap::PerBatch
+                  : g == "global"  ? GateMap::Global
+                                   : GateMap::Full;
+    return residualGate(v.dtype("dtype"), map);
+  };
+  return d;
+}
+
+KernelDescriptor rmsNormModulateKernel() {
+  KernelDescriptor d = describe(
+      "rmsnorm_modulate", "RMSNorm (flashinfer order) + scale/shift",
+      {dtypeParam()},
+      {"1,4216,4096", "1,4096,4096", "2,1140,4096", "1,128,2048"});
+  d.dependsOnCols = true;
+  d.build = [](const ParamValues &v,
+               int64_t cols) -> llvm::Expected<KernelDefRef> {
+    if (cols == 0) // the signature: any D the order is defined for
+      cols = 2048;
+    if (cols != 2048 && cols != 4096)
+      return unsupported(llvm::formatv(
+          "rmsnorm_modulate: flashinfer's order is defined here for D = "
+          "64 * threads per row (2048 or 4096), found D = {0}",
+          cols));
+    return rmsNormModulate(int(cols / 64), v.dtype("dtype"));
+  };
+  return d;
+}
+
+KernelDescriptor wanRmsNormSiluKernel() {
+  KernelDescriptor d = describe(
+      "wan_rmsnorm_silu",
+      "Wan VAE RMSNorm + SiLU (NOT bit-exact: reduction order open)",
+      {dtypeParam()}, {"1,96,4,480,832"});
+  d.bitExact = false;
+  d.build = [](const ParamValues &v, int64_t) {
+    return wanRmsNormSilu(v.dtype("dtype"));
+  };
+  // C ** 0.5, as the float opmath sees it.
+  d.shapeScalars["scale"] = [](const ProblemShape &s) {
+    return float(std::sqrt(double(s.cols)));
+  };
+  return d;
+}
+
+} // namespace
+
+std::vector<KernelDescriptor> templates::stockKernels() {
+  return {lnModulateKernel(),      qkLayerNormKernel(),
+          convBiasKernel(),        residualGateKernel(),
+          rmsNormModulateKernel(), wanRmsNormSiluKernel()};
+}
+
+llvm::Expected<KernelDefRef> templates::buildStock(llvm::StringRef name,
+                                                  const TemplateArgs &args) {
+  auto desc = Registry::global().lookup(name);
+  if (!desc)
+    return desc.takeError();
+  static const char *gates[] = {"full", "per_batch", "global"};
+  std::string text = "dtype=" + dtypeName(args.dtype).str();
+  for (const ParamSpec &p : (*desc)->params) {
+    if (p.name == "bias_dtype")
+      text += ",bias_dtype=" + dtypeName(args.biasDtype.value_or(args.dtype)).str();
+    else if (p.name == "residual")
+      text += args.residual ? ",residual=1" : ",residual=0";
+    else if (p.name == "gate")
+      text += std::string(",gate=") + gates[int(args.gate)];
+  }
+  auto values = (*desc)->parseParams(text);
+  if (!values)
+    return values.takeError();
+  return (*desc)->build(*values, args.cols);
 }

@@ -1,22 +1,19 @@
 //===- templates/Templates.h - The stock kernels -----------------*- C++ -*-===//
 //
-// The kernels of NUMERICS.md written in the DSL, and a registry that maps a
-// template name plus its parameters to a verified KernelDef. Each template
-// states its guard: the conditions under which the reference takes the code
-// path it copies.
+// The kernels of NUMERICS.md written in the DSL. Each template states its
+// guard: the conditions under which the reference takes the code path it
+// copies. Each is registered by name, with its parameters and seed shapes,
+// as one descriptor in Templates.cpp (stockKernels(), Registry.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_TEMPLATES_TEMPLATES_H
 #define BITFOLD_TEMPLATES_TEMPLATES_H
 
-#include "dsl/IR.h"
+#include "templates/Registry.h"
 
-#include <map>
+#include <optional>
 
 namespace bitfold::templates {
-
-using dsl::DType;
-using KernelDefRef = std::shared_ptr<const dsl::KernelDef>;
 
 /// 1. F.layer_norm (no affine) then * (1 + scale) + shift, aten order.
 /// Inputs x (rows, D); scale, shift per batch (S rows each). Scalar eps.
@@ -44,26 +41,19 @@ llvm::Expected<KernelDefRef> rmsNormModulate(int threadsPerRow,
 /// norm is not derived; this template uses a serial fma order as a stand-in.
 llvm::Expected<KernelDefRef> wanRmsNormSilu(DType dtype = DType::BF16);
 
-/// Template parameters as the CLI and the C API name them.
+/// The stock templates' parameters as C++ values, for tests that build
+/// many variants; every name-based path uses the registry's text
+/// parameters instead.
 struct TemplateArgs {
   DType dtype = DType::BF16;
-  DType biasDtype = DType::BF16; ///< conv_bias
-  bool residual = false;         ///< conv_bias
-  GateMap gate = GateMap::Full;  ///< residual_gate
-  int64_t cols = 0;              ///< needed where the fold order depends on D.
+  std::optional<DType> biasDtype; ///< conv_bias; default: dtype.
+  bool residual = false;          ///< conv_bias
+  GateMap gate = GateMap::Full;   ///< residual_gate
+  int64_t cols = 0;               ///< where the definition depends on D.
 };
-
-struct TemplateInfo {
-  std::string name;
-  std::string summary;
-  bool bitExact; ///< reproduces its reference bit for bit.
-  std::function<llvm::Expected<KernelDefRef>(const TemplateArgs &)> build;
-};
-
-/// All templates, by name (ln_modulate, qk_layernorm, conv_bias,
-/// residual_gate, rmsnorm_modulate, wan_rmsnorm_silu).
-const std::vector<TemplateInfo> &allTemplates();
-const TemplateInfo *findTemplate(llvm::StringRef name);
+/// Builds stock kernel `name` through its registry descriptor.
+llvm::Expected<KernelDefRef> buildStock(llvm::StringRef name,
+                                        const TemplateArgs &args);
 
 } // namespace bitfold::templates
 

@@ -1,13 +1,124 @@
-//===- tools/Commands.h - Subcommands implemented in this folder -*- C++ -*-===//
+//===- tools/Commands.h - The bitfold subcommands ----------------*- C++ -*-===//
+//
+// Each subcommand is a function of its already-parsed options (Cli.cpp
+// fills them from argv with LLVM's command-line library), writing normal
+// output to `out` and errors to `err`, and returning the exit status:
+//
+//   0 ok, 1 failed (a runtime or compile error, corrupt cache entries),
+//   2 usage (a bad argument or an input the kernel does not accept),
+//   3 results differ (GPU vs interpreter in `run`, configs in `tune`).
+//
+//===----------------------------------------------------------------------===//
 #ifndef BITFOLD_TOOLS_COMMANDS_H
 #define BITFOLD_TOOLS_COMMANDS_H
 
+#include "autotune/GpuRunner.h"
+#include "codegen/Codegen.h"
+#include "templates/Problem.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
-namespace bitfold {
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bitfold::tools {
+
+enum ExitCode : int { kOk = 0, kFailed = 1, kUsage = 2, kDiffer = 3 };
+
+/// Prints "bitfold CMD: error: MSG" (one line) to err; returns `code`.
+int report(llvm::raw_ostream &err, llvm::StringRef cmd, const llvm::Twine &msg,
+           int code);
+int report(llvm::raw_ostream &err, llvm::StringRef cmd, llvm::Error e,
+           int code);
+
+/// A kernel of the registry, its parameters and a tensor shape, as text.
+struct ProblemArgs {
+  std::string kernel; ///< "ln_modulate"
+  std::string params; ///< "dtype=f16,residual=1" (KernelDescriptor::parseParams)
+  std::string shape;  ///< "1,4096,4096" (templates::parseDims)
+};
+
+/// The problem of `a` (templates::makeProblem); errors are usage errors.
+llvm::Expected<templates::Problem> makeProblem(const ProblemArgs &a);
+
 /// Prints the CUDA driver version and each GPU's name and compute
 /// capability, or the reason none can be used.
 void printDriverInfo(llvm::raw_ostream &out);
-} // namespace bitfold
+int versionCommand(llvm::raw_ostream &out);
+/// Every registered kernel, its parameters and seed shapes.
+int templatesCommand(llvm::raw_ostream &out);
 
-#endif
+struct InterpOptions {
+  ProblemArgs problem;
+  uint64_t seed = 0;
+  bool printText = false;
+};
+/// Runs the kernel in the CPU interpreter on seeded data; checks that every
+/// output element was written.
+int interpCommand(const InterpOptions &o, llvm::raw_ostream &out,
+                  llvm::raw_ostream &err);
+
+struct CompileCommandOptions {
+  ProblemArgs problem;
+  std::string config; ///< empty: the heuristic's default.
+  bool listConfigs = false;
+  codegen::CompileOptions codegen;
+};
+int compileCommand(const CompileCommandOptions &o, llvm::raw_ostream &out,
+                   llvm::raw_ostream &err);
+
+struct RunOptions {
+  ProblemArgs problem;
+  std::string config;
+  std::string tuneDb; ///< empty: $BITFOLD_TUNE_DB, else none.
+  uint64_t seed = 1;
+  unsigned iters = 20;
+  unsigned device = 0;
+  std::vector<std::string> scalars; ///< NAME=VALUE
+};
+/// Launches once through the C API, compares bit for bit with the
+/// interpreter on the same host data (templates::HostProblem), then times
+/// `iters` launches. Exit 3 when results differ.
+int runCommand(const RunOptions &o, llvm::raw_ostream &out,
+               llvm::raw_ostream &err);
+
+enum class CacheAction { Ls, Stats, Verify, Clear };
+struct CacheCommandOptions {
+  CacheAction action = CacheAction::Ls;
+  std::string dir; ///< empty: the runtime's default cache directory.
+  bool deleteBad = false;
+};
+int cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
+                 llvm::raw_ostream &err);
+
+struct TuneOptions {
+  std::string shapes, out, report;
+  std::vector<std::string> templateFilter;
+  std::string shard = "0/1";
+  std::string devices = "0";
+  double budgetS = 0; ///< 0: no budget.
+  unsigned repetitions = 20;
+  double cutRatio = 1.3;
+  autotune::Timing timing = autotune::Timing::Steady;
+  // Worker mode (set by the parent process).
+  std::string workerDb, workerReport;
+};
+/// Checks the numeric options (finite, in range); an error is a usage one.
+llvm::Error checkTuneOptions(const TuneOptions &o);
+int tuneCommand(const TuneOptions &o, llvm::raw_ostream &out,
+                llvm::raw_ostream &err);
+/// Merges tune DBs into `output`.
+int tuneMergeCommand(const std::vector<std::string> &inputs,
+                     const std::string &output, llvm::raw_ostream &out,
+                     llvm::raw_ostream &err);
+
+/// Parses argv (argv[0] is the program) and runs the subcommand.
+int runCli(int argc, const char *const *argv, llvm::raw_ostream &out,
+           llvm::raw_ostream &err);
+
+} // namespace bitfold::tools
+
+#endif // BITFOLD_TOOLS_COMMANDS_H

@@ -5,7 +5,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
-void bitfold::printDriverInfo(llvm::raw_ostream &out) {
+void bitfold::tools::printDriverInfo(llvm::raw_ostream &out) {
   llvm::Expected<runtime::DriverInfo> info = runtime::queryDriver();
   if (!info) {
     out << "CUDA driver: unavailable (" << llvm::toString(info.takeError())

@@ -6,6 +6,7 @@
 #include "autotune/ShapeClass.h"
 
 #include "templates/Problem.h"
+#include "templates/Templates.h"
 
 #include <atomic>
 #include <map>

@@ -6,6 +6,7 @@
 #include "autotune/TuneTasks.h"
 
 #include "templates/Problem.h"
+#include "templates/Templates.h"
 
 #include "bitfold/Config.h"
 
@@ -48,10 +49,11 @@ TEST(ShapesFile, SeedShapesFileHoldsTheNumericsSeedsOfTheBitExactTemplates) {
   std::set<std::pair<std::string, std::string>> inFile, expected;
   for (const ShapeRequest &s : *r)
     inFile.insert({s.templateName, s.shape});
-  for (const templates::TemplateInfo &t : templates::allTemplates())
-    if (t.bitExact)
-      for (const std::string &s : templates::seedShapes(t.name))
-        expected.insert({t.name, s});
+  for (const templates::DescriptorRef &t :
+       templates::Registry::global().all())
+    if (t->bitExact)
+      for (const std::string &s : t->seedShapes)
+        expected.insert({t->name, s});
   EXPECT_EQ(inFile, expected);
   for (const ShapeRequest &s : *r) {
     auto shape = templates::parseShape(s.templateName, s.shape);

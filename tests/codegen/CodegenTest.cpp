@@ -336,26 +336,6 @@ TEST(Codegen, ErrorsNameTheStageAndDumpsHoldEveryStage) {
   llvm::sys::fs::remove_directories(dir);
 }
 
-TEST(CompileCommand, PrintsStageTimesAndAudit) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  int rc = runCompileCommand({"ln_modulate", "--shape", "1,4096,4096",
-                              "--config", "r2.t64.v8.p2", "--ptx-only"},
-                             os);
-  EXPECT_EQ(rc, 0) << text;
-  EXPECT_NE(text.find("llvm-opt"), std::string::npos) << text;
-  EXPECT_NE(text.find("audit    ok"), std::string::npos) << text;
-  text.clear();
-  EXPECT_EQ(runCompileCommand({"conv_bias", "--shape", "1,96,4,480,832",
-                               "--list-configs"},
-                              os),
-            0);
-  EXPECT_NE(text.find("r64.t4.v8.p1"), std::string::npos) << text;
-  text.clear();
-  EXPECT_NE(runCompileCommand({"no_such", "--shape", "1,2,3"}, os), 0);
-  EXPECT_NE(text.find("unknown template"), std::string::npos) << text;
-}
-
 } // namespace
 
 namespace {

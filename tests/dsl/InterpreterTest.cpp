@@ -31,12 +31,7 @@ const dsl::ApproxUnit &approx() { return dsl::correctlyRoundedApprox(); }
 
 /// The template `name` built with `args`, or null after recording a failure.
 KernelDefRef buildTemplate(llvm::StringRef name, const TemplateArgs &args) {
-  const templates::TemplateInfo *info = templates::findTemplate(name);
-  if (!info) {
-    ADD_FAILURE() << "no template named '" << name.str() << "'";
-    return nullptr;
-  }
-  llvm::Expected<KernelDefRef> def = info->build(args);
+  llvm::Expected<KernelDefRef> def = templates::buildStock(name, args);
   if (!def) {
     ADD_FAILURE() << name.str() << ": " << llvm::toString(def.takeError());
     return nullptr;
@@ -805,8 +800,9 @@ TEST(Templates, EveryTemplateHasATranscriptionTest) {
       "ln_modulate",   "qk_layernorm",     "conv_bias",
       "residual_gate", "rmsnorm_modulate", "wan_rmsnorm_silu"};
   std::set<std::string> registered;
-  for (const templates::TemplateInfo &t : templates::allTemplates())
-    registered.insert(t.name);
+  for (const templates::DescriptorRef &t :
+       templates::Registry::global().all())
+    registered.insert(t->name);
   EXPECT_EQ(registered, covered)
       << "a template was added or renamed: give it a transcription in "
          "tests/reference and a test here";

@@ -55,10 +55,5 @@ const std::vector<TemplateVariant> &bitfold::testing::templateVariants() {
 
 llvm::Expected<templates::KernelDefRef>
 bitfold::testing::buildVariant(const TemplateVariant &v) {
-  const templates::TemplateInfo *info = templates::findTemplate(v.templateName);
-  if (!info)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "no template named '" + v.templateName +
-                                       "'");
-  return info->build(v.args);
+  return templates::buildStock(v.templateName, v.args);
 }

@@ -1,12 +1,12 @@
-//===- tests/runtime/CommandsTest.cpp - `bitfold cache` and `bitfold run` -===//
+//===- tests/tools/CacheCommandTest.cpp - `bitfold cache` ----------------===//
 //
-// `bitfold cache` on a directory filled through KernelCache (fake
-// compiler), one entry then corrupted; `bitfold run` argument handling and
-// its no-GPU error (the driver is pointed at a missing library).
+// `bitfold cache` on a directory filled through KernelCache (a stand-in
+// compile), one entry then corrupted.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Commands.h"
+#include "CliSupport.h"
+
 #include "runtime/KernelCache.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -17,37 +17,18 @@
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using bitfold::tools::test::Output;
 
 namespace {
 
-const bool noDriver = [] {
-  ::setenv("BITFOLD_LIBCUDA", "/nonexistent/bitfold-test/libcuda.so.1", 1);
+const bool noDiskCache = [] {
   ::setenv("BITFOLD_DISK_CACHE", "0", 1);
   return true;
 }();
 
-struct Output {
-  std::string out, err;
-  int status = -1;
-};
-
-template <typename F> Output call(F fn, std::vector<std::string> args) {
-  Output o;
-  llvm::raw_string_ostream out(o.out), err(o.err);
-  o.status = fn(args, out, err);
-  return o;
-}
-
 Output cache(std::vector<std::string> args) {
-  return call([](llvm::ArrayRef<std::string> a, llvm::raw_ostream &o,
-                 llvm::raw_ostream &e) { return runCacheCommand(a, o, e); },
-              std::move(args));
-}
-
-Output run(std::vector<std::string> args) {
-  return call([](llvm::ArrayRef<std::string> a, llvm::raw_ostream &o,
-                 llvm::raw_ostream &e) { return runRunCommand(a, o, e); },
-              std::move(args));
+  args.insert(args.begin(), "cache");
+  return bitfold::tools::test::cli(args);
 }
 
 CacheKey key(const std::string &kernel, const std::string &config) {
@@ -159,46 +140,20 @@ TEST_F(CacheCommand, ClearRemovesOnlyCacheFiles) {
             std::string::npos);
 }
 
-TEST(CacheCommandUsage, BadArguments) {
+TEST(CacheCommandUsage, BadArgumentsAreUsageErrors) {
+  ASSERT_TRUE(noDiskCache);
   Output o = cache({});
   EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("missing subcommand"), std::string::npos);
+  EXPECT_NE(o.err.find("Not enough positional"), std::string::npos) << o.err;
   o = cache({"prune"});
   EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("unknown subcommand 'prune'"), std::string::npos);
+  EXPECT_NE(o.err.find("unknown action 'prune' (expected ls, stats, verify "
+                       "or clear)"),
+            std::string::npos)
+      << o.err;
+  o = cache({"ls", "--bogus"});
+  EXPECT_EQ(o.status, 2);
   o = cache({"ls", "--dir", "/nonexistent/bitfold-cache"});
   EXPECT_EQ(o.status, 0);
   EXPECT_NE(o.out.find("does not exist (empty cache)"), std::string::npos);
-}
-
-TEST(RunCommand, UsageErrors) {
-  ASSERT_TRUE(noDriver);
-  Output o = run({});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("usage: bitfold run TEMPLATE --shape"), std::string::npos);
-  o = run({"ln_modulate", "--shape", "1,x,64"});
-  EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("bad --shape '1,x,64'"), std::string::npos) << o.err;
-  o = run({"ln_modulate", "--shape", "1,8,64", "--seed", "abc"});
-  EXPECT_EQ(o.status, 2);
-  o = run({"no_such_kernel", "--shape", "1,8,64"});
-  EXPECT_EQ(o.status, 1);
-  EXPECT_NE(o.err.find("no template 'no_such_kernel'"), std::string::npos)
-      << o.err;
-  o = run({"conv_bias", "--shape", "1,8,64"});
-  EXPECT_EQ(o.status, 1);
-  EXPECT_NE(o.err.find("conv_bias: shape is N,C,H,W or N,C,D,H,W"),
-            std::string::npos)
-      << o.err;
-}
-
-TEST(RunCommand, SaysWhyThereIsNoGpu) {
-  ASSERT_TRUE(noDriver);
-  Output o = run({"ln_modulate", "--shape", "1,8,64"});
-  EXPECT_EQ(o.status, 1);
-  EXPECT_NE(o.err.find("bitfold run: no GPU to run on: cannot load the CUDA "
-                       "driver: dlopen(\"/nonexistent/bitfold-test/"
-                       "libcuda.so.1\") failed"),
-            std::string::npos)
-      << o.err;
 }

@@ -1,0 +1,54 @@
+//===- tests/tools/RunTest.cpp - `bitfold run` on the fake driver ---------===//
+//
+// The fake libcuda accepts every call and runs nothing, so the outputs keep
+// their poison: `run` must bind every operand (channels-last strides,
+// per-batch and per-column tensors, two groups), launch, and report the
+// difference from the interpreter with the "results differ" code, 3.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CliSupport.h"
+
+#include <gtest/gtest.h>
+
+using namespace bitfold::tools::test;
+
+namespace {
+
+const bool fakeDriver = [] {
+  ::setenv("BITFOLD_LIBCUDA", BITFOLD_FAKE_CUDA_PATH, 1);
+  ::setenv("BITFOLD_DISK_CACHE", "0", 1);
+  return true;
+}();
+
+TEST(Run, ReportsUnwrittenOutputsAsResultsDiffer) {
+  ASSERT_TRUE(fakeDriver);
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> compared;
+  } cases[] = {
+      {{"qk_layernorm", "--shape", "1,4,2,128"},
+       {"compare y[0]: 1024 elements, 1024 differ",
+        "compare y[1]: 1024 elements, 1024 differ"}},
+      {{"conv_bias", "--shape", "1,8,2,4,4", "--params",
+        "residual=1,bias_dtype=f32"},
+       {"compare y: 256 elements, 256 differ"}},
+      {{"residual_gate", "--shape", "2,4,64", "--params", "gate=per_batch"},
+       {"compare y: 512 elements, 512 differ"}},
+  };
+  for (const Case &c : cases) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--iters", "0"});
+    Output o = cli(args);
+    EXPECT_EQ(o.status, 3) << joined(args) << "\n" << o.out << o.err;
+    for (const std::string &line : c.compared)
+      EXPECT_NE(o.out.find(line), std::string::npos)
+          << joined(args) << "\n" << o.out;
+    EXPECT_NE(o.out.find("NOT bit-exact vs the interpreter"),
+              std::string::npos)
+        << o.out;
+  }
+}
+
+} // namespace

@@ -1,0 +1,239 @@
+//===- tools/CacheCommand.cpp - `bitfold cache` ---------------------------===//
+
+#include "tools/Commands.h"
+
+#include "runtime/KernelCache.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+
+using namespace bitfold;
+using namespace bitfold::tools;
+using runtime::decodeEntry;
+
+namespace {
+
+struct EntryFile {
+  std::string path;
+  std::string hash; ///< from the file name
+  uint64_t bytes = 0;
+  std::string problem; ///< empty: valid
+  nlohmann::json meta;
+};
+
+/// Every *.bfk under dir (two levels), decoded; plus counts of temp and
+/// lock files.
+std::vector<EntryFile> scanCache(const std::string &dir, int *tmpFiles,
+                                 int *lockFiles) {
+  std::vector<EntryFile> entries;
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
+       it != end && !ec; it.increment(ec)) {
+    llvm::StringRef p = it->path();
+    llvm::StringRef name = llvm::sys::path::filename(p);
+    if (name.contains(".tmp.")) {
+      if (tmpFiles)
+        ++*tmpFiles;
+      continue;
+    }
+    if (name.ends_with(".lock")) {
+      if (lockFiles)
+        ++*lockFiles;
+      continue;
+    }
+    if (!name.ends_with(".bfk"))
+      continue;
+    EntryFile e;
+    e.path = p.str();
+    e.hash = name.drop_back(4).str();
+    auto buf = llvm::MemoryBuffer::getFile(p, false, false, true);
+    if (!buf) {
+      e.problem = "cannot read: " + buf.getError().message();
+      entries.push_back(std::move(e));
+      continue;
+    }
+    e.bytes = (*buf)->getBufferSize();
+    auto decoded = decodeEntry((*buf)->getBuffer());
+    if (!decoded) {
+      e.problem = llvm::toString(decoded.takeError());
+    } else {
+      e.meta = nlohmann::json::parse(decoded->metaJson, nullptr, false);
+      auto digest =
+          llvm::SHA256::hash(llvm::arrayRefFromStringRef(decoded->keyText));
+      if (llvm::toHex(digest, true) != e.hash)
+        e.problem = "the file name is not the hash of the key it holds";
+    }
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const EntryFile &a, const EntryFile &b) {
+              std::string ka = a.meta.is_object() ? a.meta.value("kernel", "") : "";
+              std::string kb = b.meta.is_object() ? b.meta.value("kernel", "") : "";
+              return std::tie(ka, a.path) < std::tie(kb, b.path);
+            });
+  return entries;
+}
+
+std::string field(const nlohmann::json &m, const char *k) {
+  if (!m.is_object())
+    return "?";
+  auto it = m.find(k);
+  return it != m.end() && it->is_string() ? it->get<std::string>() : "?";
+}
+
+std::string humanBytes(uint64_t b) {
+  if (b >= (uint64_t(1) << 20))
+    return llvm::formatv("{0:f1} MiB", double(b) / (1 << 20));
+  if (b >= 1024)
+    return llvm::formatv("{0:f1} KiB", double(b) / 1024);
+  return llvm::formatv("{0} B", b);
+}
+
+std::string age(const nlohmann::json &m) {
+  if (!m.is_object() || !m.contains("createdAt"))
+    return "?";
+  int64_t s = int64_t(std::time(nullptr)) - m["createdAt"].get<int64_t>();
+  if (s < 120)
+    return llvm::formatv("{0}s", s);
+  if (s < 7200)
+    return llvm::formatv("{0}m", s / 60);
+  if (s < 172800)
+    return llvm::formatv("{0}h", s / 3600);
+  return llvm::formatv("{0}d", s / 86400);
+}
+
+void listEntries(const std::vector<EntryFile> &entries, llvm::StringRef dir,
+                 llvm::raw_ostream &out) {
+  out << llvm::formatv("{0,-16}  {1,-22} {2,-30} {3,-16} {4,-7} {5,10} {6,5}\n",
+                       "key", "kernel", "shape", "config", "arch", "size",
+                       "age");
+  for (const EntryFile &e : entries) {
+    if (!e.problem.empty()) {
+      out << llvm::formatv("{0,-16}  INVALID: {1}\n",
+                           llvm::StringRef(e.hash).take_front(16), e.problem);
+      continue;
+    }
+    out << llvm::formatv("{0,-16}  {1,-22} {2,-30} {3,-16} {4,-7} {5,10} {6,5}\n",
+                         llvm::StringRef(e.hash).take_front(16),
+                         field(e.meta, "kernel"), field(e.meta, "shape"),
+                         field(e.meta, "configText"), field(e.meta, "arch"),
+                         humanBytes(e.bytes), age(e.meta));
+  }
+  out << entries.size() << " entries in " << dir << "\n";
+}
+
+void printStats(const std::vector<EntryFile> &entries, llvm::StringRef dir,
+                int tmpFiles, int lockFiles, llvm::raw_ostream &out) {
+  uint64_t total = 0;
+  int bad = 0;
+  std::map<std::string, std::pair<int, uint64_t>> perKernel;
+  for (const EntryFile &e : entries) {
+    total += e.bytes;
+    if (!e.problem.empty()) {
+      ++bad;
+      continue;
+    }
+    auto &pk = perKernel[field(e.meta, "kernel")];
+    ++pk.first;
+    pk.second += e.bytes;
+  }
+  out << "directory: " << dir << "\n"
+      << "entries:   " << entries.size() << " (" << humanBytes(total) << ")\n"
+      << "invalid:   " << bad << "\n"
+      << "temp files: " << tmpFiles << ", lock files: " << lockFiles << "\n";
+  for (const auto &[kernel, cb] : perKernel)
+    out << llvm::formatv("  {0,-24} {1,5} entries {2,10}\n", kernel, cb.first,
+                         humanBytes(cb.second));
+}
+
+int verifyEntries(const std::vector<EntryFile> &entries, llvm::StringRef dir,
+                  bool deleteBad, llvm::raw_ostream &out) {
+  int bad = 0;
+  for (const EntryFile &e : entries) {
+    if (e.problem.empty())
+      continue;
+    ++bad;
+    out << "BAD " << e.path << ": " << e.problem << "\n";
+    if (deleteBad) {
+      std::error_code ec = llvm::sys::fs::remove(e.path);
+      out << (ec ? "  could not delete: " + ec.message() : "  deleted")
+          << "\n";
+    }
+  }
+  out << entries.size() - bad << " of " << entries.size()
+      << " entries valid in " << dir << "\n";
+  return bad && !deleteBad ? kFailed : kOk;
+}
+
+/// Removes the cache's entries, temp and lock files, then empty shard
+/// folders. Exit 1 when a file could not be removed.
+int clearCache(const std::string &dir, llvm::raw_ostream &out,
+               llvm::raw_ostream &err) {
+  int removed = 0, failed = 0;
+  uint64_t bytes = 0;
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
+       it != end && !ec; it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (name.ends_with(".bfk") || name.ends_with(".lock") ||
+        name.contains(".bfk.tmp."))
+      files.push_back(it->path());
+  }
+  for (const std::string &f : files) {
+    uint64_t size = 0;
+    llvm::sys::fs::file_size(f, size);
+    if (!llvm::sys::fs::remove(f)) {
+      ++removed;
+      bytes += size;
+    } else {
+      ++failed;
+      report(err, "cache", "cannot remove " + f, kFailed);
+    }
+  }
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    if (llvm::sys::fs::is_directory(it->path()))
+      llvm::sys::fs::remove(it->path()); // fails unless empty
+  out << "removed " << removed << " files (" << humanBytes(bytes) << ") from "
+      << dir << "\n";
+  return failed ? kFailed : kOk;
+}
+
+} // namespace
+
+int tools::cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
+                        llvm::raw_ostream &err) {
+  std::string dir = o.dir.empty() ? runtime::defaultCacheDir() : o.dir;
+  if (!llvm::sys::fs::is_directory(dir)) {
+    out << "cache directory " << dir << " does not exist (empty cache)\n";
+    return kOk;
+  }
+  if (o.action == CacheAction::Clear)
+    return clearCache(dir, out, err);
+  int tmpFiles = 0, lockFiles = 0;
+  std::vector<EntryFile> entries = scanCache(dir, &tmpFiles, &lockFiles);
+  switch (o.action) {
+  case CacheAction::Ls:
+    listEntries(entries, dir, out);
+    return kOk;
+  case CacheAction::Stats:
+    printStats(entries, dir, tmpFiles, lockFiles, out);
+    return kOk;
+  case CacheAction::Verify:
+    return verifyEntries(entries, dir, o.deleteBad, out);
+  case CacheAction::Clear:
+    break;
+  }
+  return kOk;
+}

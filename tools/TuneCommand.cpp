@@ -1,0 +1,496 @@
+//===- tools/TuneCommand.cpp - `bitfold tune` -----------------------------===//
+//
+// Writes DIR/tune-db.json (merged into what is there) and DIR/cache/ (the
+// runtime's disk-cache layout: point $BITFOLD_CACHE_DIR at it) with the
+// cubins of each shape's winner and default config. With several devices,
+// one worker process per GPU (this executable, re-run as
+// `<self> tune ... --devices k --shard j`); their DB parts under
+// DIR/parts/ are merged. Progress goes to stderr; the final table to `out`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/Commands.h"
+
+#include "autotune/Search.h"
+#include "autotune/ShapeClass.h"
+#include "autotune/TuneDB.h"
+#include "autotune/TuneTasks.h"
+
+#include "runtime/Driver.h"
+#include "runtime/KernelCache.h"
+#include "runtime/Runtime.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+
+#include <chrono>
+#include <cmath>
+#include <set>
+
+using namespace bitfold;
+using namespace bitfold::autotune;
+using namespace bitfold::tools;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Budgets beyond a year are a typo, and would overflow the clock.
+constexpr double kMaxBudgetS = 365.0 * 24 * 3600;
+
+llvm::Error usage(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+/// One shape to tune, planned without a GPU.
+struct Task {
+  ShapeRequest request;
+  templates::Problem problem;
+  codegen::ShapeSpec spec;
+  std::string shapeClass;
+  std::string error; ///< planning failed
+};
+
+std::vector<Task> planTasks(llvm::ArrayRef<ShapeRequest> requests,
+                            llvm::ArrayRef<std::string> filter) {
+  std::vector<Task> tasks;
+  std::set<std::string> seen;
+  for (const ShapeRequest &r : requests) {
+    if (!filter.empty() && !llvm::is_contained(filter, r.templateName))
+      continue;
+    Task t;
+    t.request = r;
+    auto p = templates::makeProblem(r.templateName, r.paramsText(), r.shape);
+    if (!p) {
+      t.error = llvm::toString(p.takeError());
+      tasks.push_back(std::move(t));
+      continue;
+    }
+    t.problem = std::move(*p);
+    t.spec = denseShapeSpec(*t.problem.def, t.problem.shape);
+    t.shapeClass = shapeClass(t.spec.str(), t.problem.shape.totalRows());
+    // One tuning per (kernel, shape class): later shapes of a class reuse it.
+    if (!seen.insert(t.problem.def->hash + "\n" + t.shapeClass).second)
+      continue;
+    tasks.push_back(std::move(t));
+  }
+  return tasks;
+}
+
+llvm::Expected<std::vector<int>> parseDevices(llvm::StringRef text) {
+  std::vector<int> out;
+  if (text == "all") {
+    auto info = runtime::queryDriver();
+    if (!info)
+      return info.takeError();
+    for (const runtime::DeviceInfo &d : info->devices)
+      out.push_back(d.ordinal);
+    if (out.empty())
+      return usage("--devices all: no CUDA device");
+    return out;
+  }
+  llvm::SmallVector<llvm::StringRef, 8> parts;
+  llvm::SplitString(text, parts, ",");
+  for (llvm::StringRef p : parts) {
+    int d;
+    if (p.trim().getAsInteger(10, d) || d < 0)
+      return usage("--devices: bad device '" + p + "' (expected all or 0,1)");
+    out.push_back(d);
+  }
+  if (out.empty())
+    return usage("--devices: none given");
+  return out;
+}
+
+std::string fmtSeconds(double s) {
+  if (s < 120)
+    return llvm::formatv("{0:f0} s", s);
+  return llvm::formatv("{0:f1} min", s / 60);
+}
+
+/// What every task of one device shares.
+struct DeviceTuning {
+  const TuneOptions &args;
+  int device;
+  TuneEnvironment env;
+  runtime::Compiler comp;
+  runtime::KernelCache cache;
+  codegen::CompileOptions options;
+  std::optional<Clock::time_point> deadline;
+  // Progress, for the ETA.
+  size_t shapesTotal = 0, shapesDone = 0;
+  double secondsDone = 0;
+};
+
+runtime::CacheOptions cacheIn(const std::string &out) {
+  runtime::CacheOptions o;
+  o.dir = out + "/cache";
+  return o;
+}
+
+/// The default config first (the bit-identity reference), then the rest
+/// of the enumeration, each checked legal again.
+std::vector<codegen::TileConfig> legalConfigs(const Task &t, ReportRow &row) {
+  const dsl::KernelDef &def = *t.problem.def;
+  codegen::TileConfig dflt = codegen::defaultConfig(def, t.spec);
+  std::vector<codegen::TileConfig> configs{dflt};
+  for (const codegen::TileConfig &c : codegen::enumerateConfigs(def, t.spec))
+    if (!(c == dflt))
+      configs.push_back(c);
+  std::vector<codegen::TileConfig> legal;
+  for (const codegen::TileConfig &c : configs) {
+    if (llvm::Error e = codegen::checkConfig(def, t.spec, c))
+      llvm::errs() << "bitfold tune: warning: " << row.label
+                   << ": enumerated config " << c.str()
+                   << " is not legal, skipped: "
+                   << llvm::toString(std::move(e)) << "\n";
+    else
+      legal.push_back(c);
+  }
+  row.configs = legal.size();
+  row.defaultConfig = dflt.str();
+  return legal;
+}
+
+SearchOptions searchOptions(DeviceTuning &d, const ReportRow &row,
+                            size_t index, Clock::time_point shapeStart) {
+  SearchOptions s;
+  s.repetitions = int(d.args.repetitions);
+  s.cutRatio = d.args.cutRatio;
+  s.deadline = d.deadline;
+  s.progress = [&d, label = row.label, index, shapeStart](
+                   size_t done, size_t total, llvm::StringRef best,
+                   double bestUs) {
+    double el = std::chrono::duration<double>(Clock::now() - shapeStart).count();
+    double perConfig = el / double(done);
+    double perShape = d.shapesDone ? d.secondsDone / double(d.shapesDone)
+                                   : perConfig * double(total);
+    double eta = perConfig * double(total - done) +
+                 perShape * double(d.shapesTotal - index - 1);
+    llvm::errs() << llvm::formatv(
+        "[dev {0}] shape {1}/{2} {3}: configs {4}/{5}, best {6}, ETA {7}\n",
+        d.device, index + 1, d.shapesTotal, label, done, total,
+        best.empty() ? std::string("-")
+                     : llvm::formatv("{0} {1:f2} us", best, bestUs).str(),
+        fmtSeconds(eta));
+  };
+  return s;
+}
+
+/// Records a finished search in the DB and the row; returns the row status.
+std::string recordResult(const DeviceTuning &d, const Task &t,
+                         const std::string &dflt, const SearchResult &result,
+                         TuneDB &db, ReportRow &row) {
+  TuneKey key = tuneKeyFor(*t.problem.def, t.spec.str(),
+                           t.problem.shape.totalRows(), d.env);
+  db.record(key, dflt, result.measurements);
+  for (const Measurement &m : result.measurements)
+    row.cut += m.cut ? 1 : 0;
+  row.timed = result.measurements.size();
+  if (const Measurement *w = result.winner()) {
+    row.winner = w->config;
+    row.winnerUs = w->medianUs;
+  }
+  if (const Measurement *m = result.find(dflt))
+    row.defaultUs = m->medianUs;
+  for (auto &[c, e] : result.failures)
+    llvm::errs() << "bitfold tune: warning: " << row.label << ": config " << c
+                 << " failed: " << e << "\n";
+  std::string st = "ok";
+  if (!result.failures.empty())
+    st += llvm::formatv(", {0} failed", result.failures.size()).str();
+  if (result.skipped)
+    st += llvm::formatv(", {0} skipped (budget)", result.skipped).str();
+  return st;
+}
+
+/// Tunes one task; returns its exit status (0, 1, or 3 on a bit mismatch
+/// between configs, a codegen bug).
+int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
+             ReportRow &row) {
+  auto fail = [&](const std::string &why, int code) {
+    row.status = (code == kDiffer ? "BIT MISMATCH: " : "error: ") + why;
+    llvm::errs() << "bitfold tune: " << row.status << " (" << row.label
+                 << ")\n";
+    return code;
+  };
+  if (!t.error.empty())
+    return fail(t.error, kFailed);
+  if (d.deadline && Clock::now() > *d.deadline) {
+    row.status = "skipped: budget spent";
+    return kOk;
+  }
+  std::vector<codegen::TileConfig> legal = legalConfigs(t, row);
+  if (legal.empty())
+    return fail("no legal config", kFailed);
+  auto problem = templates::HostProblem::make(t.problem, /*seed=*/0);
+  if (!problem)
+    return fail(llvm::toString(problem.takeError()), kFailed);
+  auto runner = makeGpuRunner(*t.problem.def, *problem,
+                              {d.device, d.args.timing});
+  if (!runner)
+    return fail(llvm::toString(runner.takeError()), kFailed);
+  const auto shapeStart = Clock::now();
+  const dsl::KernelDef &def = *t.problem.def;
+  // Compiles go through the disk cache with the runtime's own key: each
+  // config is an entry a launch finds when it is pinned or wins.
+  CompileConfigFn compile = [&](const codegen::TileConfig &c)
+      -> llvm::Expected<codegen::CompiledKernel> {
+    runtime::CacheKey ck = runtime::makeCacheKey(def, t.spec.str(), c.str(),
+                                                 d.options, d.env.toolchain);
+    auto k = d.cache.getOrCompile(
+        ck, [&] { return d.comp.compile(def, t.spec, c, d.options); });
+    if (!k)
+      return k.takeError();
+    return **k;
+  };
+  auto result = searchConfigs(legal, compile, **runner,
+                              searchOptions(d, row, index, shapeStart));
+  row.seconds = std::chrono::duration<double>(Clock::now() - shapeStart).count();
+  d.secondsDone += row.seconds;
+  ++d.shapesDone;
+  if (!result) {
+    std::string why = llvm::toString(result.takeError());
+    bool bits = llvm::StringRef(why).contains("different output bytes");
+    return fail(why, bits ? kDiffer : kFailed);
+  }
+  row.status = recordResult(d, t, row.defaultConfig, *result, db, row);
+  return kOk;
+}
+
+/// Tunes this shard's tasks on one device, in this process.
+int tuneHere(const TuneOptions &args, const Shard &shard,
+             const std::vector<Task> &all, int device, TuneDB &db,
+             std::vector<ReportRow> &rows) {
+  auto ident = gpuIdentity(device);
+  if (!ident)
+    return report(llvm::errs(), "tune", ident.takeError(), kFailed);
+  runtime::Compiler comp = runtime::defaultCompiler();
+  DeviceTuning d{args,
+                 device,
+                 currentEnvironment(ident->first, ident->second,
+                                    comp.toolchainVersion()),
+                 comp,
+                 runtime::KernelCache(cacheIn(args.out)),
+                 {},
+                 std::nullopt};
+  d.options.arch = d.env.arch;
+  if (args.budgetS > 0)
+    d.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(args.budgetS));
+  std::vector<const Task *> mine;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (shard.owns(i))
+      mine.push_back(&all[i]);
+  d.shapesTotal = mine.size();
+  int status = kOk;
+  for (size_t n = 0; n < mine.size(); ++n) {
+    ReportRow row;
+    row.label = mine[n]->request.label();
+    row.shapeClass = mine[n]->shapeClass;
+    status = std::max(status, tuneTask(d, *mine[n], n, db, row));
+    rows.push_back(std::move(row));
+  }
+  return status;
+}
+
+llvm::Error writeText(llvm::StringRef path, llvm::StringRef text) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write '" + path +
+                                           "': " + ec.message());
+  os << text;
+  return llvm::Error::success();
+}
+
+struct Worker {
+  llvm::sys::ProcessInfo pi;
+  std::string db, report;
+  int device;
+};
+
+llvm::Expected<Worker> startWorker(const TuneOptions &args, const Shard &sub,
+                                   int device, const std::string &self) {
+  std::string tag = llvm::formatv("{0}of{1}", sub.index, sub.count);
+  std::string parts = args.out + "/parts";
+  Worker w{{}, parts + "/db." + tag + ".json",
+           parts + "/report." + tag + ".json", device};
+  std::vector<std::string> wargs = {
+      self, "tune", "--shapes", args.shapes, "--out", args.out,
+      "--shard", sub.str(), "--devices", std::to_string(device),
+      "--repetitions", std::to_string(args.repetitions),
+      "--cut-ratio", llvm::formatv("{0}", args.cutRatio).str(),
+      "--timing", args.timing == Timing::Steady ? "steady" : "flushed",
+      "--worker-db", w.db, "--worker-report", w.report};
+  if (!args.templateFilter.empty())
+    wargs.insert(wargs.end(),
+                 {"--templates", llvm::join(args.templateFilter, ",")});
+  if (args.budgetS > 0)
+    wargs.insert(wargs.end(),
+                 {"--budget-s", llvm::formatv("{0}", args.budgetS).str()});
+  std::vector<llvm::StringRef> refs(wargs.begin(), wargs.end());
+  std::string err;
+  bool failed = false;
+  w.pi = llvm::sys::ExecuteNoWait(self, refs, std::nullopt, {}, 0, &err,
+                                  &failed);
+  if (failed)
+    return usage("cannot start the worker for device " +
+                 std::to_string(device) + ": " + err);
+  llvm::errs() << "bitfold tune: worker for device " << device << " (shard "
+               << sub.str() << "), pid " << w.pi.Pid << "\n";
+  return w;
+}
+
+/// Waits for a worker and merges its DB part and report rows.
+int collectWorker(Worker &w, TuneDB &db, std::vector<ReportRow> &rows) {
+  int status = kOk;
+  std::string err;
+  llvm::sys::ProcessInfo done = llvm::sys::Wait(w.pi, std::nullopt, &err);
+  if (done.ReturnCode != 0) {
+    llvm::errs() << "bitfold tune: worker for device " << w.device
+                 << " exited with " << done.ReturnCode
+                 << (err.empty() ? "" : ": " + err) << "\n";
+    status = done.ReturnCode < 0 ? kFailed : done.ReturnCode;
+  }
+  if (auto part = TuneDB::loadOrEmpty(w.db))
+    db.merge(*part);
+  else
+    status = std::max(status, report(llvm::errs(), "tune", part.takeError(),
+                                     kFailed));
+  if (auto buf = llvm::MemoryBuffer::getFile(w.report, true)) {
+    if (auto r = parseReportRowsJson((*buf)->getBuffer()))
+      rows.insert(rows.end(), r->begin(), r->end());
+    else
+      status = std::max(status, report(llvm::errs(), "tune", r.takeError(),
+                                       kFailed));
+  }
+  return status;
+}
+
+/// One worker process per device, each with a sub-shard; they share
+/// DIR/cache (safe across processes).
+int tuneOnWorkers(const TuneOptions &args, const Shard &shard,
+                  llvm::ArrayRef<int> devices, TuneDB &db,
+                  std::vector<ReportRow> &rows) {
+  std::string self = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
+  if (self.empty())
+    self = "/proc/self/exe";
+  std::string parts = args.out + "/parts";
+  if (std::error_code ec = llvm::sys::fs::create_directories(parts))
+    return report(llvm::errs(), "tune",
+                  "cannot create '" + parts + "': " + ec.message(), kFailed);
+  std::vector<Worker> workers;
+  for (unsigned j = 0; j < devices.size(); ++j) {
+    auto w = startWorker(args, shard.split(j, unsigned(devices.size())),
+                         devices[j], self);
+    if (!w)
+      return report(llvm::errs(), "tune", w.takeError(), kFailed);
+    workers.push_back(std::move(*w));
+  }
+  int status = kOk;
+  for (Worker &w : workers)
+    status = std::max(status, collectWorker(w, db, rows));
+  return status;
+}
+
+/// Merges the results into DIR/tune-db.json and prints the table.
+int writeResults(const TuneOptions &args, const Shard &shard, TuneDB &db,
+                 const std::vector<ReportRow> &rows, llvm::raw_ostream &out,
+                 llvm::raw_ostream &err) {
+  std::string dbPath = args.out + "/tune-db.json";
+  auto existing = TuneDB::loadOrEmpty(dbPath);
+  if (!existing)
+    return report(err, "tune", existing.takeError(), kFailed);
+  existing->merge(db);
+  if (llvm::Error e = existing->save(dbPath))
+    return report(err, "tune", std::move(e), kFailed);
+  out << formatReportTable(rows);
+  out << "tune DB: " << dbPath << " (" << existing->size()
+      << " entries); cubins: " << args.out << "/cache\n";
+  if (args.report.empty())
+    return kOk;
+  std::string title = "bitfold tune: " + args.shapes + " (shard " +
+                      shard.str() + ", " +
+                      (args.timing == Timing::Steady ? "steady" : "flushed") +
+                      " timing)";
+  if (llvm::Error e = writeText(args.report, formatReportMarkdown(rows, title)))
+    return report(err, "tune", std::move(e), kFailed);
+  return kOk;
+}
+
+} // namespace
+
+llvm::Error tools::checkTuneOptions(const TuneOptions &o) {
+  if (o.shapes.empty())
+    return usage("expected --shapes FILE.json");
+  if (o.out.empty())
+    return usage("expected --out DIR");
+  if (o.budgetS != 0 && !(o.budgetS > 0 && o.budgetS <= kMaxBudgetS))
+    return usage(llvm::formatv("--budget-s: expected a number of seconds in "
+                               "(0, {0}], found {1}",
+                               kMaxBudgetS, o.budgetS));
+  if (!(o.cutRatio >= 1 && o.cutRatio <= 1e6))
+    return usage(llvm::formatv("--cut-ratio: expected a number in [1, 1e6], "
+                               "found {0}",
+                               o.cutRatio));
+  if (o.repetitions < 20 || o.repetitions > 1000000)
+    return usage("--repetitions: expected an integer in [20, 1000000]");
+  auto shard = Shard::parse(o.shard);
+  if (!shard)
+    return usage("--shard: " + llvm::toString(shard.takeError()));
+  if (o.devices != "all") // "all" asks the driver, at run time
+    if (auto d = parseDevices(o.devices); !d)
+      return d.takeError();
+  return llvm::Error::success();
+}
+
+int tools::tuneCommand(const TuneOptions &args, llvm::raw_ostream &out,
+                       llvm::raw_ostream &err) {
+  if (llvm::Error e = checkTuneOptions(args))
+    return report(err, "tune", std::move(e), kUsage);
+  Shard shard = llvm::cantFail(Shard::parse(args.shard));
+  auto requests = loadShapesFile(args.shapes);
+  if (!requests)
+    return report(err, "tune", requests.takeError(), kFailed);
+  std::vector<Task> tasks = planTasks(*requests, args.templateFilter);
+  auto devices = parseDevices(args.devices);
+  if (!devices)
+    return report(err, "tune", devices.takeError(), kFailed);
+  if (std::error_code ec = llvm::sys::fs::create_directories(args.out))
+    return report(err, "tune",
+                  "cannot create '" + args.out + "': " + ec.message(), kFailed);
+  TuneDB db;
+  std::vector<ReportRow> rows;
+  int status = devices->size() == 1
+                   ? tuneHere(args, shard, tasks, devices->front(), db, rows)
+                   : tuneOnWorkers(args, shard, *devices, db, rows);
+  if (!args.workerDb.empty()) {
+    if (llvm::Error e = db.save(args.workerDb))
+      return report(err, "tune", std::move(e), kFailed);
+    if (llvm::Error e = writeText(args.workerReport, reportRowsJson(rows)))
+      return report(err, "tune", std::move(e), kFailed);
+    return status;
+  }
+  return std::max(status, writeResults(args, shard, db, rows, out, err));
+}
+
+int tools::tuneMergeCommand(const std::vector<std::string> &inputs,
+                            const std::string &output, llvm::raw_ostream &out,
+                            llvm::raw_ostream &err) {
+  TuneDB merged;
+  for (const std::string &in : inputs) {
+    auto db = TuneDB::load(in);
+    if (!db)
+      return report(err, "tune merge", db.takeError(), kFailed);
+    merged.merge(*db);
+  }
+  if (llvm::Error e = merged.save(output))
+    return report(err, "tune merge", std::move(e), kFailed);
+  out << "merged " << inputs.size() << " DBs: " << merged.size()
+      << " entries -> " << output << "\n";
+  return kOk;
+}
