@@ -303,6 +303,10 @@ int main(int argc, char **argv) {
   fprintf(rep, "table rsqrt nonzero %ld escapes %ld\n", nRsq.nonzero, nRsq.escapes);
   fprintf(rep, "table ex2pos nonzero %ld escapes %ld\n", nG.nonzero, nG.escapes);
   fprintf(rep, "table ex2neg nonzero %ld escapes %ld\n", nH.nonzero, nH.escapes);
+  // What dsl/ApproxTables.cpp's expectedChecksum() pins.
+  fprintf(rep, "checksum rcp %016llx rsqrt %016llx ex2 %016llx\n",
+          (unsigned long long)checksum(hRcp), (unsigned long long)checksum(hRsq),
+          (unsigned long long)checksum(hG));
   fprintf(rep, "rcp(1)=%08x rsqrt(1)=%08x rsqrt(2)=%08x ex2(0)=%08x ex2(-0.5)=%08x\n",
           hRcp[0], hRsq[0], hRsq[1u << 23], hG[0], hH[1u << 22]);
 
