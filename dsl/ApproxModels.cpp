@@ -24,6 +24,12 @@ using approx::Table;
 BITFOLD_EMBED(bitfold_sm90_rcp, "rcp.nib.zst")
 BITFOLD_EMBED(bitfold_sm90_rsqrt, "rsqrt.nib.zst")
 BITFOLD_EMBED(bitfold_sm90_ex2, "ex2.nib.zst")
+// The data's hash, in the preprocessed text too: compiler caches that hash
+// only that text must not reuse an object assembled from other tables.
+#define BITFOLD_STR2(x) #x
+#define BITFOLD_STR(x) BITFOLD_STR2(x)
+[[maybe_unused]] static const char kApproxDataHash[] =
+    BITFOLD_STR(BITFOLD_APPROX_DATA_HASH);
 extern "C" const uint8_t bitfold_sm90_rcp[], bitfold_sm90_rcp_end[];
 extern "C" const uint8_t bitfold_sm90_rsqrt[], bitfold_sm90_rsqrt_end[];
 extern "C" const uint8_t bitfold_sm90_ex2[], bitfold_sm90_ex2_end[];
