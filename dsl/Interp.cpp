@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsl/Interp.h"
+#include "dsl/ApproxTables.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -171,22 +172,9 @@ float bitfold::dsl::roundTo(DType t, float v) {
 }
 
 float bitfold::dsl::expLibdevice(float a, const ApproxUnit &approx) {
-  // Transcribed from libdevice.10.bc's __nv_expf (no FTZ reflect).
-  const float log2eHi = std::bit_cast<float>(uint32_t(1069066811));
-  const float log2eLo = std::bit_cast<float>(uint32_t(849703008));
-  const float magic = std::bit_cast<float>(uint32_t(1262485504)); // 1.5*2^23
-  const float step = log2eHi / 252.0f;
-  float t = std::fma(a, step, 0.5f);
-  float s = t > 0.0f ? (t < 1.0f ? t : 1.0f) : 0.0f; // saturate, NaN -> 0
-  float bias = (-126.0f + magic) + 127.0f;
-  // fma.rm(s, 252, bias): s*252 + bias is exact in double and lies in
-  // [2^23, 2^24), where floats are integers, so rounding down is floor.
-  float j = float(std::floor(double(s) * 252.0 + double(bias)));
-  float k = -(j - (magic + 127.0f));
-  float r = std::fma(a, log2eHi, k);
-  r = std::fma(a, log2eLo, r);
-  float scale = std::bit_cast<float>(std::bit_cast<uint32_t>(j) << 23);
-  return approx.ex2ApproxFtz(r) * scale;
+  // The instruction sequence nvcc emits for __nv_expf (ApproxTables.h).
+  return bitfold::dsl::approx::expfSequence(
+      a, [&](float r) { return approx.ex2ApproxFtz(r); });
 }
 
 namespace {

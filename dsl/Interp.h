@@ -7,11 +7,10 @@
 //
 // Approximate hardware instructions (rcp.approx.ftz, rsqrt.approx.ftz,
 // ex2.approx.ftz) go through ApproxUnit. The default unit is a correctly
-// rounded stand-in, NOT the hardware's table: where a program uses one of
-// them, the interpreter's bits may differ from the GPU's in the last place
-// of the approximated value (rcp_nvcc's Newton step removes the difference
-// for small integer counts; rsqrt does not). Those kernels are checked
-// against PyTorch on the GPU instead.
+// rounded stand-in, NOT the hardware's table: with it, the interpreter's
+// bits may differ from the GPU's in the last place of the approximated
+// value. dsl/ApproxModels.h's approxForArch("sm_90") gives the unit that is
+// bit-exact with the H200.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_DSL_INTERP_H
