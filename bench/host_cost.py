@@ -77,14 +77,20 @@ def pieces(x, sc, sh):
     from bitfold.torch import _ops
     k = bitfold.default_runtime().kernel("ln_modulate", "dtype=bf16")
     y = torch.empty_like(x)
-    words, n = _ops._pack((x, sc, sh, y), 0)
+    ins, ts = (x, sc, sh), (x, sc, sh, y)
     eps = _ops._f32.pack(1e-6)
+    _ops._launch(k, ins, ts, eps, 0)
+    key = tuple([k.address, 0] + [v for t in ins for v in (t.dtype, t.shape, t.stride())])
+    meta = _ops._meta[key]
+    data = _ops._ptr_structs[4].pack(*[t.data_ptr() for t in ts])
     stream = torch.cuda.current_stream().cuda_stream
     out = {
+        "guards (_ready)": per_call_us(lambda: _ops._ready("ln_modulate", ins, None)),
         "torch.empty_like": per_call_us(lambda: torch.empty_like(x)),
-        "pack arguments (struct)": per_call_us(lambda: _ops._pack((x, sc, sh, y), 0)),
-        "kernel.launch_raw (ctypes + C launch)": per_call_us(
-            lambda: k.launch_raw(words, n, 4, eps, stream)),
+        "_launch (layout key, metadata lookup, addresses, stream, ctypes, C)": per_call_us(
+            lambda: _ops._launch(k, ins, ts, eps, 0)),
+        "kernel.launch_raw, packed arguments (ctypes + C launch)": per_call_us(
+            lambda: k.launch_raw(data, meta[0], meta[1], 4, eps, stream)),
         "current raw stream": per_call_us(lambda: _ops._raw_stream(0)),
     }
     try:  # the previous Python binding, for comparison

@@ -16,29 +16,29 @@ import torch
 from _timing import time_ms
 
 
-def build(width_heads, head_dim, layers, seed):
+def build(width_heads, head_dim, layers, seed, device="cuda"):
     from diffusers import GlmImageTransformer2DModel
     torch.manual_seed(seed)
     model = GlmImageTransformer2DModel(
         patch_size=2, in_channels=16, out_channels=16, num_layers=layers,
         attention_head_dim=head_dim, num_attention_heads=width_heads, text_embed_dim=1472,
         time_embed_dim=512, condition_dim=256, prior_vq_quantizer_codebook_size=16384)
-    return model.to("cuda", torch.bfloat16).eval()
+    return model.to(device, torch.bfloat16).eval()
 
 
-def inputs(latent_hw, text_len, seed, batch=1):
-    g = torch.Generator(device="cuda").manual_seed(seed)
+def inputs(latent_hw, text_len, seed, batch=1, device="cuda"):
+    g = torch.Generator(device=device).manual_seed(seed)
     n = (latent_hw // 2) ** 2
     return dict(
-        hidden_states=torch.randn(batch, 16, latent_hw, latent_hw, generator=g, device="cuda",
+        hidden_states=torch.randn(batch, 16, latent_hw, latent_hw, generator=g, device=device,
                                   dtype=torch.bfloat16),
-        encoder_hidden_states=torch.randn(batch, text_len, 1472, generator=g, device="cuda",
+        encoder_hidden_states=torch.randn(batch, text_len, 1472, generator=g, device=device,
                                           dtype=torch.bfloat16),
-        prior_token_id=torch.randint(0, 16384, (batch, n), generator=g, device="cuda"),
-        prior_token_drop=torch.zeros(batch, n, dtype=torch.bool, device="cuda"),
-        timestep=torch.full((batch,), 500, device="cuda", dtype=torch.long),
-        target_size=torch.tensor([[1024.0, 1024.0]] * batch, device="cuda"),
-        crop_coords=torch.zeros(batch, 2, device="cuda"),
+        prior_token_id=torch.randint(0, 16384, (batch, n), generator=g, device=device),
+        prior_token_drop=torch.zeros(batch, n, dtype=torch.bool, device=device),
+        timestep=torch.full((batch,), 500, device=device, dtype=torch.long),
+        target_size=torch.tensor([[1024.0, 1024.0]] * batch, device=device),
+        crop_coords=torch.zeros(batch, 2, device=device),
         return_dict=False)
 
 

@@ -18,7 +18,7 @@ from collections import namedtuple
 from . import _lib
 
 __all__ = ["BitfoldError", "Runtime", "Kernel", "RawTensor", "default_runtime",
-           "kernel_from_source", "templates", "version", "DTYPE_WORDS"]
+           "kernel_from_source", "templates", "version", "DTYPE_WORDS", "raw_args"]
 
 # DLDataType as the raw launch's dtype word: code | bits << 8 | lanes << 16.
 DTYPE_WORDS = {"bf16": 4 | 16 << 8 | 1 << 16, "f16": 2 | 16 << 8 | 1 << 16,
@@ -138,13 +138,14 @@ _ctypes_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
 _ctypes_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def raw_words(tensors):
-    """The int64 words bitfold_launch_raw takes for RawTensors."""
-    words = []
+def raw_args(tensors):
+    """(addresses, metadata words) bitfold_launch_raw takes for RawTensors."""
+    data, meta = [], []
     for t in tensors:
-        words += [t.data, DTYPE_WORDS[t.dtype] | t.device << 32, len(t.shape)]
-        words += list(t.shape) + list(t.strides)
-    return words
+        data.append(t.data)
+        meta += [DTYPE_WORDS[t.dtype] | t.device << 32, len(t.shape)]
+        meta += list(t.shape) + list(t.strides)
+    return data, meta
 
 
 class Kernel:
@@ -185,8 +186,9 @@ class Kernel:
         the kernel's order (bitfold.h), on `stream` (a CUstream as int;
         None: the legacy default stream)."""
         if tensors and all(isinstance(t, RawTensor) for t in tensors):
-            words = raw_words(tensors)
-            return self.launch_raw(struct.pack(f"{len(words)}q", *words), len(words),
+            data, meta = raw_args(tensors)
+            return self.launch_raw(struct.pack(f"{len(data)}Q", *data),
+                                   struct.pack(f"{len(meta)}q", *meta), len(meta),
                                    len(tensors), scalars, stream)
         capsules = [t.__dlpack__(stream=stream) if hasattr(t, "__dlpack__") else t
                     for t in tensors]
@@ -200,15 +202,16 @@ class Kernel:
         _check(self.lib, self.lib.bitfold_launch(self.handle, ptrs, len(capsules), sc,
                                                  len(scalars), stream))
 
-    def launch_raw(self, words, num_words, num_tensors, scalars=(), stream=None):
-        """bitfold_launch_raw: `words` is bytes of num_words int64 (see
-        bitfold.h); `scalars` floats or their packed f32 bytes."""
+    def launch_raw(self, data, meta, num_meta_words, num_tensors, scalars=(), stream=None):
+        """bitfold_launch_raw (bitfold.h): `data` the addresses as bytes of
+        num_tensors uint64, `meta` bytes of num_meta_words int64; `scalars`
+        floats or their packed f32 bytes."""
         if self._raw is None:
             raise BitfoldError("BITFOLD_ERROR_UNSUPPORTED",
                                f"{self.lib.bitfold_path} has no bitfold_launch_raw")
         if not isinstance(scalars, bytes):
             scalars = struct.pack(f"{len(scalars)}f", *scalars)
-        status = self._raw(self.address, words, num_words, num_tensors, scalars,
+        status = self._raw(self.address, num_tensors, data, meta, num_meta_words, scalars,
                            len(scalars) // 4, stream)
         if status:
             _check(self.lib, status)

@@ -79,7 +79,7 @@ _SIGNATURES = {
     "bitfold_launch": ([_VP, ctypes.POINTER(ctypes.POINTER(DLTensor)), _I,
                         ctypes.POINTER(ctypes.c_float), _I, _VP], _I),
     # Arrays are passed as bytes (c_char_p: no copy); see Kernel.launch_raw.
-    "bitfold_launch_raw": ([_VP, _CP, _I, _I, _CP, _I, _VP], _I),
+    "bitfold_launch_raw": ([_VP, _I, _CP, _CP, _I, _CP, _I, _VP], _I),
 }
 
 _lock = threading.Lock()

@@ -101,7 +101,7 @@ class FakeDriverLaunch(unittest.TestCase):
             self.k.launch(bad, [1e-6])
         self.assertEqual(e.exception.status, "BITFOLD_ERROR_ALIGNMENT")
         with self.assertRaises(bitfold.BitfoldError) as e:
-            self.k.launch_raw(b"\0" * 16, 2, 1, [1e-6])
+            self.k.launch_raw(b"\0" * 8, b"\0" * 16, 2, 1, [1e-6])
         self.assertEqual(e.exception.status, "BITFOLD_ERROR_INVALID_ARGUMENT")
         with self.assertRaises(bitfold.BitfoldError) as e:
             self.k.launch(ln_tensors(), [])

@@ -4,6 +4,7 @@ fake impls under torch.compile(fullgraph=True), and verify="once" against
 the fake driver (whose kernels write nothing, so verification must catch
 them, disable the op and return eager)."""
 import os
+import sys
 import unittest
 import warnings
 
@@ -14,6 +15,7 @@ except ImportError:  # the package's core is tested without torch
 
 FAKE_LIB = os.environ.get("BITFOLD_TEST_FAKE_LIB")
 FAKE_CUDA = os.environ.get("BITFOLD_TEST_FAKE_CUDA")
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "torch")
 
 
 def inputs(seed=0):
@@ -137,8 +139,68 @@ class TorchOnFakeDriver(unittest.TestCase):
         self.assertEqual(s["mismatches"], 1)
         self.assertIn("first differing flat index", s["disabled"])
         self.assertEqual(s["fallbacks"], {"disabled": 1})
-        self.assertEqual(sum("verify mismatch" in str(m.message) for m in w), 1)
+        self.assertEqual(sum(str(m.message).startswith("bitfold.torch.ln_modulate: verify mismatch")
+                             for m in w), 1)
 
 
 if __name__ == "__main__":
     unittest.main()
+
+
+try:
+    import diffusers
+except Exception:  # optional: the patch tests need the real classes
+    diffusers = None
+
+
+@unittest.skipIf(torch is None or diffusers is None,
+                 "torch or diffusers not installed: patch tests skipped")
+class DiffusersPatchOnCpu(unittest.TestCase):
+    """On CPU every patched site falls back to its eager chain, so patched
+    and unpatched forwards must be equal: the patched forwards are the
+    originals' code. The fingerprints must match the installed diffusers."""
+
+    def setUp(self):
+        import bitfold.torch as bt
+        self.bt = bt
+        bt.reset_stats()
+        warnings.simplefilter("ignore")
+
+    def test_glm_image_patched_equals_unpatched(self):
+        sys.path.insert(0, EXAMPLES)
+        import glm_image_blocks as ex
+        model = ex.build(4, 32, 2, seed=0, device="cpu")
+        kw = ex.inputs(16, 8, seed=1, batch=2, device="cpu")
+        with torch.no_grad():
+            eager = model(**kw)[0]
+            sites = self.bt.patch(model)
+            patched = model(**kw)[0]
+            self.assertEqual(self.bt.unpatch(model), len(sites))
+            again = model(**kw)[0]
+        kinds = {type(m).__name__ for _, m in model.named_modules()}
+        self.assertIn("GlmImageTransformerBlock", kinds)
+        self.assertEqual(len(sites), 2 * 3 + 1, sites)  # per block: adaLN, block, attn; norm_out
+        self.assertTrue(torch.equal(patched, eager))
+        self.assertTrue(torch.equal(again, eager))
+        used = self.bt.stats()
+        for op in ("ln_modulate", "qk_layernorm", "residual_gate"):
+            self.assertGreater(sum(used[op]["fallbacks"].values()), 0, op)
+
+    def test_wan_vae_conv_sites_patch_and_keep_cpu_results(self):
+        from diffusers import AutoencoderKLWan
+        torch.manual_seed(0)
+        vae = AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 2], num_res_blocks=1,
+                               attn_scales=[], temperal_downsample=[True]).eval()
+        z = torch.randn(1, 4, 2, 4, 4)
+        with torch.no_grad():
+            eager = vae.decode(z, return_dict=False)[0]
+            sites = self.bt.patch(vae)
+            patched = vae.decode(z, return_dict=False)[0]
+            self.bt.unpatch(vae)
+        self.assertGreater(len(sites), 0)
+        self.assertTrue(all("conv" in s for s in sites), sites)
+        # On CPU aten fuses the bias into the convolution, so the patched
+        # forward keeps the original there (bitfold splits it only where
+        # aten's cuDNN path does): equal, and conv_bias never called.
+        self.assertTrue(torch.equal(patched, eager))
+        self.assertNotIn("conv_bias", self.bt.stats())

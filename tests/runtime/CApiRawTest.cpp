@@ -34,13 +34,15 @@ constexpr DLDataType kBF16{kDLBfloat, 16, 1};
 FakeLaunch lastLaunch() {
   void *lib = dlopen(BITFOLD_FAKE_CUDA_PATH, RTLD_NOW);
   EXPECT_NE(lib, nullptr);
-  return reinterpret_cast<FakeLastLaunchFn>(dlsym(lib, "fake_cuda_last_launch"))();
+  return reinterpret_cast<FakeLastLaunchFn>(
+      dlsym(lib, "fake_cuda_last_launch"))();
 }
 
 void expectParams(int n) {
   void *lib = dlopen(BITFOLD_FAKE_CUDA_PATH, RTLD_NOW);
   ASSERT_NE(lib, nullptr);
-  reinterpret_cast<FakeExpectParamsFn>(dlsym(lib, "fake_cuda_expect_params"))(n);
+  reinterpret_cast<FakeExpectParamsFn>(dlsym(lib, "fake_cuda_expect_params"))(
+      n);
 }
 
 /// One tensor, both as a DLTensor and as raw words.
@@ -61,8 +63,9 @@ struct Tensor {
     t.strides = strides.data();
     return &t;
   }
-  void appendRaw(std::vector<int64_t> &w) const {
-    w.push_back(int64_t(addr));
+  void appendRaw(std::vector<const void *> &data,
+                 std::vector<int64_t> &w) const {
+    data.push_back(reinterpret_cast<const void *>(addr));
     w.push_back(int64_t(dtype.code | dtype.bits << 8 | dtype.lanes << 16 |
                         uint64_t(device) << 32));
     w.push_back(int64_t(shape.size()));
@@ -90,15 +93,16 @@ protected:
   bitfold_status launchBoth(std::vector<Tensor> &ts, bitfold_status &dlStatus,
                             std::string &dlMessage) {
     std::vector<const DLTensor *> dl;
+    std::vector<const void *> data;
     std::vector<int64_t> words;
     for (Tensor &t : ts) {
       dl.push_back(t.dl());
-      t.appendRaw(words);
+      t.appendRaw(data, words);
     }
     dlStatus = bitfold_launch(k, dl.data(), int(dl.size()), &eps, 1, nullptr);
     dlMessage = bitfold_last_error();
-    return bitfold_launch_raw(k, words.data(), int(words.size()),
-                              int(ts.size()), &eps, 1, nullptr);
+    return bitfold_launch_raw(k, int(ts.size()), data.data(), words.data(),
+                              int(words.size()), &eps, 1, nullptr);
   }
   bitfold_runtime *rt = nullptr;
   bitfold_kernel *k = nullptr;
@@ -108,10 +112,11 @@ protected:
 TEST_F(Raw, LaunchesTheSameParametersAsDLTensors) {
   std::vector<Tensor> ts = lnTensors();
   std::vector<const DLTensor *> dl;
+  std::vector<const void *> data;
   std::vector<int64_t> words;
   for (Tensor &t : ts) {
     dl.push_back(t.dl());
-    t.appendRaw(words);
+    t.appendRaw(data, words);
   }
   expectParams(11);
   ASSERT_EQ(bitfold_launch(k, dl.data(), 4, &eps, 1, nullptr), BITFOLD_SUCCESS)
@@ -119,8 +124,8 @@ TEST_F(Raw, LaunchesTheSameParametersAsDLTensors) {
   FakeLaunch viaDl = lastLaunch();
   expectParams(11);
   CUstream stream = reinterpret_cast<CUstream>(uintptr_t(0xABC0));
-  ASSERT_EQ(bitfold_launch_raw(k, words.data(), int(words.size()), 4, &eps, 1,
-                               stream),
+  ASSERT_EQ(bitfold_launch_raw(k, 4, data.data(), words.data(),
+                               int(words.size()), &eps, 1, stream),
             BITFOLD_SUCCESS)
       << bitfold_last_error();
   FakeLaunch viaRaw = lastLaunch();
@@ -139,7 +144,10 @@ TEST_F(Raw, RejectionsMatchTheDLTensorPath) {
     bitfold_status expect;
   };
   const Case cases[] = {
-      {"f16 x", [](std::vector<Tensor> &t) { t[0].dtype = {kDLFloat, 16, 1}; },
+      {"f16 x",
+       [](std::vector<Tensor> &t) {
+         t[0].dtype = {kDLFloat, 16, 1};
+       },
        BITFOLD_ERROR_DTYPE},
       {"x on cuda:1", [](std::vector<Tensor> &t) { t[0].device = 1; },
        BITFOLD_ERROR_DEVICE},
@@ -147,7 +155,8 @@ TEST_F(Raw, RejectionsMatchTheDLTensorPath) {
        BITFOLD_ERROR_ALIGNMENT},
       {"columns differ", [](std::vector<Tensor> &t) { t[1].shape[1] = 32; },
        BITFOLD_ERROR_SHAPE},
-      {"last dim not packed", [](std::vector<Tensor> &t) { t[0].strides[2] = 2; },
+      {"last dim not packed",
+       [](std::vector<Tensor> &t) { t[0].strides[2] = 2; },
        BITFOLD_ERROR_STRIDE},
   };
   for (const Case &c : cases) {
@@ -163,37 +172,43 @@ TEST_F(Raw, RejectionsMatchTheDLTensorPath) {
 }
 
 TEST_F(Raw, MalformedArraysAreInvalidArguments) {
+  std::vector<const void *> data;
   std::vector<int64_t> words;
   for (const Tensor &t : lnTensors())
-    t.appendRaw(words);
+    t.appendRaw(data, words);
   int n = int(words.size());
-  EXPECT_EQ(bitfold_launch_raw(k, words.data(), n - 1, 4, &eps, 1, nullptr),
+  const void *const *d = data.data();
+  EXPECT_EQ(bitfold_launch_raw(k, 4, d, words.data(), n - 1, &eps, 1, nullptr),
             BITFOLD_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(bitfold_last_error(),
                "bitfold_launch_raw: tensor 3: ndim is negative or runs past "
-               "the array");
-  EXPECT_EQ(bitfold_launch_raw(k, words.data(), n, 3, &eps, 1, nullptr),
+               "the metadata");
+  EXPECT_EQ(bitfold_launch_raw(k, 3, d, words.data(), n, &eps, 1, nullptr),
             BITFOLD_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(bitfold_last_error(),
-               "bitfold_launch_raw: num_words is not the length the tensors "
-               "use");
-  EXPECT_EQ(bitfold_launch_raw(k, nullptr, 0, 4, &eps, 1, nullptr),
+               "bitfold_launch_raw: num_meta_words is not the length the "
+               "tensors use");
+  EXPECT_EQ(bitfold_launch_raw(k, 4, d, nullptr, 0, &eps, 1, nullptr),
             BITFOLD_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(bitfold_launch_raw(k, words.data(), n, 99, &eps, 1, nullptr),
+  EXPECT_EQ(
+      bitfold_launch_raw(k, 4, nullptr, words.data(), n, &eps, 1, nullptr),
+      BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bitfold_launch_raw(k, 99, d, words.data(), n, &eps, 1, nullptr),
             BITFOLD_ERROR_INVALID_ARGUMENT);
-  words[2] = -1;
-  EXPECT_EQ(bitfold_launch_raw(k, words.data(), n, 4, &eps, 1, nullptr),
+  words[1] = -1;
+  EXPECT_EQ(bitfold_launch_raw(k, 4, d, words.data(), n, &eps, 1, nullptr),
             BITFOLD_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(bitfold_last_error(),
                "bitfold_launch_raw: tensor 0: ndim is negative or runs past "
-               "the array");
+               "the metadata");
+  words[1] = 3;
   // The wrong tensor count for the kernel is bitfold_launch's own message.
-  std::vector<int64_t> three(words.begin(), words.begin() + 3 * 9);
-  three[2] = 3;
-  EXPECT_EQ(bitfold_launch_raw(k, three.data(), 27, 3, &eps, 1, nullptr),
-            BITFOLD_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(bitfold_launch_raw(nullptr, words.data(), n, 4, &eps, 1, nullptr),
-            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      bitfold_launch_raw(k, 3, d, words.data(), 8 + 6 + 6, &eps, 1, nullptr),
+      BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      bitfold_launch_raw(nullptr, 4, d, words.data(), n, &eps, 1, nullptr),
+      BITFOLD_ERROR_INVALID_ARGUMENT);
 }
 
 std::atomic<bool> countAllocations{false};
@@ -217,19 +232,21 @@ void operator delete(void *p, size_t) noexcept { std::free(p); }
 namespace {
 
 TEST_F(Raw, WarmLaunchesDoNotAllocate) {
+  std::vector<const void *> data;
   std::vector<int64_t> words;
   for (const Tensor &t : lnTensors())
-    t.appendRaw(words);
+    t.appendRaw(data, words);
   int n = int(words.size());
-  ASSERT_EQ(bitfold_launch_raw(k, words.data(), n, 4, &eps, 1, nullptr),
-            BITFOLD_SUCCESS)
+  ASSERT_EQ(
+      bitfold_launch_raw(k, 4, data.data(), words.data(), n, &eps, 1, nullptr),
+      BITFOLD_SUCCESS)
       << bitfold_last_error();
   allocations = 0;
   countAllocations = true;
   bool ok = true;
   for (int i = 0; i < 100; ++i)
-    ok &= bitfold_launch_raw(k, words.data(), n, 4, &eps, 1, nullptr) ==
-          BITFOLD_SUCCESS;
+    ok &= bitfold_launch_raw(k, 4, data.data(), words.data(), n, &eps, 1,
+                             nullptr) == BITFOLD_SUCCESS;
   countAllocations = false;
   EXPECT_TRUE(ok);
   EXPECT_EQ(allocations.load(), 0);

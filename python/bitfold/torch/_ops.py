@@ -83,7 +83,7 @@ def _warn_once(key, message):
         if key in _warned:
             return
         _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=4)
+    warnings.warn(message, RuntimeWarning, stacklevel=5)  # the op's caller
 
 
 def _fallback(op, reason, detail, mode):
@@ -96,38 +96,65 @@ def _fallback(op, reason, detail, mode):
     _warn_once((op, reason), f"bitfold.torch.{op}: eager fallback ({reason}): {detail}")
 
 
-def _guard(op, tensors, dtype_table):
-    """(None, dtype) when the fast path may run, else (reason, detail)."""
+def _guard(tensors):
+    """(reason, detail) for inputs the kernel path does not take."""
     x = tensors[0]
-    dt = x.dtype
-    if dt not in dtype_table:
-        return "dtype", f"{dt} (bitfold has {sorted(_DT_NAME[d] for d in dtype_table)})"
-    dev = x.device
+    if x.dtype not in _DT_WORD:
+        return "dtype", f"{x.dtype} (bitfold has bf16, f16, f32)"
     for t in tensors:
-        if t.device != dev:
-            return "device", f"tensors on {dev} and {t.device}"
+        if t.device != x.device:
+            return "device", f"tensors on {x.device} and {t.device}"
     if not x.is_cuda and not _ALLOW_HOST:
-        return "device", f"{dev} tensor (bitfold runs on CUDA)"
+        return "device", f"{x.device} tensor (bitfold runs on CUDA)"
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return "requires_grad", "bitfold ops have no autograd; eager keeps the graph"
-    for t in tensors:
-        if t.numel() == 0:
-            return "empty", f"an empty tensor of shape {tuple(t.shape)}"
-    return None, dt
+    if x.numel() == 0:
+        return "empty", f"an empty tensor of shape {tuple(x.shape)}"
+    return "unknown", "no guard matched"
 
 
-def _pack(tensors, device):
+_grad_enabled = torch.is_grad_enabled
+
+
+def _ready(op, tensors, mode):
+    """The CUDA ordinal when the kernel path may run (checks kept to what
+    the C API cannot see); else the fallback is recorded and None returned."""
+    if op in _disabled:
+        _fallback(op, "disabled", _disabled[op], mode)
+        return None
+    x = tensors[0]
+    dev = x.get_device()
+    if x.dtype in _DT_WORD and (dev >= 0 or _ALLOW_HOST) and x.numel():
+        for t in tensors:
+            if t.get_device() != dev:
+                break
+        else:
+            if not _grad_enabled():
+                return dev if dev > 0 else 0
+            for t in tensors:
+                if t.requires_grad:
+                    break
+            else:
+                return dev if dev > 0 else 0
+    reason, detail = _guard(tensors)
+    _fallback(op, reason, detail, mode)
+    return None
+
+
+_meta = {}
+_ptr_structs = {n: struct.Struct(f"{n}Q") for n in range(1, 17)}
+
+
+def _build_meta(key, tensors, dev):
     words = []
-    dev = device << 32
     for t in tensors:
-        words += (t.data_ptr(), _DT_WORD.get(t.dtype, 0) | dev, t.dim())
+        words += (_DT_WORD.get(t.dtype, 0) | dev << 32, t.dim())
         words += t.shape
         words += t.stride()
-    n = len(words)
-    st = _structs.get(n)
-    if st is None:
-        st = _structs[n] = struct.Struct(f"{n}q")
-    return st.pack(*words), n
+    if len(_meta) >= 4096:
+        _meta.clear()
+    m = _meta[key] = (struct.pack(f"{len(words)}q", *words), len(words))
+    return m
 
 
 _f32 = struct.Struct("f")
@@ -154,20 +181,34 @@ def _exchange_capture_mode(mode):
     return m.value
 
 
-def _launch(kernel, tensors, scalars, device):
-    """Launches on the current stream; raises bitfold.BitfoldError."""
-    words, n = _pack(tensors, device)
-    stream = _raw_stream(device) if tensors[0].is_cuda else 0
-    if _capturing is not None and tensors[0].is_cuda and _capturing():
+def _launch(kernel, key_tensors, tensors, scalars, dev):
+    """Launches on the current stream; raises bitfold.BitfoldError.
+
+    The metadata (dtypes, shapes, strides) of every tensor is a function of
+    the layouts of key_tensors (the inputs; outputs come from empty_like),
+    so it is packed once per layout and only the addresses per call."""
+    key = [kernel.address, dev]
+    for t in key_tensors:
+        key += (t.dtype, t.shape, t.stride())
+    key = tuple(key)
+    meta = _meta.get(key) or _build_meta(key, tensors, dev)
+    n = len(tensors)
+    data = _ptr_structs[n].pack(*[t.data_ptr() for t in tensors])
+    cuda = tensors[0].is_cuda
+    stream = _raw_stream(dev) if cuda else 0
+    if cuda and _capturing is not None and _capturing():
         # A first launch of a shape class loads a module, which CUDA forbids
         # inside a global-mode capture: relax this thread's mode around it.
         old = _exchange_capture_mode(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
         try:
-            kernel.launch_raw(words, n, len(tensors), scalars, stream)
+            kernel.launch_raw(data, meta[0], meta[1], n, scalars, stream)
         finally:
             _exchange_capture_mode(old)
         return
-    kernel.launch_raw(words, n, len(tensors), scalars, stream)
+    status = kernel._raw(kernel.address, n, data, meta[0], meta[1], scalars,
+                         len(scalars) >> 2, stream)
+    if status:
+        kernel.launch_raw(data, meta[0], meta[1], n, scalars, stream)  # raises
 
 
 def _kernels(name, param_fn):
@@ -216,34 +257,25 @@ def _verify(op, key, outs, refs):
     return True
 
 
-def _run(op, kernel, tensors, outs, scalars, device, eager, verify, mode, class_key):
-    """Launch, or fall back; then verify once per class. Returns outs."""
+def _run(op, kernel, inputs, tensors, outs, scalars, dev, eager, verify, mode):
+    """Launch, or fall back (None); then verify once per (op, dtype, width,
+    device). Returns outs, or the eager results after a mismatch."""
     try:
-        _launch(kernel, tensors, scalars, device)
+        _launch(kernel, inputs, tensors, scalars, dev)
     except bitfold.BitfoldError as e:
         _fallback(op, e.status.replace("BITFOLD_ERROR_", "").lower(), e.message, mode)
         return None
-    _op_stats(op)["launches"] += 1
+    s = _stats.get(op) or _op_stats(op)
+    s["launches"] += 1
     if (verify or config.verify) == "once":
-        key = (op,) + class_key
-        if key not in _verified and not (_capturing and outs[0].is_cuda and _capturing()):
+        x = inputs[0]
+        key = (op, kernel.params, x.shape[-1], x.device)
+        if key not in _verified and not (x.is_cuda and _capturing and _capturing()):
             refs = eager()
             refs = refs if isinstance(refs, tuple) else (refs,)
             if not _verify(op, key, outs, refs):
                 return refs
     return outs
-
-
-def _disabled_or_guard(op, tensors, dtypes, mode):
-    """None if the fast path may run; else the reason was counted/raised."""
-    if op in _disabled:
-        _fallback(op, "disabled", _disabled[op], mode)
-        return True
-    reason, detail = _guard(op, tensors, dtypes)
-    if reason is not None:
-        _fallback(op, reason, detail, mode)
-        return True
-    return False
 
 
 _STD = (_BF16, _F16, _F32)
@@ -259,15 +291,16 @@ _wan_k = _kernels("wan_rmsnorm_silu", lambda dt: f"dtype={_DT_NAME[dt]}")
 def ln_modulate(x, scale, shift, eps=1e-6, *, verify=None, mode=None):
     """F.layer_norm(x, (D,), eps) * (1 + scale[:, None]) + shift[:, None];
     x (B, S, D), scale and shift (B, D) (chunks of a projection are fine)."""
-    ts = (x, scale, shift)
-    if _disabled_or_guard("ln_modulate", ts, _STD, mode):
-        return _eager.ln_modulate(x, scale, shift, eps)
-    y = torch.empty_like(x)
-    out = _run("ln_modulate", _ln_k(x.dtype), (x, scale, shift, y), (y,), _f32.pack(eps),
-               x.get_device() if x.is_cuda else 0,
-               lambda: _eager.ln_modulate(x, scale, shift, eps), verify, mode,
-               (x.dtype, x.shape[-1], x.device))
-    return _eager.ln_modulate(x, scale, shift, eps) if out is None else out[0]
+    ins = (x, scale, shift)
+    dev = _ready("ln_modulate", ins, mode)
+    if dev is not None:
+        y = torch.empty_like(x)
+        out = _run("ln_modulate", _ln_k(x.dtype), ins, (x, scale, shift, y), (y,),
+                   _f32.pack(eps), dev, lambda: _eager.ln_modulate(x, scale, shift, eps),
+                   verify, mode)
+        if out is not None:
+            return out[0]
+    return _eager.ln_modulate(x, scale, shift, eps)
 
 
 def _rows_mergeable(t):
@@ -281,41 +314,45 @@ def _rows_mergeable(t):
     return True
 
 
+def _rows_view(t):
+    """t if the kernel can address it, else a contiguous copy (what aten's
+    layer_norm makes of it too)."""
+    return t if t.is_contiguous() or _rows_mergeable(t) else t.contiguous()
+
+
 def qk_layernorm(q, k, eps=1e-6, *, verify=None, mode=None):
     """(F.layer_norm(q, (D,), eps), F.layer_norm(k, (D,), eps)) in one launch.
     Strided q/k views (a fused QKV projection's) are copied to contiguous
     first, as aten's layer_norm does itself."""
-    if _disabled_or_guard("qk_layernorm", (q, k), _STD, mode):
-        return _eager.qk_layernorm(q, k, eps)
-    qi = q if q.is_contiguous() or _rows_mergeable(q) else q.contiguous()
-    ki = k if k.is_contiguous() or _rows_mergeable(k) else k.contiguous()
-    qo, ko = torch.empty_like(q), torch.empty_like(k)
-    if not _rows_mergeable(qo) or not _rows_mergeable(ko):
-        qo, ko = torch.empty(q.shape, dtype=q.dtype, device=q.device), \
-            torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    out = _run("qk_layernorm", _qk_k(q.dtype), (qi, qo, ki, ko), (qo, ko), _f32.pack(eps),
-               q.get_device() if q.is_cuda else 0,
-               lambda: _eager.qk_layernorm(q, k, eps), verify, mode,
-               (q.dtype, q.shape[-1], q.device))
-    return _eager.qk_layernorm(q, k, eps) if out is None else out
+    ins = (q, k)
+    dev = _ready("qk_layernorm", ins, mode)
+    if dev is not None:
+        qi, ki = _rows_view(q), _rows_view(k)
+        qo = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        ko = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+        out = _run("qk_layernorm", _qk_k(q.dtype), ins, (qi, qo, ki, ko), (qo, ko),
+                   _f32.pack(eps), dev, lambda: _eager.qk_layernorm(q, k, eps), verify, mode)
+        if out is not None:
+            return out
+    return _eager.qk_layernorm(q, k, eps)
 
 
 def conv_bias(x, bias, residual=None, *, verify=None, mode=None):
     """x.clone().add_(bias.view(1, C, 1, ...)) [+ residual]; x channels-last
     (4-D or 5-D, dense), bias (C,) in x's dtype or f32."""
-    ts = (x, bias) if residual is None else (x, bias, residual)
-    if _disabled_or_guard("conv_bias", ts, _STD, mode):
-        return _eager.conv_bias(x, bias, residual)
-    if bias.dtype not in _DT_WORD:
+    ins = (x, bias) if residual is None else (x, bias, residual)
+    dev = _ready("conv_bias", ins, mode)
+    if dev is not None and bias.dtype not in _DT_WORD:
         _fallback("conv_bias", "dtype", f"bias {bias.dtype}", mode)
-        return _eager.conv_bias(x, bias, residual)
-    y = torch.empty_like(x)
-    has_res = residual is not None
-    out = _run("conv_bias", _conv_k((x.dtype, bias.dtype, has_res)), ts + (y,), (y,),
-               _no_scalars, x.get_device() if x.is_cuda else 0,
-               lambda: _eager.conv_bias(x, bias, residual), verify, mode,
-               (x.dtype, bias.dtype, has_res, x.shape[1], x.device))
-    return _eager.conv_bias(x, bias, residual) if out is None else out[0]
+        dev = None
+    if dev is not None:
+        y = torch.empty_like(x)
+        has_res = residual is not None
+        out = _run("conv_bias", _conv_k((x.dtype, bias.dtype, has_res)), ins, ins + (y,), (y,),
+                   _no_scalars, dev, lambda: _eager.conv_bias(x, bias, residual), verify, mode)
+        if out is not None:
+            return out[0]
+    return _eager.conv_bias(x, bias, residual)
 
 
 def _gate_kind(residual, gate):
@@ -330,57 +367,56 @@ def _gate_kind(residual, gate):
         return "global", gate.reshape(d)
     if residual.dim() == 3 and gate.dim() == 3 and lead == (residual.shape[0], 1):
         return "per_batch", gate.reshape(residual.shape[0], d)
-    if residual.dim() == 3 and gate.dim() == 2 and gate.shape[0] == residual.shape[0] \
-            and residual.shape[0] != 1:
-        return None  # (B, D) broadcasts against (B, S, D) as rows, not batches
-    return None
+    return None  # e.g. (B, D) against (B, S, D) broadcasts as rows, not batches
 
 
 def residual_gate(residual, update, gate, *, verify=None, mode=None):
     """residual + update * gate, gate full-shape, (B, 1, D) or (1, 1, D)/(D,)."""
-    ts = (residual, update, gate)
-    if _disabled_or_guard("residual_gate", ts, _STD, mode):
-        return _eager.residual_gate(residual, update, gate)
-    kind = _gate_kind(residual, gate) if update.shape == residual.shape else None
-    if kind is None:
-        _fallback("residual_gate", "shape", f"residual {tuple(residual.shape)}, update "
-                  f"{tuple(update.shape)}, gate {tuple(gate.shape)}", mode)
-        return _eager.residual_gate(residual, update, gate)
-    y = torch.empty_like(residual)
-    out = _run("residual_gate", _gate_k((residual.dtype, kind[0])),
-               (residual, update, kind[1], y), (y,), _no_scalars,
-               residual.get_device() if residual.is_cuda else 0,
-               lambda: _eager.residual_gate(residual, update, gate), verify, mode,
-               (residual.dtype, kind[0], residual.shape[-1], residual.device))
-    return _eager.residual_gate(residual, update, gate) if out is None else out[0]
+    ins = (residual, update, gate)
+    dev = _ready("residual_gate", ins, mode)
+    kind = None
+    if dev is not None:
+        kind = _gate_kind(residual, gate) if update.shape == residual.shape else None
+        if kind is None:
+            _fallback("residual_gate", "shape", f"residual {tuple(residual.shape)}, update "
+                      f"{tuple(update.shape)}, gate {tuple(gate.shape)}", mode)
+    if kind is not None:
+        y = torch.empty_like(residual)
+        out = _run("residual_gate", _gate_k((residual.dtype, kind[0])), ins,
+                   (residual, update, kind[1], y), (y,), _no_scalars, dev,
+                   lambda: _eager.residual_gate(residual, update, gate), verify, mode)
+        if out is not None:
+            return out[0]
+    return _eager.residual_gate(residual, update, gate)
 
 
 def rmsnorm_modulate(x, weight, scale, shift, eps=1e-6, *, verify=None, mode=None):
     """flashinfer-order RMSNorm(x) * weight, then * (1 + scale) + shift
     (NUMERICS.md 5; D = 2048 or 4096). The fallback is a torch fp32 chain,
     close but not flashinfer's bits."""
-    ts = (x, weight, scale, shift)
-    if _disabled_or_guard("rmsnorm_modulate", ts, _STD, mode):
-        return _eager.rmsnorm_modulate(x, weight, scale, shift, eps)
-    y = torch.empty_like(x)
-    out = _run("rmsnorm_modulate", _rms_k(x.dtype), ts + (y,), (y,), _f32.pack(eps),
-               x.get_device() if x.is_cuda else 0,
-               lambda: _eager.rmsnorm_modulate(x, weight, scale, shift, eps), verify, mode,
-               (x.dtype, x.shape[-1], x.device))
-    return _eager.rmsnorm_modulate(x, weight, scale, shift, eps) if out is None else out[0]
+    ins = (x, weight, scale, shift)
+    dev = _ready("rmsnorm_modulate", ins, mode)
+    if dev is not None:
+        y = torch.empty_like(x)
+        out = _run("rmsnorm_modulate", _rms_k(x.dtype), ins, ins + (y,), (y,), _f32.pack(eps),
+                   dev, lambda: _eager.rmsnorm_modulate(x, weight, scale, shift, eps),
+                   verify, mode)
+        if out is not None:
+            return out[0]
+    return _eager.rmsnorm_modulate(x, weight, scale, shift, eps)
 
 
 def wan_rmsnorm_silu(x, gamma, bias, *, verify=None, mode=None):
     """silu(F.normalize(x, dim=1) * C**0.5 * gamma + bias), x channels-last.
     NOT bit-exact with eager (NUMERICS.md 6): verify="once" disables it."""
-    c = x.shape[1] if x.dim() >= 2 else 0
-    gamma1, bias1 = gamma.reshape(-1), bias.reshape(-1)
-    ts = (x, gamma1, bias1)
-    if _disabled_or_guard("wan_rmsnorm_silu", ts, _STD, mode):
-        return _eager.wan_rmsnorm_silu(x, gamma, bias)
-    y = torch.empty_like(x)
-    out = _run("wan_rmsnorm_silu", _wan_k(x.dtype), ts + (y,), (y,),
-               _f32.pack(float(c) ** 0.5), x.get_device() if x.is_cuda else 0,
-               lambda: _eager.wan_rmsnorm_silu(x, gamma, bias), verify, mode,
-               (x.dtype, c, x.device))
-    return _eager.wan_rmsnorm_silu(x, gamma, bias) if out is None else out[0]
+    ins = (x, gamma, bias)
+    dev = _ready("wan_rmsnorm_silu", ins, mode)
+    if dev is not None:
+        c = x.shape[1]
+        y = torch.empty_like(x)
+        out = _run("wan_rmsnorm_silu", _wan_k(x.dtype), ins,
+                   (x, gamma.reshape(-1), bias.reshape(-1), y), (y,), _f32.pack(float(c) ** 0.5),
+                   dev, lambda: _eager.wan_rmsnorm_silu(x, gamma, bias), verify, mode)
+        if out is not None:
+            return out[0]
+    return _eager.wan_rmsnorm_silu(x, gamma, bias)

@@ -11,9 +11,11 @@ per shape class with eager and disables the op on any difference.
                                   norm2(_context) + modulate -> ln_modulate
   GlmImageAttnProcessor           norm_q + norm_k -> qk_layernorm, one launch
   GlmImageAdaLayerNormContinuous  LayerNorm + modulate -> ln_modulate
-  WanCausalConv3d                 conv bias epilogue -> conv_bias (runs where
-                                  the activations are channels_last_3d; the
-                                  default NCDHW layout falls back to eager)
+  WanCausalConv3d                 conv bias epilogue -> conv_bias, where aten
+                                  itself adds the bias after cuDNN (CUDA,
+                                  groups 1, cuDNN on); the kernel runs where
+                                  the activations are channels_last_3d, the
+                                  default NCDHW layout falls back to eager
 
 Not patched: WanRMS_norm (+ SiLU). diffusers normalizes in fp32 and bitfold's
 wan_rmsnorm_silu is not bit-exact with either eager form (NUMERICS.md 6).
@@ -182,10 +184,13 @@ def _wan_conv_forward(self, x, cache_x=None):
         x = torch.cat([cache_x, x], dim=2)
         padding[4] -= cache_x.shape[2]
     x = F.pad(x, padding)
-    if self.bias is None or self.padding_mode != "zeros":
+    # aten adds the bias after the bias-free cuDNN call (Convolution.cpp,
+    # ConvBackend::Cudnn: output.add_(bias.view(1, C, 1, 1, 1))), and
+    # conv_bias is that add. Other backends (CPU, depthwise, cuDNN off) fuse
+    # the bias into the convolution: those keep the original forward.
+    if self.bias is None or self.padding_mode != "zeros" or not x.is_cuda \
+            or self.groups != 1 or not torch.backends.cudnn.enabled:
         return nn.Conv3d.forward(self, x)
-    # aten's convolution adds the bias after the (bias-free) cuDNN call:
-    # output.add_(bias.view(1, C, 1, 1, 1)). conv_bias is that add.
     y = F.conv3d(x, self.weight, None, self.stride, self.padding, self.dilation, self.groups)
     return _op("conv_bias", self)(y, self.bias)
 
