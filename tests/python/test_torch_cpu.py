@@ -118,6 +118,37 @@ class TorchOnFakeDriver(unittest.TestCase):
         self.assertEqual(self.bt.stats()["ln_modulate"]["launches"], 1)
         self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {})
 
+    def test_every_op_and_layout_is_accepted_by_the_c_api(self):
+        """Each op's kernel parameters and tensor layouts (chunks, per-batch
+        gates, fused-QKV views, channels-last, f32 bias) launch, direct and
+        through torch.ops.bitfold, with no fallback."""
+        bf = torch.bfloat16
+        x, scale, shift = inputs()
+        qkv = torch.randn(2, 5, 3 * 4 * 32).to(bf)
+        q, k = qkv[..., :128].unflatten(-1, (4, 32)), qkv[..., 128:256].unflatten(-1, (4, 32))
+        c = torch.randn(1, 8, 2, 3, 3).to(bf).contiguous(memory_format=torch.channels_last_3d)
+        proj = torch.randn(2, 3 * 64).to(bf)
+        w = torch.randn(2048).to(bf)
+        xr = torch.randn(2, 4, 2048).to(bf)
+        s2 = torch.randn(2, 2 * 2048).to(bf)
+        c96 = torch.randn(1, 96, 1, 2, 2).to(bf).contiguous(memory_format=torch.channels_last_3d)
+        gamma = torch.randn(96, 1, 1, 1).to(bf)  # WanRMS_norm's shape
+        calls = {
+            "ln_modulate": lambda f: f(x, scale, shift, 1e-6),
+            "qk_layernorm": lambda f: f(q, k, 1e-6),
+            "conv_bias": lambda f: (f(c, torch.randn(8)), f(c, torch.randn(8).to(bf), c)),
+            "residual_gate": lambda f: (f(x, x, proj[:, 64:128].unsqueeze(1)), f(x, x, x),
+                                        f(x, x, proj[0, :64])),
+            "rmsnorm_modulate": lambda f: f(xr, w, s2[:, :2048], s2[:, 2048:], 1e-6),
+            "wan_rmsnorm_silu": lambda f: f(c96, gamma, gamma),
+        }
+        for op, call in calls.items():
+            for f in (getattr(self.bt, op), getattr(torch.ops.bitfold, op)):
+                call(f)
+            s = self.bt.stats()[op]
+            self.assertEqual(s["fallbacks"], {}, op)
+            self.assertGreater(s["launches"], 0, op)
+
     def test_c_rejection_is_a_counted_fallback(self):
         x, scale, shift = inputs()
         xs = torch.randn(2, 8, 66).to(torch.bfloat16)[..., :63]  # not 4-aligned columns
