@@ -30,10 +30,19 @@ fi
 lib=$(readlink -f "$lib")
 version=$(sed -n 's/^project(bitfold VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 arch=$(uname -m)
-glibc=$(objdump -T "$lib" | grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_2\.//' | sort -n | tail -1)
-glibcxx=$(objdump -T "$lib" | grep -o 'GLIBCXX_[0-9.]*' | sort -V | tail -1 || true)
-plat=manylinux_2_${glibc:-17}_$arch
-echo "build-wheel: $lib needs GLIBC_2.${glibc:-17}${glibcxx:+, $glibcxx} -> $plat" >&2
+# The version names the library's symbols need sit in its .dynstr; read them
+# with Python so binutils is not needed (the GPU machine builds it too).
+read -r glibc glibcxx < <(python3 - "$lib" <<'PY'
+import re, sys
+data = open(sys.argv[1], "rb").read()
+g = [int(m) for m in re.findall(rb"GLIBC_2\.([0-9]+)\x00", data)]
+x = sorted({m.decode() for m in re.findall(rb"(GLIBCXX_[0-9.]+)\x00", data)},
+           key=lambda v: [int(p) for p in v[8:].split(".") if p])
+print(max(g, default=17), x[-1] if x else "")
+PY
+)
+plat=manylinux_2_${glibc}_$arch
+echo "build-wheel: $lib needs GLIBC_2.$glibc${glibcxx:+, $glibcxx} -> $plat" >&2
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp "$lib" "$stage/libbitfold.so"

@@ -5,10 +5,11 @@
 #   version   bitfold version                          -> $OUT/version.txt
 #   kernels   scripts/run-kernels.sh (main job)         -> $OUT/kernels.txt
 #   suite     the pytest oracle suite (tests/gpu)       -> $OUT/gpu-suite.json, gpu-suite.log
-#   torch     installs pkg/bitfold-*.whl (scripts/build-wheel.sh --out pkg) and
-#             .whl/ (diffusers), then, with the wheel's own library (no
-#             BITFOLD_LIB): tests/gpu/test_torch_ops.py, the diffusers examples
-#             (examples/torch) and bench/host_cost.py
+#   torch     installs pkg/bitfold-*.whl (scripts/build-wheel.sh --out pkg), or
+#             builds it here from the unpacked release library (saves
+#             carrying the library twice), and .whl/ (diffusers); then, with
+#             the wheel's own library (BITFOLD_LIB unset): tests/gpu/
+#             test_torch_ops.py, examples/torch, bench/host_cost.py
 #                                                       -> $OUT/torch.log, torch-examples.json,
 #                                                          host_cost.md
 #   any other word is passed to bash as a command after the package is set up.
@@ -25,10 +26,17 @@ if ! python3 -c 'import pytest' 2>/dev/null && ls "$root"/.whl/*.whl >/dev/null 
     --target /tmp/site "$root"/.whl/*.whl && export PYTHONPATH=/tmp/site
 fi
 torch_step() {
-  local site=/tmp/bf-site rc=0
-  rm -rf "$site"
+  local site=/tmp/bf-site rc=0 whl
+  rm -rf "$site" /tmp/bf-dist
+  # The wheel from pkg/ if one was carried, else built here from the
+  # release library just unpacked (the same script and contents).
+  whl=$(ls "$root"/pkg/bitfold-*.whl 2>/dev/null | head -1)
+  if [[ -z $whl ]]; then
+    bash "$root/scripts/build-wheel.sh" --lib /tmp/bf/lib/libbitfold.so --out /tmp/bf-dist || return 1
+    whl=$(ls /tmp/bf-dist/bitfold-*.whl)
+  fi
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
-    "$root"/pkg/bitfold-*.whl $(ls "$root"/.whl/*.whl 2>/dev/null) || return 1
+    "$whl" $(ls "$root"/.whl/*.whl 2>/dev/null) || return 1
   (
     export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
     unset BITFOLD_LIB
