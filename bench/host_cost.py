@@ -116,7 +116,8 @@ def main():
                      "custom_op_us": per_call_us(op), "eager_us": per_call_us(eager)})
     parts = pieces(*ln_args)
     info = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-            "python": sys.version.split()[0], "bitfold_lib": bitfold.default_runtime().lib.bitfold_path,
+            "python": sys.version.split()[0],
+            "bitfold_lib": bitfold.default_runtime().lib.bitfold_path,
             "method": __doc__.strip(), "rows": rows, "pieces_us": parts, "stats": bt.stats()}
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "host_cost.json"), "w") as f:

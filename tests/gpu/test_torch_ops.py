@@ -141,7 +141,8 @@ def test_rmsnorm_modulate_against_flashinfer_order(shape, seed):
     scale, shift = proj[:, :d], proj[:, d:]
     expect = ref.rmsnorm_modulate(x, w, scale, shift, 1e-6)
     for fn in both("rmsnorm_modulate"):
-        check("rmsnorm_modulate", fn(x, w, scale, shift, 1e-6), expect, f"shape {shape} seed {seed}")
+        check("rmsnorm_modulate", fn(x, w, scale, shift, 1e-6), expect,
+              f"shape {shape} seed {seed}")
     no_fallback("rmsnorm_modulate")
 
 

@@ -26,7 +26,7 @@ _DT_WORD = {dt: bitfold.DTYPE_WORDS[n] for dt, n in _DT_NAME.items()}
 # driver (a kernel would read host addresses).
 _ALLOW_HOST = False
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 class _Config:
@@ -45,7 +45,6 @@ _stats = {}
 _warned = set()
 _disabled = {}     # op -> message of the mismatch that disabled it
 _verified = set()  # (op, class key) compared equal
-_structs = {}
 
 
 def _op_stats(op):
@@ -205,9 +204,9 @@ def _launch(kernel, key_tensors, tensors, scalars, dev):
         finally:
             _exchange_capture_mode(old)
         return
-    status = kernel._raw(kernel.address, n, data, meta[0], meta[1], scalars,
-                         len(scalars) >> 2, stream)
-    if status:
+    raw = kernel._raw
+    if raw is None or raw(kernel.address, n, data, meta[0], meta[1], scalars,
+                          len(scalars) >> 2, stream):
         kernel.launch_raw(data, meta[0], meta[1], n, scalars, stream)  # raises
 
 
@@ -257,13 +256,18 @@ def _verify(op, key, outs, refs):
     return True
 
 
-def _run(op, kernel, inputs, tensors, outs, scalars, dev, eager, verify, mode):
-    """Launch, or fall back (None); then verify once per (op, dtype, width,
-    device). Returns outs, or the eager results after a mismatch."""
+def _run(op, kernels, variant, inputs, tensors, outs, scalars, dev, eager, verify, mode):
+    """Launch kernels(variant), or fall back (None); then verify once per
+    (op, variant, width, device). Returns outs, or the eager results after a
+    mismatch."""
     try:
+        kernel = kernels(variant)
         _launch(kernel, inputs, tensors, scalars, dev)
     except bitfold.BitfoldError as e:
         _fallback(op, e.status.replace("BITFOLD_ERROR_", "").lower(), e.message, mode)
+        return None
+    except OSError as e:  # libbitfold.so cannot be loaded
+        _fallback(op, "no library", str(e), mode)
         return None
     s = _stats.get(op) or _op_stats(op)
     s["launches"] += 1
@@ -295,7 +299,7 @@ def ln_modulate(x, scale, shift, eps=1e-6, *, verify=None, mode=None):
     dev = _ready("ln_modulate", ins, mode)
     if dev is not None:
         y = torch.empty_like(x)
-        out = _run("ln_modulate", _ln_k(x.dtype), ins, (x, scale, shift, y), (y,),
+        out = _run("ln_modulate", _ln_k, x.dtype, ins, (x, scale, shift, y), (y,),
                    _f32.pack(eps), dev, lambda: _eager.ln_modulate(x, scale, shift, eps),
                    verify, mode)
         if out is not None:
@@ -330,7 +334,7 @@ def qk_layernorm(q, k, eps=1e-6, *, verify=None, mode=None):
         qi, ki = _rows_view(q), _rows_view(k)
         qo = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         ko = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-        out = _run("qk_layernorm", _qk_k(q.dtype), ins, (qi, qo, ki, ko), (qo, ko),
+        out = _run("qk_layernorm", _qk_k, q.dtype, ins, (qi, qo, ki, ko), (qo, ko),
                    _f32.pack(eps), dev, lambda: _eager.qk_layernorm(q, k, eps), verify, mode)
         if out is not None:
             return out
@@ -348,7 +352,7 @@ def conv_bias(x, bias, residual=None, *, verify=None, mode=None):
     if dev is not None:
         y = torch.empty_like(x)
         has_res = residual is not None
-        out = _run("conv_bias", _conv_k((x.dtype, bias.dtype, has_res)), ins, ins + (y,), (y,),
+        out = _run("conv_bias", _conv_k, (x.dtype, bias.dtype, has_res), ins, ins + (y,), (y,),
                    _no_scalars, dev, lambda: _eager.conv_bias(x, bias, residual), verify, mode)
         if out is not None:
             return out[0]
@@ -382,7 +386,7 @@ def residual_gate(residual, update, gate, *, verify=None, mode=None):
                       f"{tuple(update.shape)}, gate {tuple(gate.shape)}", mode)
     if kind is not None:
         y = torch.empty_like(residual)
-        out = _run("residual_gate", _gate_k((residual.dtype, kind[0])), ins,
+        out = _run("residual_gate", _gate_k, (residual.dtype, kind[0]), ins,
                    (residual, update, kind[1], y), (y,), _no_scalars, dev,
                    lambda: _eager.residual_gate(residual, update, gate), verify, mode)
         if out is not None:
@@ -398,7 +402,7 @@ def rmsnorm_modulate(x, weight, scale, shift, eps=1e-6, *, verify=None, mode=Non
     dev = _ready("rmsnorm_modulate", ins, mode)
     if dev is not None:
         y = torch.empty_like(x)
-        out = _run("rmsnorm_modulate", _rms_k(x.dtype), ins, ins + (y,), (y,), _f32.pack(eps),
+        out = _run("rmsnorm_modulate", _rms_k, x.dtype, ins, ins + (y,), (y,), _f32.pack(eps),
                    dev, lambda: _eager.rmsnorm_modulate(x, weight, scale, shift, eps),
                    verify, mode)
         if out is not None:
@@ -414,7 +418,7 @@ def wan_rmsnorm_silu(x, gamma, bias, *, verify=None, mode=None):
     if dev is not None:
         c = x.shape[1]
         y = torch.empty_like(x)
-        out = _run("wan_rmsnorm_silu", _wan_k(x.dtype), ins,
+        out = _run("wan_rmsnorm_silu", _wan_k, x.dtype, ins,
                    (x, gamma.reshape(-1), bias.reshape(-1), y), (y,), _f32.pack(float(c) ** 0.5),
                    dev, lambda: _eager.wan_rmsnorm_silu(x, gamma, bias), verify, mode)
         if out is not None:

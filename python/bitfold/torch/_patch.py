@@ -151,7 +151,8 @@ def _glm_attn_call(self, attn, hidden_states, encoder_hidden_states, attention_m
                 use_real_unbind_dim=-2)
     key, value = _glm_kv(kv_cache, key, value)
     if attention_mask is not None:
-        assert attention_mask.dim() == 2, "the shape of text_attn_mask should be (batch_size, text_seq_length)"
+        assert attention_mask.dim() == 2, \
+            "the shape of text_attn_mask should be (batch_size, text_seq_length)"
         attention_mask = _glm_mask(attention_mask, query, batch_size, text_seq_length,
                                    image_seq_length)
     hidden_states = dispatch_attention_fn(
