@@ -11,6 +11,8 @@ per shape class with eager and disables the op on any difference.
                                   norm2(_context) + modulate -> ln_modulate
   GlmImageAttnProcessor           norm_q + norm_k -> qk_layernorm, one launch
   GlmImageAdaLayerNormContinuous  LayerNorm + modulate -> ln_modulate
+  WanResidualBlock                conv2's bias + the residual `x + h` ->
+                                  conv_bias with residual (same conditions)
   WanCausalConv3d                 conv bias epilogue -> conv_bias, where aten
                                   itself adds the bias after cuDNN (CUDA,
                                   groups 1, cuDNN on); the kernel runs where
@@ -40,7 +42,10 @@ KNOWN = {  # diffusers 0.42.1
     "GlmImageAttnProcessor.__call__": "b11f4dc8cabe46fa",
     "GlmImageAdaLayerNormContinuous.forward": "02e5315b7f03fdb4",
     "WanCausalConv3d.forward": "af8e1196477e73a0",
+    "WanResidualBlock.forward": "5abf5935c447b9a3",
 }
+
+CACHE_T = 2  # diffusers' autoencoder_kl_wan.CACHE_T (frames a conv caches)
 
 _SKIP = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
          tokenize.ENDMARKER)
@@ -178,22 +183,67 @@ def _bitfold_processor(original, owner):
 
 # ---- Wan VAE -------------------------------------------------------------------
 
-def _wan_conv_forward(self, x, cache_x=None):
-    padding = list(self._padding)
-    if cache_x is not None and self._padding[4] > 0:
+def _wan_conv_input(conv, x, cache_x):
+    """WanCausalConv3d's causal padding (with its frame cache)."""
+    padding = list(conv._padding)
+    if cache_x is not None and conv._padding[4] > 0:
         cache_x = cache_x.to(x.device)
         x = torch.cat([cache_x, x], dim=2)
         padding[4] -= cache_x.shape[2]
-    x = F.pad(x, padding)
-    # aten adds the bias after the bias-free cuDNN call (Convolution.cpp,
-    # ConvBackend::Cudnn: output.add_(bias.view(1, C, 1, 1, 1))), and
-    # conv_bias is that add. Other backends (CPU, depthwise, cuDNN off) fuse
-    # the bias into the convolution: those keep the original forward.
-    if self.bias is None or self.padding_mode != "zeros" or not x.is_cuda \
-            or self.groups != 1 or not torch.backends.cudnn.enabled:
-        return nn.Conv3d.forward(self, x)
-    y = F.conv3d(x, self.weight, None, self.stride, self.padding, self.dilation, self.groups)
-    return _op("conv_bias", self)(y, self.bias)
+    return F.pad(x, padding)
+
+
+def _wan_conv_bias(conv, x, cache_x=None, residual=None):
+    """conv(x, cache_x) [+ residual] with the bias (and residual) added by
+    conv_bias where aten itself adds the bias after the bias-free cuDNN call
+    (Convolution.cpp, ConvBackend::Cudnn: output.add_(bias.view(1, C, 1,
+    1, 1))). Other backends (CPU, grouped, cuDNN off) fuse the bias into the
+    convolution: there the original forward runs."""
+    x = _wan_conv_input(conv, x, cache_x)
+    if conv.bias is None or conv.padding_mode != "zeros" or not x.is_cuda \
+            or conv.groups != 1 or not torch.backends.cudnn.enabled:
+        y = nn.Conv3d.forward(conv, x)
+        return y if residual is None else y + residual
+    y = F.conv3d(x, conv.weight, None, conv.stride, conv.padding, conv.dilation, conv.groups)
+    return _op("conv_bias", conv)(y, conv.bias, residual)
+
+
+def _wan_conv_forward(self, x, cache_x=None):
+    return _wan_conv_bias(self, x, cache_x)
+
+
+def _wan_call(conv, x, cache_x, residual):
+    """conv(x, cache_x) [+ residual]; the residual goes into conv_bias unless
+    the conv module has hooks (offloading...), which need its __call__."""
+    if residual is None:
+        return conv(x) if cache_x is None else conv(x, cache_x)
+    if conv._forward_hooks or conv._forward_pre_hooks:
+        return (conv(x) if cache_x is None else conv(x, cache_x)) + residual
+    return _wan_conv_bias(conv, x, cache_x, residual)
+
+
+def _wan_cached_conv(conv, x, feat_cache, feat_idx, residual=None):
+    """WanResidualBlock's conv step with its frame cache bookkeeping."""
+    if feat_cache is None:
+        return _wan_call(conv, x, None, residual)
+    idx = feat_idx[0]
+    cache_x = x[:, :, -CACHE_T:, :, :].clone()
+    if cache_x.shape[2] < 2 and feat_cache[idx] is not None:
+        cache_x = torch.cat([feat_cache[idx][:, :, -1, :, :].unsqueeze(2).to(cache_x.device),
+                             cache_x], dim=2)
+    x = _wan_call(conv, x, feat_cache[idx], residual)
+    feat_cache[idx] = cache_x
+    feat_idx[0] += 1
+    return x
+
+
+def _wan_residual_forward(self, x, feat_cache=None, feat_idx=[0]):  # noqa: B006 (diffusers' default)
+    """WanResidualBlock.forward with conv2's bias and `+ h` in one conv_bias."""
+    h = self.conv_shortcut(x)
+    x = self.nonlinearity(self.norm1(x))
+    x = _wan_cached_conv(self.conv1, x, feat_cache, feat_idx)
+    x = self.dropout(self.nonlinearity(self.norm2(x)))
+    return _wan_cached_conv(self.conv2, x, feat_cache, feat_idx, residual=h)
 
 
 # ---- patch / unpatch -------------------------------------------------------------
@@ -213,6 +263,8 @@ def _site(module):
         return "GlmImageAdaLayerNormContinuous.forward", "forward"
     if name == "WanCausalConv3d":
         return "WanCausalConv3d.forward", "forward"
+    if name == "WanResidualBlock" and type(module.conv2).__name__ == "WanCausalConv3d":
+        return "WanResidualBlock.forward", "forward"
     proc = getattr(module, "processor", None)
     if proc is not None and type(proc).__name__ == "GlmImageAttnProcessor" \
             and _plain_ln(getattr(module, "norm_q", None)) \
@@ -227,6 +279,7 @@ _FORWARDS = {
     "GlmImageTransformerBlock.forward": _block_forward,
     "GlmImageAdaLayerNormContinuous.forward": _adaln_continuous_forward,
     "WanCausalConv3d.forward": _wan_conv_forward,
+    "WanResidualBlock.forward": _wan_residual_forward,
 }
 
 
