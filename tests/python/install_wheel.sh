@@ -8,7 +8,7 @@ rm -rf "$work"
 mkdir -p "$work"
 bash "$src/scripts/build-wheel.sh" --lib "$lib" --out "$work/dist"
 whl=$(ls "$work"/dist/bitfold-*.whl)
-unzip -l "$whl"
+"$py" -m zipfile -l "$whl"
 "$py" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q --no-index --no-deps --disable-pip-version-check "$whl"
 # Imports from the venv, outside the source tree, with no BITFOLD_LIB.
