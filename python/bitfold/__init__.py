@@ -167,6 +167,11 @@ class Kernel:
         self.scalar_names = [lib.bitfold_kernel_scalar_name(handle, i).decode()
                              for i in range(self.num_scalars)]
         self._raw = getattr(lib, "bitfold_launch_raw", None)
+        # The same entry point without argtypes, for bitfold.torch's hot path:
+        # ctypes converts untyped int/bytes/c_void_p arguments in well under
+        # half the time of typed ones (callers pass the handle as c_void_p,
+        # small ints, bytes, and the stream as c_void_p or None).
+        self._raw_untyped = lib["bitfold_launch_raw"] if self._raw is not None else None
 
     def __repr__(self):
         return f"<bitfold.Kernel {self.name} {self.params!r}>"

@@ -68,6 +68,9 @@ def test_ln_modulate(shape, seed, special):
     for fn in both("ln_modulate"):
         check("ln_modulate", fn(x, scale, shift, 1e-5), expect,
               f"{fn} shape {shape} seed {seed} special {special}")
+    buf = torch.full_like(x, float("nan"))
+    assert bt.ln_modulate(x, scale, shift, 1e-5, out=buf) is buf
+    check("ln_modulate", buf, expect, f"out= shape {shape} seed {seed} special {special}")
     no_fallback("ln_modulate")
 
 

@@ -149,6 +149,20 @@ class TorchOnFakeDriver(unittest.TestCase):
             self.assertEqual(s["fallbacks"], {}, op)
             self.assertGreater(s["launches"], 0, op)
 
+    def test_out_is_written_by_the_kernel_or_by_the_fallback(self):
+        x, scale, shift = inputs()
+        buf = torch.empty_like(x)
+        self.assertIs(self.bt.ln_modulate(x, scale, shift, 1e-6, out=buf), buf)
+        self.assertEqual(self.bt.stats()["ln_modulate"]["launches"], 1)
+        xs = torch.randn(2, 8, 63).to(torch.bfloat16)
+        s2 = torch.zeros(2, 63, dtype=torch.bfloat16)
+        buf = torch.empty_like(xs)
+        self.assertIs(self.bt.ln_modulate(xs, s2, s2, 1e-6, out=buf), buf)
+        self.assertTrue(torch.equal(buf, self.bt._eager.ln_modulate(xs, s2, s2, 1e-6)))
+        r = x.clone()
+        self.assertIs(self.bt.residual_gate(r, x, x, out=r), r)  # in place: exact alias
+        self.assertEqual(self.bt.stats()["residual_gate"]["fallbacks"], {})
+
     def test_c_rejection_is_a_counted_fallback(self):
         x, scale, shift = inputs()
         xs = torch.randn(2, 8, 66).to(torch.bfloat16)[..., :63]  # not 4-aligned columns

@@ -180,34 +180,69 @@ def _exchange_capture_mode(mode):
     return m.value
 
 
+def _layout(ts):
+    """Hashable dtypes, shapes and strides of ts (unrolled: this is most of
+    a warm call's Python time)."""
+    if len(ts) == 3:
+        a, b, c = ts
+        return (a.dtype, a.shape, a.stride(), b.dtype, b.shape, b.stride(),
+                c.dtype, c.shape, c.stride())
+    if len(ts) == 2:
+        a, b = ts
+        return (a.dtype, a.shape, a.stride(), b.dtype, b.shape, b.stride())
+    key = ()
+    for t in ts:
+        key += (t.dtype, t.shape, t.stride())
+    return key
+
+
+_P4 = struct.Struct("4Q").pack
+
+
+def _addresses(ts):
+    if len(ts) == 4:
+        a, b, c, d = ts
+        return _P4(a.data_ptr(), b.data_ptr(), c.data_ptr(), d.data_ptr())
+    return _ptr_structs[len(ts)].pack(*[t.data_ptr() for t in ts])
+
+
+_streams = {}
+
+
+def _stream_arg(stream):
+    """The stream as an untyped ctypes argument (cached per handle)."""
+    if len(_streams) > 1024:
+        _streams.clear()
+    arg = _streams[stream] = ctypes.c_void_p(stream) if stream else None
+    return arg
+
+
 def _launch(kernel, key_tensors, tensors, scalars, dev):
     """Launches on the current stream; raises bitfold.BitfoldError.
 
     The metadata (dtypes, shapes, strides) of every tensor is a function of
     the layouts of key_tensors (the inputs; outputs come from empty_like),
     so it is packed once per layout and only the addresses per call."""
-    key = [kernel.address, dev]
-    for t in key_tensors:
-        key += (t.dtype, t.shape, t.stride())
-    key = tuple(key)
+    key = (kernel.address, dev, _layout(key_tensors))
     meta = _meta.get(key) or _build_meta(key, tensors, dev)
-    n = len(tensors)
-    data = _ptr_structs[n].pack(*[t.data_ptr() for t in tensors])
-    cuda = tensors[0].is_cuda
-    stream = _raw_stream(dev) if cuda else 0
-    if cuda and _capturing is not None and _capturing():
-        # A first launch of a shape class loads a module, which CUDA forbids
-        # inside a global-mode capture: relax this thread's mode around it.
-        old = _exchange_capture_mode(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
-        try:
-            kernel.launch_raw(data, meta[0], meta[1], n, scalars, stream)
-        finally:
-            _exchange_capture_mode(old)
-        return
-    raw = kernel._raw
-    if raw is None or raw(kernel.address, n, data, meta[0], meta[1], scalars,
-                          len(scalars) >> 2, stream):
-        kernel.launch_raw(data, meta[0], meta[1], n, scalars, stream)  # raises
+    data = _addresses(tensors)
+    if tensors[0].is_cuda:
+        stream = _raw_stream(dev)
+        if _capturing is not None and _capturing():
+            # A first launch of a shape class loads a module, which CUDA
+            # forbids inside a global-mode capture: relax this thread's mode.
+            old = _exchange_capture_mode(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
+            try:
+                kernel.launch_raw(data, meta[0], meta[1], len(tensors), scalars, stream)
+            finally:
+                _exchange_capture_mode(old)
+            return
+    else:
+        stream = 0
+    raw = kernel._raw_untyped
+    if raw is None or raw(kernel.handle, len(tensors), data, meta[0], meta[1], scalars,
+                          len(scalars) >> 2, _streams.get(stream) or _stream_arg(stream)):
+        kernel.launch_raw(data, meta[0], meta[1], len(tensors), scalars, stream)  # raises
 
 
 def _kernels(name, param_fn):
@@ -292,19 +327,25 @@ _rms_k = _kernels("rmsnorm_modulate", lambda dt: f"dtype={_DT_NAME[dt]}")
 _wan_k = _kernels("wan_rmsnorm_silu", lambda dt: f"dtype={_DT_NAME[dt]}")
 
 
-def ln_modulate(x, scale, shift, eps=1e-6, *, verify=None, mode=None):
+def _into(out, result):
+    """result, or result copied into the caller's `out`."""
+    return result if out is None else out.copy_(result)
+
+
+def ln_modulate(x, scale, shift, eps=1e-6, *, out=None, verify=None, mode=None):
     """F.layer_norm(x, (D,), eps) * (1 + scale[:, None]) + shift[:, None];
-    x (B, S, D), scale and shift (B, D) (chunks of a projection are fine)."""
+    x (B, S, D), scale and shift (B, D) (chunks of a projection are fine).
+    out: a preallocated result (saves the allocation, ~a third of a call)."""
     ins = (x, scale, shift)
     dev = _ready("ln_modulate", ins, mode)
     if dev is not None:
-        y = torch.empty_like(x)
-        out = _run("ln_modulate", _ln_k, x.dtype, ins, (x, scale, shift, y), (y,),
-                   _f32.pack(eps), dev, lambda: _eager.ln_modulate(x, scale, shift, eps),
-                   verify, mode)
-        if out is not None:
-            return out[0]
-    return _eager.ln_modulate(x, scale, shift, eps)
+        y = torch.empty_like(x) if out is None else out
+        res = _run("ln_modulate", _ln_k, x.dtype, ins if out is None else ins + (out,),
+                   (x, scale, shift, y), (y,), _f32.pack(eps), dev,
+                   lambda: _eager.ln_modulate(x, scale, shift, eps), verify, mode)
+        if res is not None:
+            return _into(out, res[0]) if res[0] is not y else y
+    return _into(out, _eager.ln_modulate(x, scale, shift, eps))
 
 
 def _rows_mergeable(t):
@@ -341,22 +382,23 @@ def qk_layernorm(q, k, eps=1e-6, *, verify=None, mode=None):
     return _eager.qk_layernorm(q, k, eps)
 
 
-def conv_bias(x, bias, residual=None, *, verify=None, mode=None):
+def conv_bias(x, bias, residual=None, *, out=None, verify=None, mode=None):
     """x.clone().add_(bias.view(1, C, 1, ...)) [+ residual]; x channels-last
-    (4-D or 5-D, dense), bias (C,) in x's dtype or f32."""
+    (4-D or 5-D, dense), bias (C,) in x's dtype or f32; out as ln_modulate's."""
     ins = (x, bias) if residual is None else (x, bias, residual)
     dev = _ready("conv_bias", ins, mode)
     if dev is not None and bias.dtype not in _DT_WORD:
         _fallback("conv_bias", "dtype", f"bias {bias.dtype}", mode)
         dev = None
     if dev is not None:
-        y = torch.empty_like(x)
+        y = torch.empty_like(x) if out is None else out
         has_res = residual is not None
-        out = _run("conv_bias", _conv_k, (x.dtype, bias.dtype, has_res), ins, ins + (y,), (y,),
-                   _no_scalars, dev, lambda: _eager.conv_bias(x, bias, residual), verify, mode)
-        if out is not None:
-            return out[0]
-    return _eager.conv_bias(x, bias, residual)
+        res = _run("conv_bias", _conv_k, (x.dtype, bias.dtype, has_res),
+                   ins if out is None else ins + (out,), ins + (y,), (y,), _no_scalars, dev,
+                   lambda: _eager.conv_bias(x, bias, residual), verify, mode)
+        if res is not None:
+            return _into(out, res[0]) if res[0] is not y else y
+    return _into(out, _eager.conv_bias(x, bias, residual))
 
 
 def _gate_kind(residual, gate):
@@ -374,8 +416,9 @@ def _gate_kind(residual, gate):
     return None  # e.g. (B, D) against (B, S, D) broadcasts as rows, not batches
 
 
-def residual_gate(residual, update, gate, *, verify=None, mode=None):
-    """residual + update * gate, gate full-shape, (B, 1, D) or (1, 1, D)/(D,)."""
+def residual_gate(residual, update, gate, *, out=None, verify=None, mode=None):
+    """residual + update * gate, gate full-shape, (B, 1, D) or (1, 1, D)/(D,);
+    out as ln_modulate's (out=residual updates it in place)."""
     ins = (residual, update, gate)
     dev = _ready("residual_gate", ins, mode)
     kind = None
@@ -385,29 +428,30 @@ def residual_gate(residual, update, gate, *, verify=None, mode=None):
             _fallback("residual_gate", "shape", f"residual {tuple(residual.shape)}, update "
                       f"{tuple(update.shape)}, gate {tuple(gate.shape)}", mode)
     if kind is not None:
-        y = torch.empty_like(residual)
-        out = _run("residual_gate", _gate_k, (residual.dtype, kind[0]), ins,
-                   (residual, update, kind[1], y), (y,), _no_scalars, dev,
-                   lambda: _eager.residual_gate(residual, update, gate), verify, mode)
-        if out is not None:
-            return out[0]
-    return _eager.residual_gate(residual, update, gate)
+        y = torch.empty_like(residual) if out is None else out
+        res = _run("residual_gate", _gate_k, (residual.dtype, kind[0]),
+                   ins if out is None else ins + (out,), (residual, update, kind[1], y), (y,),
+                   _no_scalars, dev, lambda: _eager.residual_gate(residual, update, gate),
+                   verify, mode)
+        if res is not None:
+            return _into(out, res[0]) if res[0] is not y else y
+    return _into(out, _eager.residual_gate(residual, update, gate))
 
 
-def rmsnorm_modulate(x, weight, scale, shift, eps=1e-6, *, verify=None, mode=None):
+def rmsnorm_modulate(x, weight, scale, shift, eps=1e-6, *, out=None, verify=None, mode=None):
     """flashinfer-order RMSNorm(x) * weight, then * (1 + scale) + shift
     (NUMERICS.md 5; D = 2048 or 4096). The fallback is a torch fp32 chain,
     close but not flashinfer's bits."""
     ins = (x, weight, scale, shift)
     dev = _ready("rmsnorm_modulate", ins, mode)
     if dev is not None:
-        y = torch.empty_like(x)
-        out = _run("rmsnorm_modulate", _rms_k, x.dtype, ins, ins + (y,), (y,), _f32.pack(eps),
-                   dev, lambda: _eager.rmsnorm_modulate(x, weight, scale, shift, eps),
-                   verify, mode)
-        if out is not None:
-            return out[0]
-    return _eager.rmsnorm_modulate(x, weight, scale, shift, eps)
+        y = torch.empty_like(x) if out is None else out
+        res = _run("rmsnorm_modulate", _rms_k, x.dtype, ins if out is None else ins + (out,),
+                   ins + (y,), (y,), _f32.pack(eps), dev,
+                   lambda: _eager.rmsnorm_modulate(x, weight, scale, shift, eps), verify, mode)
+        if res is not None:
+            return _into(out, res[0]) if res[0] is not y else y
+    return _into(out, _eager.rmsnorm_modulate(x, weight, scale, shift, eps))
 
 
 def wan_rmsnorm_silu(x, gamma, bias, *, verify=None, mode=None):
