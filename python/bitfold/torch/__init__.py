@@ -11,7 +11,8 @@ Every op exists twice:
 
 Ops: ln_modulate, qk_layernorm (q and k, one launch), conv_bias,
 residual_gate, rmsnorm_modulate, wan_rmsnorm_silu. Outputs come from torch's
-caching allocator; kernels run on torch's current stream.
+caching allocator (or `out=`, on the direct single-output ops); kernels run
+on torch's current stream.
 
 Fallback (mode "auto", the default): where a guard rejects the inputs
 (dtype, device, requires_grad, empty, or the C API's shape/stride/alignment
