@@ -57,6 +57,7 @@ def block_inputs(model, kwargs):
 
 def run(name, heads, head_dim, layers, latent_hw, text_len, seed=0):
     import bitfold.torch as bt
+    bt.reset_stats()
     model = build(heads, head_dim, layers, seed)
     kw = inputs(latent_hw, text_len, seed + 1)
     with torch.no_grad():
@@ -74,7 +75,10 @@ def run(name, heads, head_dim, layers, latent_hw, text_len, seed=0):
            "torch_equal": bool(torch.equal(out, eager)),
            "unpatched_again_equal": bool(torch.equal(again, eager)),
            "block_ms_eager": round(t_eager, 3), "block_ms_bitfold": round(t_bitfold, 3),
-           "patched_sites": len(patched), "stats": bt.stats()}
+           "patched_sites": len(patched), "stats": bt.stats(),
+           # torch.equal alone would also hold if every site fell back:
+           "kernel_launches": sum(s["launches"] for s in bt.stats().values()),
+           "verify_mismatches": sum(s["mismatches"] for s in bt.stats().values())}
     print(json.dumps(res, indent=1, default=str))
     return res
 
