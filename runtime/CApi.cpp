@@ -93,6 +93,11 @@ Kernel *bitfold::runtime::unwrapKernel(bitfold_kernel *kernel) {
   return kernel ? kernel->kernel : nullptr;
 }
 
+bitfold_status bitfold::runtime::reportError(bitfold_status code,
+                                             const char *message) {
+  return guarded("reportError", [&] { return failWith(code, message); });
+}
+
 extern "C" {
 
 BITFOLD_API const char *bitfold_status_name(bitfold_status status) {

@@ -21,6 +21,10 @@ bitfold_runtime *wrapRuntime(std::unique_ptr<Runtime> runtime);
 Runtime *unwrapRuntime(bitfold_runtime *runtime);
 Kernel *unwrapKernel(bitfold_kernel *kernel);
 
+/// Sets the calling thread's bitfold_last_error() and returns `code`, for C
+/// entry points defined outside CApi.cpp.
+bitfold_status reportError(bitfold_status code, const char *message);
+
 } // namespace bitfold::runtime
 
 #endif // BITFOLD_RUNTIME_CAPIINTERNAL_H

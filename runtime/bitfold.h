@@ -208,6 +208,28 @@ BITFOLD_API bitfold_status bitfold_launch(bitfold_kernel *kernel,
                                           const float *scalars,
                                           int num_scalars, void *stream);
 
+/** bitfold_launch without DLTensor structs, for callers where building them
+ *  costs more than the launch (Python through ctypes). `data` holds the
+ *  num_tensors addresses (byte_offset 0); `meta` (num_meta_words int64)
+ *  holds, for each tensor in turn:
+ *    dtype     DLDataType as code | bits << 8 | lanes << 16, and the CUDA
+ *              device ordinal << 32 (kDLCUDA)
+ *    ndim
+ *    shape     ndim sizes
+ *    strides   ndim strides in elements
+ *  so tensor i takes 2 + 2 * ndim words, and num_meta_words must be their
+ *  sum. The metadata of a call site rarely changes while its addresses do,
+ *  so a caller can keep `meta` and rebuild only `data`. Each tensor is then
+ *  validated and launched exactly as by bitfold_launch (same statuses and
+ *  messages); malformed arrays give BITFOLD_ERROR_INVALID_ARGUMENT. Warm
+ *  launches allocate nothing. (Added in 0.1.) */
+#define BITFOLD_RAW_MAX_TENSORS 16
+BITFOLD_API bitfold_status
+bitfold_launch_raw(bitfold_kernel *kernel, int num_tensors,
+                   const void *const *data, const int64_t *meta,
+                   int num_meta_words, const float *scalars, int num_scalars,
+                   void *stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

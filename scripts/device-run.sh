@@ -5,6 +5,13 @@
 #   version   bitfold version                          -> $OUT/version.txt
 #   kernels   scripts/run-kernels.sh (main job)         -> $OUT/kernels.txt
 #   suite     the pytest oracle suite (tests/gpu)       -> $OUT/gpu-suite.json, gpu-suite.log
+#   torch     installs pkg/bitfold-*.whl (scripts/build-wheel.sh --out pkg), or
+#             builds it here from the unpacked release library (saves
+#             carrying the library twice), and .whl/ (diffusers); then, with
+#             the wheel's own library (BITFOLD_LIB unset): tests/gpu/
+#             test_torch_ops.py, examples/torch, bench/host_cost.py
+#                                                       -> $OUT/torch.log, torch-examples.json,
+#                                                          host_cost.md
 #   any other word is passed to bash as a command after the package is set up.
 # Usage: bash scripts/device-run.sh version kernels suite
 set -uo pipefail
@@ -18,6 +25,34 @@ if ! python3 -c 'import pytest' 2>/dev/null && ls "$root"/.whl/*.whl >/dev/null 
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --target /tmp/site "$root"/.whl/*.whl && export PYTHONPATH=/tmp/site
 fi
+torch_step() {
+  local site=/tmp/bf-site rc=0 whl
+  rm -rf "$site" /tmp/bf-dist
+  # The wheel from pkg/ if one was carried, else built here from the
+  # release library just unpacked (the same script and contents).
+  whl=$(ls "$root"/pkg/bitfold-*.whl 2>/dev/null | head -1)
+  if [[ -z $whl ]]; then
+    bash "$root/scripts/build-wheel.sh" --lib /tmp/bf/lib/libbitfold.so --out /tmp/bf-dist || return 1
+    whl=$(ls /tmp/bf-dist/bitfold-*.whl)
+  fi
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
+    "$whl" $(ls "$root"/.whl/*.whl 2>/dev/null) || return 1
+  (
+    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+    unset BITFOLD_LIB
+    cd "$root"
+    python3 -c 'import bitfold, bitfold._lib as L; print("bitfold", bitfold.version(), L.load().bitfold_path)'
+    python3 -m pytest -q -p no:cacheprovider -rs tests/gpu/test_torch_ops.py || rc=1
+    python3 examples/torch/glm_image_blocks.py --json /tmp/bf-glm.json || rc=1
+    python3 examples/torch/wan_vae_decode.py --json /tmp/bf-wan.json || rc=1
+    python3 bench/host_cost.py --out /tmp/bf-host || rc=1
+    python3 -c 'import json,sys; json.dump({"glm": json.load(open("/tmp/bf-glm.json")), "wan": json.load(open("/tmp/bf-wan.json"))}, open(sys.argv[1], "w"), indent=1)' "$OUT/torch-examples.json" || rc=1
+    cp /tmp/bf-host/host_cost.md "$OUT/" || rc=1
+    exit $rc
+  ) 2>&1 | tee "$OUT/torch.log" | tail -40
+  return "${PIPESTATUS[0]}"
+}
+
 status=0
 for step in "$@"; do
   case $step in
@@ -26,6 +61,7 @@ for step in "$@"; do
     suite)
       BITFOLD_GPU_SUMMARY=$OUT/gpu-suite.json python3 -m pytest -q -p no:cacheprovider \
         "$root/tests/gpu" -rs 2>&1 | tee "$OUT/gpu-suite.log" | tail -25 || status=1 ;;
+    torch) torch_step || status=1 ;;
     *) bash -c "$step" || status=1 ;;
   esac
 done

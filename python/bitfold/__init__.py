@@ -1,0 +1,239 @@
+"""bitfold from Python: JIT-compiled kernels that match PyTorch eager bit for bit.
+
+The core (this module) needs only the standard library: it loads
+libbitfold.so (shipped inside the wheel; $BITFOLD_LIB overrides) and
+launches kernels on DLPack tensors or on raw device pointers. PyTorch ops,
+fallbacks and model patches are in `bitfold.torch`.
+
+    import bitfold
+    rt = bitfold.Runtime()
+    k = rt.kernel("ln_modulate", dtype="bf16")
+    k.launch([x, scale, shift, y], [1e-6], stream=s)   # DLPack tensors
+"""
+import ctypes
+import struct
+import threading
+from collections import namedtuple
+
+from . import _lib
+
+__all__ = ["BitfoldError", "Runtime", "Kernel", "RawTensor", "default_runtime",
+           "kernel_from_source", "templates", "version", "DTYPE_WORDS", "raw_args"]
+
+# DLDataType as the raw launch's dtype word: code | bits << 8 | lanes << 16.
+DTYPE_WORDS = {"bf16": 4 | 16 << 8 | 1 << 16, "f16": 2 | 16 << 8 | 1 << 16,
+               "f32": 2 | 32 << 8 | 1 << 16, "i32": 0 | 32 << 8 | 1 << 16,
+               "u8": 1 | 8 << 8 | 1 << 16}
+
+RawTensor = namedtuple("RawTensor", "data dtype shape strides device")
+RawTensor.__doc__ = """A CUDA tensor as raw facts: data (int address), dtype
+(a DTYPE_WORDS key), shape and strides (in elements), device (ordinal)."""
+
+
+class BitfoldError(RuntimeError):
+    """A bitfold call failed: `status` ("BITFOLD_ERROR_SHAPE"...) and the
+    library's message."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def _check(lib, status):
+    if status != 0:
+        raise BitfoldError(lib.bitfold_status_name(status).decode(),
+                           lib.bitfold_last_error().decode())
+
+
+def version(lib_path=None):
+    """The library's version string."""
+    return _lib.load(lib_path).bitfold_version().decode()
+
+
+def templates(lib_path=None):
+    """Names of the stock kernel templates."""
+    lib = _lib.load(lib_path)
+    return [lib.bitfold_template_name(i).decode() for i in range(lib.bitfold_num_templates())]
+
+
+def _params_text(params, kwargs):
+    parts = [params] if params else []
+    parts += [f"{k}={v}" for k, v in sorted(kwargs.items())]
+    return ",".join(parts)
+
+
+class Runtime:
+    """A bitfold runtime: its kernels, their compiled shape classes and the
+    disk cache. Thread-safe (launches and lookups from many threads)."""
+
+    def __init__(self, lib_path=None, cache_dir=None, disk_cache=True, tune_db=None):
+        self.lib = _lib.load(lib_path)
+        opts = _lib.RuntimeOptions()
+        self.lib.bitfold_runtime_options_init(ctypes.byref(opts))
+        if cache_dir is not None:
+            opts.cache_dir = cache_dir.encode()
+        opts.disk_cache = 1 if disk_cache else 0
+        if tune_db is not None:
+            opts.tune_db = tune_db.encode()
+        self.handle = ctypes.c_void_p()
+        _check(self.lib, self.lib.bitfold_runtime_create(ctypes.byref(opts),
+                                                         ctypes.byref(self.handle)))
+        self._kernels = {}
+        self._lock = threading.Lock()
+
+    @property
+    def version(self):
+        return self.lib.bitfold_version().decode()
+
+    def kernel(self, name, params="", **kwargs):
+        """The kernel of template `name` with parameters as text
+        ("dtype=f16,gate=per_batch") and/or keywords (dtype="f16")."""
+        text = _params_text(params, kwargs)
+        key = (name, text)
+        k = self._kernels.get(key)
+        if k is None:
+            with self._lock:
+                k = self._kernels.get(key)
+                if k is None:
+                    h = ctypes.c_void_p()
+                    _check(self.lib, self.lib.bitfold_template(
+                        self.handle, name.encode(), text.encode(), ctypes.byref(h)))
+                    k = self._kernels[key] = Kernel(self, h, name, text)
+        return k
+
+    def kernels(self):
+        """The kernels looked up so far."""
+        return list(self._kernels.values())
+
+    def cache_stats(self):
+        """{memory_hits, disk_hits, compiles, compile_failures}."""
+        s = _lib.CacheStats()
+        _check(self.lib, self.lib.bitfold_runtime_cache_stats(self.handle, ctypes.byref(s)))
+        return {f: getattr(s, f) for f, _ in s._fields_}
+
+    def close(self):
+        """Destroys the runtime (synchronise launched work first)."""
+        if self.handle:
+            self.lib.bitfold_runtime_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def default_runtime():
+    """The process-wide runtime `bitfold.torch` uses (created on first use)."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Runtime()
+    return _default
+
+
+_ctypes_api = ctypes.pythonapi
+_ctypes_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_ctypes_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def raw_args(tensors):
+    """(addresses, metadata words) bitfold_launch_raw takes for RawTensors."""
+    data, meta = [], []
+    for t in tensors:
+        data.append(t.data)
+        meta += [DTYPE_WORDS[t.dtype] | t.device << 32, len(t.shape)]
+        meta += list(t.shape) + list(t.strides)
+    return data, meta
+
+
+class Kernel:
+    """One template with fixed parameters; specialised per shape class on
+    first launch."""
+
+    def __init__(self, rt, handle, name, params):
+        lib = rt.lib
+        self.rt, self.lib, self.handle = rt, lib, handle
+        self.address = handle.value
+        self.name, self.params = name, params
+        self.num_tensors = lib.bitfold_kernel_num_tensors(handle)
+        self.num_scalars = lib.bitfold_kernel_num_scalars(handle)
+        self.num_groups = lib.bitfold_kernel_num_groups(handle)
+        self.tensor_names = [lib.bitfold_kernel_tensor_name(handle, i).decode()
+                             for i in range(self.num_tensors)]
+        self.tensor_is_output = [bool(lib.bitfold_kernel_tensor_is_output(handle, i))
+                                 for i in range(self.num_tensors)]
+        self.scalar_names = [lib.bitfold_kernel_scalar_name(handle, i).decode()
+                             for i in range(self.num_scalars)]
+        self._raw = getattr(lib, "bitfold_launch_raw", None)
+        # The same entry point without argtypes, for bitfold.torch's hot path:
+        # ctypes converts untyped int/bytes/c_void_p arguments in well under
+        # half the time of typed ones (callers pass the handle as c_void_p,
+        # small ints, bytes, and the stream as c_void_p or None).
+        self._raw_untyped = lib["bitfold_launch_raw"] if self._raw is not None else None
+
+    def __repr__(self):
+        return f"<bitfold.Kernel {self.name} {self.params!r}>"
+
+    def set_config(self, config):
+        """Pins the tile config ("r1.t128.v8.p1") of later specialisations;
+        None restores the default choice."""
+        _check(self.lib, self.lib.bitfold_kernel_set_config(
+            self.handle, config.encode() if config else None))
+
+    def set_pdl(self, enable):
+        """Programmatic dependent launch for later launches (see bitfold.h)."""
+        _check(self.lib, self.lib.bitfold_kernel_set_pdl(self.handle, 1 if enable else 0))
+
+    def launch(self, tensors, scalars=(), stream=None):
+        """Launches on `tensors` (objects with __dlpack__, or RawTensors) in
+        the kernel's order (bitfold.h), on `stream` (a CUstream as int;
+        None: the legacy default stream)."""
+        if tensors and all(isinstance(t, RawTensor) for t in tensors):
+            data, meta = raw_args(tensors)
+            return self.launch_raw(struct.pack(f"{len(data)}Q", *data),
+                                   struct.pack(f"{len(meta)}q", *meta), len(meta),
+                                   len(tensors), scalars, stream)
+        capsules = [t.__dlpack__(stream=stream) if hasattr(t, "__dlpack__") else t
+                    for t in tensors]
+        ptrs = (ctypes.POINTER(_lib.DLTensor) * len(capsules))()
+        for i, c in enumerate(capsules):
+            # DLManagedTensor begins with its DLTensor; the capsule keeps
+            # ownership (its destructor frees it when `capsules` goes).
+            addr = _ctypes_api.PyCapsule_GetPointer(c, b"dltensor")
+            ptrs[i] = ctypes.cast(addr, ctypes.POINTER(_lib.DLTensor))
+        sc = (ctypes.c_float * max(1, len(scalars)))(*scalars)
+        _check(self.lib, self.lib.bitfold_launch(self.handle, ptrs, len(capsules), sc,
+                                                 len(scalars), stream))
+
+    def launch_raw(self, data, meta, num_meta_words, num_tensors, scalars=(), stream=None):
+        """bitfold_launch_raw (bitfold.h): `data` the addresses as bytes of
+        num_tensors uint64, `meta` bytes of num_meta_words int64; `scalars`
+        floats or their packed f32 bytes."""
+        if self._raw is None:
+            raise BitfoldError("BITFOLD_ERROR_UNSUPPORTED",
+                               f"{self.lib.bitfold_path} has no bitfold_launch_raw")
+        if not isinstance(scalars, bytes):
+            scalars = struct.pack(f"{len(scalars)}f", *scalars)
+        status = self._raw(self.address, num_tensors, data, meta, num_meta_words, scalars,
+                           len(scalars) // 4, stream)
+        if status:
+            _check(self.lib, status)
+
+
+def kernel_from_source(source, name=None, runtime=None, **params):
+    """A kernel from DSL text (user-defined kernels).
+
+    HOOK: the text parser is being written elsewhere (dsl/). When the C API
+    gains its entry point (e.g. bitfold_kernel_from_source), bind it in
+    _lib._SIGNATURES and call it here; Kernel, launch and bitfold.torch's
+    generic op path need no change.
+    """
+    rt = runtime or default_runtime()
+    fn = getattr(rt.lib, "bitfold_kernel_from_source", None)
+    if fn is None:
+        raise NotImplementedError(
+            "kernel_from_source: this libbitfold.so has no bitfold_kernel_from_source "
+            "(user-defined kernels are not in the C API yet)")
+    raise NotImplementedError("kernel_from_source: bind bitfold_kernel_from_source here")

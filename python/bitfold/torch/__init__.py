@@ -1,0 +1,56 @@
+"""bitfold ops for PyTorch: bit-exact fused kernels with eager fallback.
+
+Every op exists twice:
+  bitfold.torch.ln_modulate(x, scale, shift, eps)        direct: least host
+                                                         time, eager code
+  torch.ops.bitfold.ln_modulate(x, scale, shift, eps)    registered custom op
+                                                         with a fake impl:
+                                                         torch.compile
+                                                         (fullgraph) and
+                                                         CUDA graphs
+
+Ops: ln_modulate, qk_layernorm (q and k, one launch), conv_bias,
+residual_gate, rmsnorm_modulate, wan_rmsnorm_silu. Outputs come from torch's
+caching allocator (or `out=`, on the direct single-output ops); kernels run
+on torch's current stream.
+
+Fallback (mode "auto", the default): where a guard rejects the inputs
+(dtype, device, requires_grad, empty, or the C API's shape/stride/alignment
+checks) the op computes its eager chain, counts the reason in stats() and
+warns once per reason. configure(mode="strict") raises BitfoldFallback
+instead. These ops have no autograd: with grad enabled and an input that
+requires grad, they fall back to eager (which records the graph).
+
+verify="once": the first call per (op, dtype, width, device) also runs the
+eager chain and compares bit for bit (NaN where NaN); a mismatch disables
+the op for the process, warns once with the first differing index, and
+returns the eager result. Verification is skipped while a CUDA graph is
+being captured (it needs a host sync) and happens at the next call outside.
+
+CUDA graphs: the first call of a new shape class compiles or loads a
+module; inside a capture that is done with this thread's capture mode
+relaxed (CUDA forbids module loads in a global-mode capture), so capturing
+a cold shape works; warming shapes before capture keeps compiles out of it.
+"""
+import torch as _torch  # noqa: F401  (bitfold.torch needs torch)
+
+from ._ops import (BitfoldFallback, config, conv_bias, ln_modulate, qk_layernorm,  # noqa: F401
+                   reset_stats, residual_gate, rmsnorm_modulate, stats, wan_rmsnorm_silu)
+from . import _custom  # noqa: F401  (registers torch.ops.bitfold.*)
+from ._patch import patch, unpatch  # noqa: F401
+
+OPS = ("ln_modulate", "qk_layernorm", "conv_bias", "residual_gate", "rmsnorm_modulate",
+       "wan_rmsnorm_silu")
+
+
+def configure(mode=None, verify=None):
+    """Process-wide defaults: mode "auto" | "strict", verify "off" | "once"."""
+    if mode is not None:
+        if mode not in ("auto", "strict"):
+            raise ValueError(f"mode must be 'auto' or 'strict', not {mode!r}")
+        config.mode = mode
+    if verify is not None:
+        if verify not in ("off", "once"):
+            raise ValueError(f"verify must be 'off' or 'once', not {verify!r}")
+        config.verify = verify
+    return {"mode": config.mode, "verify": config.verify}

@@ -1,0 +1,255 @@
+//===- tests/runtime/CApiRawTest.cpp - bitfold_launch_raw on a fake driver ===//
+//
+// The flat-array launch must launch exactly what the DLTensor launch does
+// (same parameters), fail with the same statuses and messages, reject
+// malformed arrays with a message, and allocate nothing when warm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FakeCuda.h"
+
+#include "runtime/bitfold.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+const bool fakeDriver = [] {
+  ::setenv("BITFOLD_LIBCUDA", BITFOLD_FAKE_CUDA_PATH, 1);
+  ::setenv("BITFOLD_DISK_CACHE", "0", 1);
+  return true;
+}();
+
+constexpr DLDataType kBF16{kDLBfloat, 16, 1};
+
+FakeLaunch lastLaunch() {
+  void *lib = dlopen(BITFOLD_FAKE_CUDA_PATH, RTLD_NOW);
+  EXPECT_NE(lib, nullptr);
+  return reinterpret_cast<FakeLastLaunchFn>(
+      dlsym(lib, "fake_cuda_last_launch"))();
+}
+
+void expectParams(int n) {
+  void *lib = dlopen(BITFOLD_FAKE_CUDA_PATH, RTLD_NOW);
+  ASSERT_NE(lib, nullptr);
+  reinterpret_cast<FakeExpectParamsFn>(dlsym(lib, "fake_cuda_expect_params"))(
+      n);
+}
+
+/// One tensor, both as a DLTensor and as raw words.
+struct Tensor {
+  std::vector<int64_t> shape, strides;
+  uintptr_t addr;
+  DLDataType dtype = kBF16;
+  int device = 0;
+  DLTensor t{};
+  Tensor(std::vector<int64_t> shp, uintptr_t a, std::vector<int64_t> str)
+      : shape(std::move(shp)), strides(std::move(str)), addr(a) {}
+  const DLTensor *dl() {
+    t.data = reinterpret_cast<void *>(addr);
+    t.device = {kDLCUDA, device};
+    t.ndim = int(shape.size());
+    t.dtype = dtype;
+    t.shape = shape.data();
+    t.strides = strides.data();
+    return &t;
+  }
+  void appendRaw(std::vector<const void *> &data,
+                 std::vector<int64_t> &w) const {
+    data.push_back(reinterpret_cast<const void *>(addr));
+    w.push_back(int64_t(dtype.code | dtype.bits << 8 | dtype.lanes << 16 |
+                        uint64_t(device) << 32));
+    w.push_back(int64_t(shape.size()));
+    w.insert(w.end(), shape.begin(), shape.end());
+    w.insert(w.end(), strides.begin(), strides.end());
+  }
+};
+
+class Raw : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(fakeDriver);
+    ASSERT_EQ(bitfold_runtime_create(nullptr, &rt), BITFOLD_SUCCESS)
+        << bitfold_last_error();
+    ASSERT_EQ(bitfold_template(rt, "ln_modulate", "", &k), BITFOLD_SUCCESS);
+  }
+  void TearDown() override { bitfold_runtime_destroy(rt); }
+  /// x (2, 4, 64); scale and shift chunks of a (2, 256) tensor; y.
+  std::vector<Tensor> lnTensors() {
+    return {Tensor({2, 4, 64}, 0x10000000, {256, 64, 1}),
+            Tensor({2, 64}, 0x20000000, {256, 1}),
+            Tensor({2, 64}, 0x20000080, {256, 1}),
+            Tensor({2, 4, 64}, 0x40000000, {256, 64, 1})};
+  }
+  bitfold_status launchBoth(std::vector<Tensor> &ts, bitfold_status &dlStatus,
+                            std::string &dlMessage) {
+    std::vector<const DLTensor *> dl;
+    std::vector<const void *> data;
+    std::vector<int64_t> words;
+    for (Tensor &t : ts) {
+      dl.push_back(t.dl());
+      t.appendRaw(data, words);
+    }
+    dlStatus = bitfold_launch(k, dl.data(), int(dl.size()), &eps, 1, nullptr);
+    dlMessage = bitfold_last_error();
+    return bitfold_launch_raw(k, int(ts.size()), data.data(), words.data(),
+                              int(words.size()), &eps, 1, nullptr);
+  }
+  bitfold_runtime *rt = nullptr;
+  bitfold_kernel *k = nullptr;
+  float eps = 1e-6f;
+};
+
+TEST_F(Raw, LaunchesTheSameParametersAsDLTensors) {
+  std::vector<Tensor> ts = lnTensors();
+  std::vector<const DLTensor *> dl;
+  std::vector<const void *> data;
+  std::vector<int64_t> words;
+  for (Tensor &t : ts) {
+    dl.push_back(t.dl());
+    t.appendRaw(data, words);
+  }
+  expectParams(11);
+  ASSERT_EQ(bitfold_launch(k, dl.data(), 4, &eps, 1, nullptr), BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  FakeLaunch viaDl = lastLaunch();
+  expectParams(11);
+  CUstream stream = reinterpret_cast<CUstream>(uintptr_t(0xABC0));
+  ASSERT_EQ(bitfold_launch_raw(k, 4, data.data(), words.data(),
+                               int(words.size()), &eps, 1, stream),
+            BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  FakeLaunch viaRaw = lastLaunch();
+  EXPECT_EQ(viaRaw.stream, stream);
+  EXPECT_EQ(viaRaw.grid[0], viaDl.grid[0]);
+  EXPECT_EQ(viaRaw.block[0], viaDl.block[0]);
+  for (int i = 0; i < 11; ++i)
+    EXPECT_EQ(viaRaw.params[i], viaDl.params[i]) << "parameter " << i;
+  EXPECT_EQ(viaRaw.params[3], 256u); // scale's row stride, from the array
+}
+
+TEST_F(Raw, RejectionsMatchTheDLTensorPath) {
+  struct Case {
+    const char *what;
+    void (*edit)(std::vector<Tensor> &);
+    bitfold_status expect;
+  };
+  const Case cases[] = {
+      {"f16 x",
+       [](std::vector<Tensor> &t) {
+         t[0].dtype = {kDLFloat, 16, 1};
+       },
+       BITFOLD_ERROR_DTYPE},
+      {"x on cuda:1", [](std::vector<Tensor> &t) { t[0].device = 1; },
+       BITFOLD_ERROR_DEVICE},
+      {"misaligned y", [](std::vector<Tensor> &t) { t[3].addr += 2; },
+       BITFOLD_ERROR_ALIGNMENT},
+      {"columns differ", [](std::vector<Tensor> &t) { t[1].shape[1] = 32; },
+       BITFOLD_ERROR_SHAPE},
+      {"last dim not packed",
+       [](std::vector<Tensor> &t) { t[0].strides[2] = 2; },
+       BITFOLD_ERROR_STRIDE},
+  };
+  for (const Case &c : cases) {
+    std::vector<Tensor> ts = lnTensors();
+    c.edit(ts);
+    bitfold_status dlStatus;
+    std::string dlMessage;
+    bitfold_status raw = launchBoth(ts, dlStatus, dlMessage);
+    EXPECT_EQ(dlStatus, c.expect) << c.what << ": " << dlMessage;
+    EXPECT_EQ(raw, dlStatus) << c.what;
+    EXPECT_EQ(std::string(bitfold_last_error()), dlMessage) << c.what;
+  }
+}
+
+TEST_F(Raw, MalformedArraysAreInvalidArguments) {
+  std::vector<const void *> data;
+  std::vector<int64_t> words;
+  for (const Tensor &t : lnTensors())
+    t.appendRaw(data, words);
+  int n = int(words.size());
+  const void *const *d = data.data();
+  EXPECT_EQ(bitfold_launch_raw(k, 4, d, words.data(), n - 1, &eps, 1, nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(bitfold_last_error(),
+               "bitfold_launch_raw: tensor 3: ndim is negative or runs past "
+               "the metadata");
+  EXPECT_EQ(bitfold_launch_raw(k, 3, d, words.data(), n, &eps, 1, nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(bitfold_last_error(),
+               "bitfold_launch_raw: num_meta_words is not the length the "
+               "tensors use");
+  EXPECT_EQ(bitfold_launch_raw(k, 4, d, nullptr, 0, &eps, 1, nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      bitfold_launch_raw(k, 4, nullptr, words.data(), n, &eps, 1, nullptr),
+      BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bitfold_launch_raw(k, 99, d, words.data(), n, &eps, 1, nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  words[1] = -1;
+  EXPECT_EQ(bitfold_launch_raw(k, 4, d, words.data(), n, &eps, 1, nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(bitfold_last_error(),
+               "bitfold_launch_raw: tensor 0: ndim is negative or runs past "
+               "the metadata");
+  words[1] = 3;
+  // The wrong tensor count for the kernel is bitfold_launch's own message.
+  EXPECT_EQ(
+      bitfold_launch_raw(k, 3, d, words.data(), 8 + 6 + 6, &eps, 1, nullptr),
+      BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      bitfold_launch_raw(nullptr, 4, d, words.data(), n, &eps, 1, nullptr),
+      BITFOLD_ERROR_INVALID_ARGUMENT);
+}
+
+std::atomic<bool> countAllocations{false};
+std::atomic<long> allocations{0};
+
+} // namespace
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void *operator new(size_t n) {
+  if (countAllocations.load(std::memory_order_relaxed))
+    allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void *p = std::malloc(n ? n : 1))
+    return p;
+  throw std::bad_alloc();
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete(void *p, size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+namespace {
+
+TEST_F(Raw, WarmLaunchesDoNotAllocate) {
+  std::vector<const void *> data;
+  std::vector<int64_t> words;
+  for (const Tensor &t : lnTensors())
+    t.appendRaw(data, words);
+  int n = int(words.size());
+  ASSERT_EQ(
+      bitfold_launch_raw(k, 4, data.data(), words.data(), n, &eps, 1, nullptr),
+      BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  allocations = 0;
+  countAllocations = true;
+  bool ok = true;
+  for (int i = 0; i < 100; ++i)
+    ok &= bitfold_launch_raw(k, 4, data.data(), words.data(), n, &eps, 1,
+                             nullptr) == BITFOLD_SUCCESS;
+  countAllocations = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(allocations.load(), 0);
+}
+
+} // namespace
