@@ -96,9 +96,11 @@ cl::opt<bool> printText("print-text",
 cl::opt<bool> listConfigs("list-configs",
                           cl::desc("print the legal configs and stop"),
                           cl::sub(compileCmd), cl::cat(category));
-cl::opt<std::string> archOpt("arch", cl::value_desc("sm_XY"),
-                             cl::desc("target"), cl::init("sm_90"),
-                             cl::sub(compileCmd), cl::cat(category));
+cl::opt<std::string> archOpt(
+    "arch", cl::value_desc("sm_XY"),
+    cl::desc("target (interp: whose approximate instructions to model)"),
+    cl::init("sm_90"), cl::sub(compileCmd), cl::sub(interpCmd),
+    cl::cat(category));
 cl::opt<std::string>
     dumpDir("dump-dir", cl::value_desc("DIR"),
             cl::desc("write every stage's IR, the PTX and the cubin"),
@@ -274,7 +276,8 @@ int dispatch(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   if (templatesCmd)
     return templatesCommand(out);
   if (interpCmd)
-    return interpCommand({problemArgs(), seedOpt, printText}, out, err);
+    return interpCommand({problemArgs(), seedOpt, printText, archOpt}, out,
+                         err);
   if (compileCmd)
     return compileFromFlags(out, err);
   if (runCmd)

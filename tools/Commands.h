@@ -55,6 +55,7 @@ struct InterpOptions {
   ProblemArgs problem;
   uint64_t seed = 0;
   bool printText = false;
+  std::string arch = "sm_90"; ///< whose approximate instructions to model.
 };
 /// Runs the kernel in the CPU interpreter on seeded data; checks that every
 /// output element was written.

@@ -3,6 +3,7 @@
 #include "tools/Commands.h"
 
 #include "bitfold/Config.h"
+#include "dsl/ApproxModels.h"
 #include "dsl/Interp.h"
 #include "templates/Problem.h"
 
@@ -102,8 +103,11 @@ int tools::interpCommand(const InterpOptions &o, llvm::raw_ostream &out,
   auto problem = templates::HostProblem::make(*p, o.seed);
   if (!problem)
     return report(err, "interp", problem.takeError(), kUsage);
+  dsl::ApproxChoice model = dsl::approxForArch(o.arch);
+  if (!model.exact)
+    err << "note: " << model.note << "\n";
   auto start = std::chrono::steady_clock::now();
-  if (llvm::Error e = dsl::interpret(def, problem->binding))
+  if (llvm::Error e = dsl::interpret(def, problem->binding, *model.unit))
     return report(err, "interp", std::move(e), kFailed);
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)

@@ -14,6 +14,7 @@
 #include "runtime/TensorBinding.h"
 #include "runtime/bitfold.h"
 
+#include "dsl/ApproxModels.h"
 #include "dsl/Interp.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -172,16 +173,19 @@ llvm::Error applyScalars(llvm::ArrayRef<std::string> overrides,
   return llvm::Error::success();
 }
 
-void printDevice(unsigned device, llvm::raw_ostream &out) {
+/// Prints the device and returns its arch ("sm_90" when it cannot be read).
+std::string printDevice(unsigned device, llvm::raw_ostream &out) {
   auto info = queryDriver();
   if (!info) {
     llvm::consumeError(info.takeError());
-    return;
+    return "sm_90";
   }
-  if (device < info->devices.size())
-    out << llvm::formatv("device cuda:{0} {1} ({2}), driver {3}\n", device,
-                         info->devices[device].name,
-                         info->devices[device].arch(), info->versionString());
+  if (device >= info->devices.size())
+    return "sm_90";
+  out << llvm::formatv("device cuda:{0} {1} ({2}), driver {3}\n", device,
+                       info->devices[device].name,
+                       info->devices[device].arch(), info->versionString());
+  return info->devices[device].arch();
 }
 
 /// Provenance of the first launch: which config and why, and whether the
@@ -280,17 +284,19 @@ std::string describeElement(dsl::DType t, const uint8_t *got,
 }
 
 /// The interpreter's outputs on the host problem's inputs, one copy per
-/// approximation: [0] correctly rounded, then shifted by -2, -1, 1, 2 ulps
-/// where the kernel uses approximate instructions.
+/// approximation: [0] the target's model of the approximate instructions
+/// (bit-exact where dsl has one for the arch), then, only where it has
+/// none and the kernel uses them, the stand-in shifted by -2, -1, 1, 2 ulps.
 llvm::Expected<std::vector<templates::HostProblem>>
-interpretAll(const dsl::KernelDef &def, const templates::HostProblem &host) {
+interpretAll(const dsl::KernelDef &def, const templates::HostProblem &host,
+             const dsl::ApproxChoice &model) {
   std::vector<templates::HostProblem> all;
   std::vector<std::unique_ptr<dsl::ApproxUnit>> shifted;
-  if (usesApprox(def))
+  if (!model.exact && usesApprox(def))
     for (int u : {-2, -1, 1, 2})
       shifted.push_back(std::make_unique<ShiftedApprox>(u));
   all.push_back(host.clone());
-  if (llvm::Error e = dsl::interpret(def, all.back().binding))
+  if (llvm::Error e = dsl::interpret(def, all.back().binding, *model.unit))
     return std::move(e);
   for (const auto &approx : shifted) {
     all.push_back(host.clone());
@@ -328,8 +334,8 @@ int64_t compareOutput(const dsl::OperandDecl &op, llvm::StringRef label,
   if (approxDiffs)
     out << llvm::formatv(" (+{0} interp-approx: explained by a 1-2 ulp "
                          "difference of the hardware's approximate "
-                         "instructions, which the interpreter models as "
-                         "correctly rounded)",
+                         "instructions, which the interpreter has no exact "
+                         "model of for this arch)",
                          approxDiffs);
   out << "\n";
   const uint8_t *w = want[0].storage[g][i].data();
@@ -347,8 +353,11 @@ llvm::Expected<int64_t>
 compareWithInterpreter(const dsl::KernelDef &def,
                        const templates::HostProblem &host,
                        const std::vector<std::unique_ptr<DeviceTensor>> &dev,
-                       llvm::raw_ostream &out) {
-  auto want = interpretAll(def, host);
+                       llvm::StringRef arch, llvm::raw_ostream &out) {
+  dsl::ApproxChoice model = dsl::approxForArch(arch);
+  if (!model.exact && usesApprox(def))
+    out << "note: " << model.note << "\n";
+  auto want = interpretAll(def, host, model);
   if (!want)
     return failure("interpreter: " + llvm::toString(want.takeError()));
   const size_t nOps = def.operands.size();
@@ -385,7 +394,7 @@ int launchAndCheck(const RunOptions &o, const templates::Problem &p,
     return report(err, "run",
                   "no GPU to run on: " + llvm::toString(ctx.takeError()),
                   kFailed);
-  printDevice(o.device, out);
+  std::string arch = printDevice(o.device, out);
   auto dev = upload(*p.def, host, o.device);
   if (!dev)
     return report(err, "run", dev.takeError(), kFailed);
@@ -415,7 +424,7 @@ int launchAndCheck(const RunOptions &o, const templates::Problem &p,
   if (llvm::Error e = checkCuda(api->cuCtxSynchronize(), "after the launch"))
     return report(err, "run", std::move(e), kFailed);
   printProvenance(*k, firstMs, out);
-  auto diffs = compareWithInterpreter(def, host, *dev, out);
+  auto diffs = compareWithInterpreter(def, host, *dev, arch, out);
   if (!diffs)
     return report(err, "run", diffs.takeError(), kFailed);
   if (o.iters > 0)
