@@ -105,17 +105,14 @@ void fillInput(std::mt19937_64 &rng, GoldenOperand &o, int64_t count) {
 
 llvm::Expected<GoldenProblem>
 bitfold::testing::makeGoldenProblem(const GoldenCase &c) {
-  const templates::TemplateInfo *info = templates::findTemplate(c.tmpl);
-  if (!info)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "no template " + c.tmpl);
-  llvm::Expected<templates::ProblemShape> shape =
-      templates::shapeFromDims(c.tmpl, c.dims);
-  if (!shape)
-    return shape.takeError();
-  llvm::Expected<templates::KernelDefRef> def = info->build(c.args);
+  llvm::Expected<templates::KernelDefRef> def =
+      templates::buildStock(c.tmpl, c.args);
   if (!def)
     return def.takeError();
+  llvm::Expected<templates::ProblemShape> shape =
+      templates::shapeFromDims(**def, c.dims);
+  if (!shape)
+    return shape.takeError();
   GoldenProblem p;
   p.def = *def;
   p.cols = shape->cols;

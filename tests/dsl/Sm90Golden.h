@@ -13,6 +13,7 @@
 #define BITFOLD_TESTS_DSL_SM90GOLDEN_H
 
 #include "templates/Problem.h"
+#include "templates/Registry.h"
 #include "templates/Templates.h"
 
 #include <string>

@@ -69,11 +69,12 @@ std::string firstDifference(const GoldenProblem &p, llvm::StringRef got,
 }
 
 TEST(Sm90Golden, EveryStockTemplateHasACase) {
-  for (const templates::TemplateInfo &t : templates::allTemplates()) {
+  for (const templates::DescriptorRef &t :
+       templates::Registry::global().all()) {
     bool found = false;
     for (const GoldenCase &c : goldenCases())
-      found |= c.tmpl == t.name;
-    EXPECT_TRUE(found) << t.name << " has no sm_90 golden case";
+      found |= c.tmpl == t->name;
+    EXPECT_TRUE(found) << t->name << " has no sm_90 golden case";
   }
 }
 
