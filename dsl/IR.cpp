@@ -432,11 +432,12 @@ llvm::Expected<std::shared_ptr<const KernelDef>> RowProgram::build() {
 }
 
 llvm::Expected<std::shared_ptr<const KernelDef>>
-bitfold::dsl::freeze(KernelDef def, llvm::ArrayRef<std::string> errors) {
+bitfold::dsl::freeze(KernelDef def, llvm::ArrayRef<std::string> errors,
+                     NodeNamer nodeName) {
   std::string all;
   for (const std::string &e : errors)
     all += e + "\n";
-  if (llvm::Error err = verify(def)) {
+  if (llvm::Error err = verify(def, nodeName)) {
     all += llvm::toString(std::move(err));
   }
   if (!all.empty()) {

@@ -350,14 +350,18 @@ private:
 /// A fresh identity for a program's leaves (RowProgram and the parser).
 uint64_t newProgramId();
 
+/// Names a node in verifier messages (e.g. "%3 at 7:3" for parsed text).
+using NodeNamer = llvm::function_ref<std::string(const ExprNode &)>;
+
 /// Verifies `def` and freezes it with its canonical text and hash; `errors`
 /// (problems its builder found) are reported with the verifier's.
 llvm::Expected<std::shared_ptr<const KernelDef>>
-freeze(KernelDef def, llvm::ArrayRef<std::string> errors = {});
+freeze(KernelDef def, llvm::ArrayRef<std::string> errors = {},
+       NodeNamer nodeName = {});
 
 /// Verify a KernelDef (build() calls this). Public for tests that construct
-/// definitions by hand.
-llvm::Error verify(const KernelDef &def);
+/// definitions by hand. With `nodeName`, messages about one node name it.
+llvm::Error verify(const KernelDef &def, NodeNamer nodeName = {});
 
 /// Calls `visit` once for every node of the program: outputs, fold inputs
 /// and the combiners' push/combine/finish bodies.

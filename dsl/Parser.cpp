@@ -268,6 +268,8 @@ private:
   std::map<int64_t, std::pair<Token, FoldDecl>> folds;
   std::map<std::pair<int, int>, Expr> foldValues;
   llvm::DenseMap<const ExprNode *, int> depth;
+  /// For the verifier's messages: where each node was defined.
+  llvm::DenseMap<const ExprNode *, std::string> nodeNames;
 };
 
 bool Parser::ident(std::string &out, llvm::StringRef what) {
@@ -411,6 +413,9 @@ bool Parser::remember(const Token &at, Scope &scope, llvm::StringRef name,
     return failAt(at, llvm::formatv("expression deeper than {0} nodes",
                                     kMaxDepth));
   depth[e.get()] = d + 1;
+  nodeNames.try_emplace(e.get(),
+                        llvm::formatv("{0} at {1}:{2}", at.text, at.line,
+                                      at.col));
   if (!scope.try_emplace(name, e).second)
     return failAt(at, "expected a new value name, found " + describe(at) +
                           " (defined above)");
@@ -841,7 +846,10 @@ bool Parser::collectFolds() {
 llvm::Expected<std::shared_ptr<const KernelDef>> Parser::run() {
   if (!header() || !declarations() || !body() || !collectFolds())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
-  auto frozen = freeze(std::move(def));
+  auto frozen = freeze(std::move(def), {}, [&](const ExprNode &n) {
+    auto it = nodeNames.find(&n);
+    return it == nodeNames.end() ? std::string("a node") : it->second;
+  });
   if (!frozen && !source.empty())
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),

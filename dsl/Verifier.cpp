@@ -18,7 +18,8 @@ namespace {
 
 class Verifier {
 public:
-  explicit Verifier(const KernelDef &def) : def(def) {}
+  Verifier(const KernelDef &def, NodeNamer nodeName)
+      : def(def), nodeName(nodeName) {}
 
   llvm::Error run() {
     checkNames();
@@ -44,6 +45,12 @@ public:
 
 private:
   void report(std::string msg) { errors.push_back(std::move(msg)); }
+
+  /// " (NAME)" for a node the caller can name (the parser: its value name
+  /// and line); nothing for programs built in C++.
+  std::string at(const ExprNode *n) const {
+    return nodeName && n ? " (" + nodeName(*n) + ")" : std::string();
+  }
 
   static bool isIdentifier(llvm::StringRef s) {
     if (s.empty() || !(std::isalpha(s[0]) || s[0] == '_'))
@@ -247,9 +254,10 @@ private:
       }
       if (!seen.insert(n).second)
         continue;
+      const std::string here = where + at(n);
       switch (n->op) {
       case Op::Invalid:
-        report(where + ": " + n->message);
+        report(here + ": " + n->message);
         continue;
       case Op::Load:
       case Op::Scalar:
@@ -257,20 +265,20 @@ private:
       case Op::Dim:
         report(llvm::formatv("{0}: uses {1}; a combiner sees only its state "
                              "and the pushed value",
-                             where, opName(n->op)));
+                             here, opName(n->op)));
         continue;
       case Op::Placeholder:
         if (n->index >= placeholders)
           report(llvm::formatv("{0}: uses an argument of another combiner "
                                "function",
-                               where));
+                               here));
         continue;
       default:
         break;
       }
-      checkArity(where, n);
+      checkArity(here, n);
       if (n->type != DType::F32 && n->op != Op::Round && !isPredicateOp(n))
-        report(llvm::formatv("{0}: state values are f32", where));
+        report(llvm::formatv("{0}: state values are f32", here));
       for (const Expr &a : n->args)
         stack.push_back(a.get());
     }
@@ -376,53 +384,54 @@ private:
       stack.pop_back();
       if (!n || !seen.insert(n).second)
         continue;
+      const std::string here = where + at(n);
       if ((n->op == Op::Load || n->op == Op::Scalar ||
            n->op == Op::FoldValue) &&
           n->program != def.programId) {
-        report(llvm::formatv("{0}: uses a {1} of another row program", where,
+        report(llvm::formatv("{0}: uses a {1} of another row program", here,
                              opName(n->op)));
         continue;
       }
-      checkArity(where, n);
+      checkArity(here, n);
       switch (n->op) {
       case Op::Invalid:
-        report(where + ": " + n->message);
+        report(here + ": " + n->message);
         continue;
       case Op::Placeholder:
-        report(where + ": uses a combiner argument outside its combiner");
+        report(here + ": uses a combiner argument outside its combiner");
         continue;
       case Op::Load: {
         if (n->index < 0 || n->index >= int(def.operands.size()) ||
             def.operands[n->index].isOutput ||
             def.operands[n->index].dtype != n->type) {
-          report(where + ": reads an operand that is not an input of this "
+          report(here + ": reads an operand that is not an input of this "
                          "program");
         }
         continue;
       }
       case Op::Scalar:
         if (n->index < 0 || n->index >= int(def.scalars.size()))
-          report(where + ": uses a scalar not declared in this program");
+          report(here + ": uses a scalar not declared in this program");
         continue;
       case Op::Dim:
         if (n->index < -2 || n->index >= int(def.dims.size()))
-          report(where + ": uses a dim not declared in this program");
+          report(here + ": uses a dim not declared in this program");
         continue;
       case Op::FoldValue: {
         if (n->index < 0 || n->index >= int(def.folds.size())) {
-          report(where + ": uses a fold of another program");
+          report(here + ": uses a fold of another program");
           continue;
         }
         if (n->index >= foldLimit)
           report(llvm::formatv("{0}: uses fold {1}, which is not computed "
                                "before fold {2}",
-                               where, n->index, foldLimit));
+                               here, n->index, foldLimit));
         const auto &combiner = def.folds[n->index].combiner;
         size_t results = combiner ? combiner->resultNames().size() : 0;
         if (n->field < 0 || size_t(n->field) >= results)
           report(llvm::formatv("{0}: uses result {1} of fold {2}, which has "
                                "{3} result(s)",
-                               where, n->field, n->index, results));
+                               here, n->field, n->index, results));
         break;
       }
       default:
@@ -451,11 +460,12 @@ private:
   }
 
   const KernelDef &def;
+  NodeNamer nodeName;
   std::vector<std::string> errors;
 };
 
 } // namespace
 
-llvm::Error bitfold::dsl::verify(const KernelDef &def) {
-  return Verifier(def).run();
+llvm::Error bitfold::dsl::verify(const KernelDef &def, NodeNamer nodeName) {
+  return Verifier(def, nodeName).run();
 }

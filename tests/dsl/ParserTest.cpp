@@ -115,15 +115,28 @@ TEST(KernelText, EveryOpOfTheTableRoundTrips) {
   p.output("out", f32, Layout::RowMajor, acc);
   KernelDefRef def = built(p);
   ASSERT_TRUE(def);
-  for (const OpInfo &info : kOpTable)
-    if (info.op != Op::Invalid && info.op != Op::FoldValue &&
-        info.op != Op::Placeholder && info.op != Op::Dim &&
-        info.op != Op::Scalar)
-      EXPECT_NE(def->canonicalText.find(" = " + info.name.str() + " "),
-                std::string::npos)
-          << info.name.str() << " is missing from\n"
-          << def->canonicalText;
+  for (const OpInfo &info : kOpTable) {
+    if (info.op == Op::Invalid || info.op == Op::FoldValue ||
+        info.op == Op::Placeholder || info.op == Op::Dim ||
+        info.op == Op::Scalar)
+      continue;
+    EXPECT_NE(def->canonicalText.find(" = " + info.name.str() + " "),
+              std::string::npos)
+        << info.name.str() << " is missing from\n"
+        << def->canonicalText;
+  }
   expectRoundTrip(*def, "every_op");
+}
+
+TEST(OpTable, EveryOpIsAtItsIndexAndItsSpellingReadsBack) {
+  ASSERT_EQ(std::size(kOpTable), kNumOps);
+  for (size_t i = 0; i < kNumOps; ++i) {
+    const OpInfo &info = kOpTable[i];
+    EXPECT_EQ(size_t(info.op), i) << info.name.str();
+    EXPECT_EQ(opFromName(info.name), info.op) << info.name.str();
+    EXPECT_EQ(opName(info.op), info.name);
+  }
+  EXPECT_FALSE(opFromName("plus").has_value());
 }
 
 // ---- Scalar defaults ---------------------------------------------------------
@@ -203,10 +216,12 @@ TEST(KernelFormatDoc, TheCanonicalExampleReadsBackUnchanged) {
 
 TEST(KernelFormatDoc, ListsEveryOpOfTheTable) {
   std::string doc = bitfold::testing::readFile(bitfold::testing::docPath());
-  for (const OpInfo &info : kOpTable)
-    if (info.op != Op::Invalid)
-      EXPECT_NE(doc.find("`" + info.name.str() + "`"), std::string::npos)
-          << "docs/kernel-format.md does not list the op " << info.name.str();
+  for (const OpInfo &info : kOpTable) {
+    if (info.op == Op::Invalid)
+      continue;
+    EXPECT_NE(doc.find("`" + info.name.str() + "`"), std::string::npos)
+        << "docs/kernel-format.md does not list the op " << info.name.str();
+  }
 }
 
 // ---- Bad input ---------------------------------------------------------------
@@ -333,6 +348,21 @@ TEST(KernelTextErrors, AnInvalidProgramGetsTheVerifiersMessage) {
                        "output y : bf16 row_major = %y"),
               "row program 'ok' is ill-formed:\noutput 'y' is bf16 but its "
               "value is f32");
+}
+
+TEST(KernelTextErrors, TheVerifiersMessageNamesTheOffendingNode) {
+  expectError(replaced(good(), "  %y = add %xf, %xf : f32\n",
+                       "  %a = arg 0 : f32\n  %y = add %xf, %a : f32\n"),
+              "output 'y' (%a at 8:3): uses a combiner argument outside its "
+              "combiner");
+}
+
+TEST(KernelTextErrors, ACombinerReadingAnInputIsNamedByTheVerifier) {
+  std::string text = exampleNamed("row_sum");
+  expectError(replaced(text, "      %v = arg 1 : f32\n      %n = add",
+                       "      %v = load x : f32\n      %n = add"),
+              "fold 0 (combiner 'sum') push (%v at 11:7): uses load; a "
+              "combiner sees only its state and the pushed value");
 }
 
 TEST(KernelTextErrors, AnIncompleteFoldTreeGetsTheVerifiersMessage) {
