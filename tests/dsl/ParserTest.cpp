@@ -12,6 +12,7 @@
 #include "dsl/Parser.h"
 #include "tests/dsl/KernelTexts.h"
 #include "tests/dsl/TemplateVariants.h"
+#include "tests/dsl/TestSupport.h"
 
 #include "gtest/gtest.h"
 
@@ -62,6 +63,80 @@ KernelDefRef built(RowProgram &p) {
     return nullptr;
   }
   return *def;
+}
+
+/// Output bits of `def` on deterministic random inputs (4 rows per group,
+/// dims of 2, the guard's smallest column count, scalars 1e-5).
+std::vector<std::vector<uint32_t>> outputBits(const KernelDef &def) {
+  int64_t cols = std::max(def.minCols, def.colsMultipleOf);
+  cols = (cols + def.colsMultipleOf - 1) / def.colsMultipleOf *
+         def.colsMultipleOf;
+  const int64_t rows = 4;
+  dsl::Binding b;
+  b.cols = cols;
+  b.dims.assign(def.dims.size(), 2);
+  b.scalars.assign(def.scalars.size(), 1e-5f);
+  std::vector<std::unique_ptr<bitfold::testing::Buffer>> buffers;
+  bitfold::testing::Rng rng(7);
+  for (int g = 0; g < def.groups; ++g) {
+    b.groupRows.push_back(rows);
+    b.tensors.emplace_back();
+    for (const OperandDecl &o : def.operands) {
+      int64_t n = o.map == IndexMap::PerColumn  ? 1
+                  : o.map == IndexMap::PerBatch ? rows / 2
+                                                : rows;
+      buffers.push_back(
+          std::make_unique<bitfold::testing::Buffer>(o.dtype, n, cols));
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          buffers.back()->set(r, c, float(rng.symmetric() * 4.0));
+      b.tensors.back().push_back(buffers.back()->host());
+    }
+  }
+  if (llvm::Error e = dsl::interpret(def, b)) {
+    ADD_FAILURE() << def.name << ": " << llvm::toString(std::move(e));
+    return {};
+  }
+  std::vector<std::vector<uint32_t>> out;
+  size_t i = 0;
+  for (int g = 0; g < def.groups; ++g)
+    for (const OperandDecl &o : def.operands) {
+      const bitfold::testing::Buffer &buf = *buffers[i++];
+      if (!o.isOutput)
+        continue;
+      out.emplace_back();
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          out.back().push_back(buf.bits(r, c));
+    }
+  return out;
+}
+
+/// The parsed program computes what the original computes, bit for bit.
+void expectSameBits(const KernelDef &def, llvm::StringRef what) {
+  KernelDefRef back = parseOrFail(def.canonicalText, what);
+  if (!back)
+    return;
+  auto want = outputBits(def), got = outputBits(*back);
+  ASSERT_EQ(want.size(), got.size()) << what.str();
+  for (size_t o = 0; o < want.size(); ++o)
+    for (size_t i = 0; i < want[o].size(); ++i)
+      ASSERT_EQ(got[o][i], want[o][i])
+          << what.str() << ": output " << o << ", first differing element "
+          << i << " (4 rows, seed 7)";
+}
+
+TEST(KernelText, ParsedProgramsComputeTheSameBits) {
+  for (const bitfold::testing::TemplateVariant &v :
+       bitfold::testing::templateVariants()) {
+    auto def = bitfold::testing::buildVariant(v);
+    ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+    expectSameBits(**def, v.label);
+  }
+  for (const bitfold::testing::NamedProgram &p :
+       bitfold::testing::handWrittenPrograms())
+    if (p.def)
+      expectSameBits(*p.def, p.name);
 }
 
 TEST(KernelText, EveryStockTemplateRoundTripsByteForByte) {
