@@ -100,7 +100,8 @@ std::string bitfold::testing::readFile(const std::string &path) {
 
 std::vector<std::string> bitfold::testing::docExamples() {
   std::vector<std::string> out;
-  llvm::StringRef rest = readFile(docPath());
+  const std::string doc = readFile(docPath());
+  llvm::StringRef rest = doc;
   const llvm::StringRef open = "```kernel\n", close = "```\n";
   while (true) {
     size_t at = rest.find(open);
