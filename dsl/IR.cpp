@@ -31,26 +31,13 @@ unsigned bitfold::dsl::dtypeBytes(DType t) {
   return 0;
 }
 
-llvm::StringRef bitfold::dsl::opName(Op op) {
-  switch (op) {
-#define NAME(X, S) case Op::X: return S;
-    NAME(Const, "const") NAME(Scalar, "scalar") NAME(Dim, "dim")
-    NAME(Load, "load") NAME(FoldValue, "fold_value")
-    NAME(Placeholder, "arg") NAME(Invalid, "invalid") NAME(Neg, "neg")
-    NAME(Abs, "abs") NAME(Sqrt, "sqrt_rn") NAME(RcpApproxFtz, "rcp_approx_ftz")
-    NAME(RsqrtApproxFtz, "rsqrt_approx_ftz") NAME(Ex2ApproxFtz, "ex2_approx_ftz")
-    NAME(ExpLibdevice, "exp_libdevice") NAME(Saturate, "saturate")
-    NAME(Round, "round") NAME(Extend, "extend") NAME(Add, "add")
-    NAME(Sub, "sub") NAME(Mul, "mul") NAME(SubFtz, "sub_ftz")
-    NAME(Div, "div_rn") NAME(MinNum, "min_num") NAME(MaxNum, "max_num")
-    NAME(MinNaN, "min_nan") NAME(MaxNaN, "max_nan") NAME(CmpLT, "cmp_lt")
-    NAME(CmpLE, "cmp_le") NAME(CmpGT, "cmp_gt") NAME(CmpGE, "cmp_ge")
-    NAME(CmpEQ, "cmp_eq") NAME(CmpNE, "cmp_ne") NAME(And, "and")
-    NAME(Or, "or") NAME(Not, "not") NAME(Fma, "fma_rn")
-    NAME(Select, "select")
-#undef NAME
-  }
-  return "?";
+llvm::StringRef bitfold::dsl::opName(Op op) { return opInfo(op).name; }
+
+std::optional<Op> bitfold::dsl::opFromName(llvm::StringRef name) {
+  for (const OpInfo &info : kOpTable)
+    if (info.name == name)
+      return info.op;
+  return std::nullopt;
 }
 
 llvm::StringRef bitfold::dsl::layoutName(Layout l) {
@@ -133,28 +120,48 @@ Expr checkArgs(Op op, std::vector<Expr> &args, bool wantPredicates) {
   return Expr();
 }
 
-Expr arith(Op op, std::vector<Expr> args) {
-  if (Expr bad = checkArgs(op, args, false))
-    return bad;
-  return ExprNode::make(op, DType::F32, std::move(args));
-}
-
-Expr compare(Op op, const Expr &a, const Expr &b) {
-  std::vector<Expr> args{a, b};
-  if (Expr bad = checkArgs(op, args, false))
-    return bad;
-  return ExprNode::make(op, DType::I1, std::move(args));
-}
-
-Expr logic(Op op, std::vector<Expr> args) {
-  if (Expr bad = checkArgs(op, args, true))
-    return bad;
-  return ExprNode::make(op, DType::I1, std::move(args));
-}
-
 } // namespace
 
+Expr bitfold::dsl::makeOp(Op op, std::vector<Expr> args) {
+  const OpInfo &info = opInfo(op);
+  if (info.arity < 0 || int(args.size()) != info.arity)
+    return ExprNode::invalid(llvm::formatv(
+        "{0}: takes {1} operand(s), found {2}", info.name, info.arity,
+        args.size()));
+  switch (info.types) {
+  case TypeRule::Leaf:
+  case TypeRule::Round:
+  case TypeRule::Extend:
+    return ExprNode::invalid(llvm::formatv(
+        "{0}: has its own builder, not makeOp", info.name));
+  case TypeRule::Arith:
+  case TypeRule::Compare:
+  case TypeRule::Logic: {
+    if (Expr bad = checkArgs(op, args, info.types == TypeRule::Logic))
+      return bad;
+    DType result = info.types == TypeRule::Arith ? DType::F32 : DType::I1;
+    return ExprNode::make(op, result, std::move(args));
+  }
+  case TypeRule::Select: {
+    std::vector<Expr> c{args[0]};
+    if (Expr bad = checkArgs(op, c, true))
+      return bad;
+    std::vector<Expr> ab{args[1], args[2]};
+    if (Expr bad = checkArgs(op, ab, false))
+      return bad;
+    return ExprNode::make(op, DType::F32, {args[0], ab[0], ab[1]});
+  }
+  }
+  return ExprNode::invalid("unknown type rule");
+}
+
 namespace bitfold::dsl {
+
+namespace {
+Expr arith(Op op, std::vector<Expr> args) { return makeOp(op, std::move(args)); }
+Expr compare(Op op, const Expr &a, const Expr &b) { return makeOp(op, {a, b}); }
+Expr logic(Op op, std::vector<Expr> args) { return makeOp(op, std::move(args)); }
+} // namespace
 
 Expr add(const Expr &a, const Expr &b) { return arith(Op::Add, {a, b}); }
 Expr sub(const Expr &a, const Expr &b) { return arith(Op::Sub, {a, b}); }
@@ -195,13 +202,7 @@ Expr operator||(const Expr &a, const Expr &b) { return logic(Op::Or, {a, b}); }
 Expr operator!(const Expr &a) { return logic(Op::Not, {a}); }
 
 Expr select(const Expr &cond, const Expr &a, const Expr &b) {
-  std::vector<Expr> c{cond};
-  if (Expr bad = checkArgs(Op::Select, c, true))
-    return bad;
-  std::vector<Expr> ab{a, b};
-  if (Expr bad = checkArgs(Op::Select, ab, false))
-    return bad;
-  return ExprNode::make(Op::Select, DType::F32, {cond, ab[0], ab[1]});
+  return makeOp(Op::Select, {cond, a, b});
 }
 
 Expr round(DType to, const Expr &v) {
@@ -308,10 +309,14 @@ int KernelDef::numOutputs() const {
   return int(operands.size()) - numInputs();
 }
 
-RowProgram::RowProgram(std::string name) {
+uint64_t bitfold::dsl::newProgramId() {
   static std::atomic<uint64_t> nextId{1};
+  return nextId++;
+}
+
+RowProgram::RowProgram(std::string name) {
   def.name = std::move(name);
-  def.programId = nextId++;
+  def.programId = newProgramId();
 }
 
 Dim RowProgram::dim(llvm::StringRef name) {
@@ -408,10 +413,12 @@ void RowProgram::guardCols(int64_t multipleOf, int64_t minCols,
 void RowProgram::guardAlign(llvm::StringRef operand, int elements) {
   for (OperandDecl &o : def.operands)
     if (o.name == operand) {
-      if (elements < 1 || (elements & (elements - 1)))
+      if (elements < 1 || (elements & (elements - 1))) {
         errors.push_back(llvm::formatv("guardAlign('{0}'): alignment must be "
                                        "a power of two of elements, found {1}",
                                        operand, elements));
+        return;
+      }
       o.guardAlignElems = elements;
       return;
     }
@@ -421,10 +428,16 @@ void RowProgram::guardAlign(llvm::StringRef operand, int elements) {
 }
 
 llvm::Expected<std::shared_ptr<const KernelDef>> RowProgram::build() {
+  return freeze(def, errors);
+}
+
+llvm::Expected<std::shared_ptr<const KernelDef>>
+bitfold::dsl::freeze(KernelDef def, llvm::ArrayRef<std::string> errors,
+                     NodeNamer nodeName) {
   std::string all;
   for (const std::string &e : errors)
     all += e + "\n";
-  if (llvm::Error err = verify(def)) {
+  if (llvm::Error err = verify(def, nodeName)) {
     all += llvm::toString(std::move(err));
   }
   if (!all.empty()) {
@@ -435,7 +448,7 @@ llvm::Expected<std::shared_ptr<const KernelDef>> RowProgram::build() {
         llvm::formatv("row program '{0}' is ill-formed:\n{1}", def.name, all)
             .str());
   }
-  auto out = std::make_shared<KernelDef>(def);
+  auto out = std::make_shared<KernelDef>(std::move(def));
   out->canonicalText = printCanonical(*out);
   out->hash = contentHash(out->canonicalText);
   return std::shared_ptr<const KernelDef>(std::move(out));

@@ -16,6 +16,8 @@
 #ifndef BITFOLD_DSL_IR_H
 #define BITFOLD_DSL_IR_H
 
+#include "dsl/Ops.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
@@ -37,41 +39,7 @@ llvm::StringRef dtypeName(DType t);
 /// Bytes per element of a storage dtype (I1 has none).
 unsigned dtypeBytes(DType t);
 
-/// Every operation a row program can contain. The names of the special
-/// functions say exactly which hardware or library semantics they copy.
-enum class Op : uint8_t {
-  // Leaves.
-  Const,      ///< f32 constant (bits kept exactly).
-  Scalar,     ///< per-launch f32 scalar parameter.
-  Dim,        ///< a symbolic dimension converted to f32 (exact below 2^24).
-  Load,       ///< element of an input operand at (row, col).
-  FoldValue,  ///< one field of a fold's finished state (per row).
-  Placeholder,///< argument of a combiner function (internal).
-  Invalid,    ///< a node that failed validation; carries the message.
-  // Unary.
-  Neg, Abs,
-  Sqrt,        ///< sqrt.rn.f32 (IEEE).
-  RcpApproxFtz,///< rcp.approx.ftz.f32 (hardware MUFU.RCP).
-  RsqrtApproxFtz, ///< rsqrt.approx.ftz.f32 (hardware MUFU.RSQ, no rescale).
-  Ex2ApproxFtz,///< ex2.approx.ftz.f32 (hardware MUFU.EX2).
-  ExpLibdevice,///< libdevice __nv_expf (as nvcc compiles expf).
-  Saturate,    ///< clamp to [0, 1], NaN -> 0 (cvt.sat semantics).
-  Round,       ///< f32 -> BF16/F16 round to nearest even (cvt.rn).
-  Extend,      ///< BF16/F16 -> f32 (exact).
-  // Binary.
-  Add, Sub, Mul, ///< add.rn / sub.rn / mul.rn .f32, never contracted.
-  SubFtz,        ///< sub.rn.ftz.f32 (as in nvcc's reciprocal sequence).
-  Div,           ///< div.rn.f32 (IEEE).
-  MinNum, MaxNum,///< IEEE minNum/maxNum (a NaN operand loses), like fminf.
-  MinNaN, MaxNaN,///< NaN-propagating min/max, like torch.clamp.
-  CmpLT, CmpLE, CmpGT, CmpGE, CmpEQ, ///< ordered: false on NaN.
-  CmpNE,                             ///< unordered: true on NaN.
-  And, Or,                           ///< predicate logic.
-  Not,                               ///< predicate negation (unary).
-  // Ternary.
-  Fma,    ///< fma.rn.f32, only where written.
-  Select, ///< cond ? a : b (both sides evaluated; exact).
-};
+/// The op's spelling in the canonical text (opInfo(op).name).
 llvm::StringRef opName(Op op);
 
 class ExprNode;
@@ -117,6 +85,12 @@ public:
   static Expr make(Op op, DType type, std::vector<Expr> args);
   static Expr invalid(std::string message);
 };
+
+/// A node of a computing op (type rule Arith, Compare, Logic or Select)
+/// with the table's type rule: numeric operands widened exactly to f32,
+/// predicates checked. An ill-typed use gives an Invalid node, as every
+/// builder below does (they all call this).
+Expr makeOp(Op op, std::vector<Expr> args);
 
 // ---- The math. All binary ops widen BF16/F16 operands exactly to f32. ------
 Expr operator+(const Expr &a, const Expr &b);
@@ -190,6 +164,17 @@ struct TreeStage {
   int offset;
   bool operator==(const TreeStage &) const = default;
 };
+
+/// Bounds on a fold order (the verifier enforces them): lanes are the
+/// threads of one CTA, a vector is what one lane pushes in a row, and codegen
+/// allocates and unrolls per lane, per element and per stage.
+constexpr int kMaxFoldThreads = 1024;
+constexpr int kMaxFoldVector = 64;
+constexpr int kMaxFoldStages = 10; ///< log2(kMaxFoldThreads).
+constexpr int64_t kMaxFoldElementsPerLane = int64_t(1) << 24;
+
+/// Spelling of a stage kind in the canonical text.
+llvm::StringRef stageKindName(TreeStage::Kind k);
 
 /// Which virtual lane owns which element, in which order, and the tree.
 /// Lane t owns the V-element vectors t, t+T, t+2T, ... of the row and
@@ -281,8 +266,9 @@ struct FoldDecl {
 struct ScalarDecl {
   std::string name;
   DType dtype;
-  /// The value a launch uses when the caller gives none (eps = 1e-6);
-  /// not part of the program's text or hash.
+  /// The value a launch uses when the caller gives none (eps = 1e-6).
+  /// Printed (`default 0x...`) only when set, so it is part of the text and
+  /// the hash of the programs that declare one.
   std::optional<float> defaultValue;
 };
 
@@ -362,9 +348,21 @@ private:
   std::vector<std::string> errors;
 };
 
+/// A fresh identity for a program's leaves (RowProgram and the parser).
+uint64_t newProgramId();
+
+/// Names a node in verifier messages (e.g. "%3 at 7:3" for parsed text).
+using NodeNamer = llvm::function_ref<std::string(const ExprNode &)>;
+
+/// Verifies `def` and freezes it with its canonical text and hash; `errors`
+/// (problems its builder found) are reported with the verifier's.
+llvm::Expected<std::shared_ptr<const KernelDef>>
+freeze(KernelDef def, llvm::ArrayRef<std::string> errors = {},
+       NodeNamer nodeName = {});
+
 /// Verify a KernelDef (build() calls this). Public for tests that construct
-/// definitions by hand.
-llvm::Error verify(const KernelDef &def);
+/// definitions by hand. With `nodeName`, messages about one node name it.
+llvm::Error verify(const KernelDef &def, NodeNamer nodeName = {});
 
 /// Calls `visit` once for every node of the program: outputs, fold inputs
 /// and the combiners' push/combine/finish bodies.

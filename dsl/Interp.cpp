@@ -44,17 +44,19 @@ public:
   }
 };
 
-float minMax(Op op, float a, float b) {
-  bool isMax = op == Op::MaxNum || op == Op::MaxNaN;
+/// IEEE minNum/maxNum, or NaN-propagating min/max; -0 orders below +0.
+float minMax(bool isMax, bool propagateNaN, float a, float b) {
   if (std::isnan(a) || std::isnan(b)) {
-    if (op == Op::MinNaN || op == Op::MaxNaN)
+    if (propagateNaN)
       return NAN;
     return std::isnan(a) ? b : a;
   }
-  if (a == 0.0f && b == 0.0f) // -0 orders below +0.
+  if (a == 0.0f && b == 0.0f)
     return isMax ? (std::signbit(a) ? b : a) : (std::signbit(a) ? a : b);
   return isMax ? (a > b ? a : b) : (a < b ? a : b);
 }
+
+float saturate01(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }
 
 struct Instr {
   Op op;
@@ -179,46 +181,46 @@ float bitfold::dsl::expLibdevice(float a, const ApproxUnit &approx) {
 
 namespace {
 
-float evalOp(const Instr &in, const float *v, const ApproxUnit &approx) {
-  auto a = [&](int i) { return v[in.args[i]]; };
-  switch (in.op) {
-  case Op::Const: return std::bit_cast<float>(in.bits);
-  case Op::Neg: return -a(0);
-  case Op::Abs: return std::fabs(a(0));
-  case Op::Sqrt: return std::sqrt(a(0));
-  case Op::RcpApproxFtz: return approx.rcpApproxFtz(a(0));
-  case Op::RsqrtApproxFtz: return approx.rsqrtApproxFtz(a(0));
-  case Op::Ex2ApproxFtz: return approx.ex2ApproxFtz(a(0));
-  case Op::ExpLibdevice: return expLibdevice(a(0), approx);
-  case Op::Saturate: {
-    float x = a(0);
-    return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f;
+/// What an op's evaluation needs besides its operands.
+struct OpContext {
+  const ApproxUnit &approx;
+  uint32_t bits;  ///< Const.
+  DType roundTo;  ///< Round.
+};
+
+float leafValue() { return NAN; }
+
+// The approximate ops, one function each, so that a hardware model can
+// replace any one of them.
+float evalRcpApproxFtz(float x, const OpContext &ctx) {
+  return ctx.approx.rcpApproxFtz(x);
+}
+float evalRsqrtApproxFtz(float x, const OpContext &ctx) {
+  return ctx.approx.rsqrtApproxFtz(x);
+}
+float evalEx2ApproxFtz(float x, const OpContext &ctx) {
+  return ctx.approx.ex2ApproxFtz(x);
+}
+float evalExpLibdevice(float x, const OpContext &ctx) {
+  return expLibdevice(x, ctx.approx);
+}
+
+/// The table's evaluation hooks (dsl/Ops.def).
+float evalOp(Op op, const float *a, const OpContext &ctx) {
+  switch (op) {
+#define BITFOLD_DSL_OP(Name, Spelling, Arity, Types, Exact, ...)               \
+  case Op::Name:                                                               \
+    return __VA_ARGS__;
+#include "dsl/Ops.def"
   }
-  case Op::Round: return roundTo(in.roundTo, a(0));
-  case Op::Extend: return a(0);
-  case Op::Add: return a(0) + a(1);
-  case Op::Sub: return a(0) - a(1);
-  case Op::Mul: return a(0) * a(1);
-  case Op::SubFtz:
-    return flushSubnormal(flushSubnormal(a(0)) - flushSubnormal(a(1)));
-  case Op::Div: return a(0) / a(1);
-  case Op::MinNum:
-  case Op::MaxNum:
-  case Op::MinNaN:
-  case Op::MaxNaN: return minMax(in.op, a(0), a(1));
-  case Op::CmpLT: return a(0) < a(1);
-  case Op::CmpLE: return a(0) <= a(1);
-  case Op::CmpGT: return a(0) > a(1);
-  case Op::CmpGE: return a(0) >= a(1);
-  case Op::CmpEQ: return a(0) == a(1);
-  case Op::CmpNE: return a(0) != a(1);
-  case Op::And: return (a(0) != 0.0f) && (a(1) != 0.0f);
-  case Op::Or: return (a(0) != 0.0f) || (a(1) != 0.0f);
-  case Op::Not: return a(0) == 0.0f;
-  case Op::Fma: return std::fma(a(0), a(1), a(2));
-  case Op::Select: return a(0) != 0.0f ? a(1) : a(2);
-  default: return NAN; // leaves are filled by the caller.
-  }
+  return NAN;
+}
+
+float evalInstr(const Instr &in, const float *v, const ApproxUnit &approx) {
+  float a[3];
+  for (int i = 0; i < 3; ++i)
+    a[i] = in.args[i] >= 0 ? v[in.args[i]] : NAN;
+  return evalOp(in.op, a, OpContext{approx, in.bits, in.roundTo});
 }
 
 /// A combiner body compiled to a tape over its placeholders.
@@ -244,7 +246,7 @@ struct BodyTape {
       vals[placeholderSlots[i]] = args[placeholderSlots[i + 1]];
     for (size_t i = 0; i < tape.instrs.size(); ++i)
       if (tape.instrs[i].op != Op::Placeholder)
-        vals[i] = evalOp(tape.instrs[i], vals.data(), approx);
+        vals[i] = evalInstr(tape.instrs[i], vals.data(), approx);
     for (size_t i = 0; i < roots.size(); ++i)
       out[i] = vals[roots[i]];
   }
@@ -353,123 +355,160 @@ llvm::Error checkBinding(const KernelDef &def, const Binding &b) {
 
 } // namespace
 
+namespace {
+
+/// Runs one program over one binding: the tapes are built once, then every
+/// row of every group runs its folds and its outputs.
+class Interpreter {
+public:
+  Interpreter(const KernelDef &def, const Binding &binding,
+              const ApproxUnit &approx)
+      : def(def), binding(binding), approx(approx) {}
+
+  void run() {
+    compile();
+    for (group = 0; group < def.groups; ++group)
+      for (row = 0; row < binding.groupRows[group]; ++row) {
+        for (size_t k = 0; k < def.folds.size(); ++k)
+          runFold(k);
+        runOutputs();
+      }
+  }
+
+private:
+  struct FoldTapes {
+    BodyTape push, combine, finish;
+  };
+
+  void compile() {
+    for (const FoldDecl &f : def.folds)
+      foldInput.push_back(tape.add(f.input, &def));
+    outputSlot.assign(def.operands.size(), -1);
+    std::vector<int> outputRoots;
+    for (size_t i = 0; i < def.operands.size(); ++i)
+      if (def.operands[i].isOutput) {
+        outputSlot[i] = tape.add(def.operands[i].value, &def);
+        outputRoots.push_back(outputSlot[i]);
+      }
+    for (int slot : foldInput)
+      foldPhases.push_back(makePhase(tape, {slot}));
+    outPhase = makePhase(tape, outputRoots);
+    bodies.resize(def.folds.size());
+    for (size_t k = 0; k < def.folds.size(); ++k) {
+      bodies[k].push.build(def.folds[k].combiner->pushBody());
+      bodies[k].combine.build(def.folds[k].combiner->combineBody());
+      bodies[k].finish.build(def.folds[k].combiner->finishBody());
+    }
+    vals.resize(tape.instrs.size());
+    foldResults.resize(def.folds.size());
+  }
+
+  float evalLeaf(const Instr &in, int64_t c) {
+    switch (in.op) {
+    case Op::Load: {
+      const OperandDecl &o = def.operands[in.index];
+      int64_t at = o.map == IndexMap::PerElement ? row
+                   : o.map == IndexMap::PerColumn
+                       ? 0
+                       : row / binding.dims[o.batchDim];
+      return loadElement(binding.tensors[group][in.index], at, c);
+    }
+    case Op::Scalar: return binding.scalars[in.index];
+    case Op::Dim:
+      return float(in.index == -1   ? binding.cols
+                   : in.index == -2 ? binding.groupRows[group]
+                                    : binding.dims[in.index]);
+    case Op::FoldValue: return foldResults[in.index][in.field];
+    default: return evalInstr(in, vals.data(), approx);
+    }
+  }
+
+  void runRow(const Phase &p) {
+    for (int i : p.rowInstrs)
+      vals[i] = evalLeaf(tape.instrs[i], -1);
+  }
+
+  void runColumn(const Phase &p, int64_t c) {
+    for (int i : p.elemInstrs)
+      vals[i] = evalLeaf(tape.instrs[i], c);
+  }
+
+  /// Lane t pushes its vectors t, t+T, ... in order, then the tree stages
+  /// merge lanes, then finish reads lane 0.
+  void runFold(size_t k) {
+    const FoldDecl &f = def.folds[k];
+    const Combiner &cb = *f.combiner;
+    const size_t F = cb.numFields();
+    const int T = f.order.threads, V = f.order.vector;
+    const int64_t cols = binding.cols;
+    std::vector<float> lanes(size_t(T) * F);
+    for (int t = 0; t < T; ++t)
+      std::copy(cb.emptyState().begin(), cb.emptyState().end(),
+                lanes.begin() + t * F);
+    runRow(foldPhases[k]);
+    std::vector<float> args(2 * F + 1);
+    for (int t = 0; t < T; ++t) {
+      float *state = &lanes[t * F];
+      for (int64_t v = t; v * V < cols; v += T)
+        for (int64_t c = v * V; c < std::min(cols, v * V + V); ++c) {
+          runColumn(foldPhases[k], c);
+          std::copy(state, state + F, args.begin());
+          args[F] = vals[foldInput[k]];
+          bodies[k].push.run(args.data(), state, scratch, approx);
+        }
+    }
+    for (const TreeStage &s : f.order.stages)
+      for (int i = 0; i < T; ++i) {
+        if ((i & s.offset) || i + s.offset >= T)
+          continue;
+        std::copy(&lanes[i * F], &lanes[i * F] + F, args.begin());
+        std::copy(&lanes[(i + s.offset) * F], &lanes[(i + s.offset) * F] + F,
+                  args.begin() + F);
+        bodies[k].combine.run(args.data(), &lanes[i * F], scratch, approx);
+      }
+    foldResults[k].resize(cb.resultNames().size());
+    bodies[k].finish.run(&lanes[0], foldResults[k].data(), scratch, approx);
+  }
+
+  void runOutputs() {
+    runRow(outPhase);
+    for (int64_t c = 0; c < binding.cols; ++c) {
+      runColumn(outPhase, c);
+      for (size_t i = 0; i < def.operands.size(); ++i)
+        if (outputSlot[i] >= 0)
+          storeElement(binding.tensors[group][i], row, c, vals[outputSlot[i]]);
+    }
+  }
+
+  const KernelDef &def;
+  const Binding &binding;
+  const ApproxUnit &approx;
+  Tape tape;
+  std::vector<int> foldInput, outputSlot;
+  std::vector<Phase> foldPhases;
+  Phase outPhase;
+  std::vector<FoldTapes> bodies;
+  std::vector<float> vals, scratch;
+  std::vector<std::vector<float>> foldResults;
+  int group = 0;
+  int64_t row = 0;
+};
+
+} // namespace
+
 llvm::Error bitfold::dsl::interpret(const KernelDef &def,
                                     const Binding &binding,
                                     const ApproxUnit &approx) {
   if (llvm::Error e = checkBinding(def, binding))
     return e;
-
-  Tape tape;
-  std::vector<int> foldInput(def.folds.size());
-  for (size_t k = 0; k < def.folds.size(); ++k)
-    foldInput[k] = tape.add(def.folds[k].input, &def);
-  std::vector<int> outputSlot(def.operands.size(), -1);
-  std::vector<int> outputRoots;
-  for (size_t i = 0; i < def.operands.size(); ++i)
-    if (def.operands[i].isOutput) {
-      outputSlot[i] = tape.add(def.operands[i].value, &def);
-      outputRoots.push_back(outputSlot[i]);
-    }
-  std::vector<Phase> foldPhases;
-  for (int slot : foldInput)
-    foldPhases.push_back(makePhase(tape, {slot}));
-  Phase outPhase = makePhase(tape, outputRoots);
-
-  struct FoldTapes {
-    BodyTape push, combine, finish;
-  };
-  std::vector<FoldTapes> bodies(def.folds.size());
-  for (size_t k = 0; k < def.folds.size(); ++k) {
-    bodies[k].push.build(def.folds[k].combiner->pushBody());
-    bodies[k].combine.build(def.folds[k].combiner->combineBody());
-    bodies[k].finish.build(def.folds[k].combiner->finishBody());
-  }
-
-  std::vector<float> vals(tape.instrs.size());
-  std::vector<std::vector<float>> foldResults(def.folds.size());
-  std::vector<float> scratch;
-  const int64_t cols = binding.cols;
-
-  for (int g = 0; g < def.groups; ++g) {
-    const std::vector<HostTensor> &tensors = binding.tensors[g];
-    const int64_t rows = binding.groupRows[g];
-    for (int64_t r = 0; r < rows; ++r) {
-      auto evalLeaf = [&](const Instr &in, int64_t c) -> float {
-        switch (in.op) {
-        case Op::Load: {
-          const OperandDecl &o = def.operands[in.index];
-          int64_t row = o.map == IndexMap::PerElement ? r
-                        : o.map == IndexMap::PerColumn
-                            ? 0
-                            : r / binding.dims[o.batchDim];
-          return loadElement(tensors[in.index], row, c);
-        }
-        case Op::Scalar: return binding.scalars[in.index];
-        case Op::Dim:
-          return float(in.index == -1   ? cols
-                       : in.index == -2 ? rows
-                                        : binding.dims[in.index]);
-        case Op::FoldValue: return foldResults[in.index][in.field];
-        default: return evalOp(in, vals.data(), approx);
-        }
-      };
-      auto runRow = [&](const Phase &p) {
-        for (int i : p.rowInstrs)
-          vals[i] = evalLeaf(tape.instrs[i], -1);
-      };
-      auto runColumn = [&](const Phase &p, int64_t c) {
-        for (int i : p.elemInstrs)
-          vals[i] = evalLeaf(tape.instrs[i], c);
-      };
-
-      for (size_t k = 0; k < def.folds.size(); ++k) {
-        const FoldDecl &f = def.folds[k];
-        const Combiner &cb = *f.combiner;
-        const size_t F = cb.numFields();
-        const int T = f.order.threads, V = f.order.vector;
-        std::vector<float> lanes(size_t(T) * F);
-        for (int t = 0; t < T; ++t)
-          std::copy(cb.emptyState().begin(), cb.emptyState().end(),
-                    lanes.begin() + t * F);
-        runRow(foldPhases[k]);
-        std::vector<float> args(2 * F + 1);
-        for (int t = 0; t < T; ++t) {
-          float *state = &lanes[t * F];
-          for (int64_t v = t; v * V < cols; v += T) {
-            for (int e = 0; e < V; ++e) {
-              int64_t c = v * V + e;
-              if (c >= cols)
-                break;
-              runColumn(foldPhases[k], c);
-              std::copy(state, state + F, args.begin());
-              args[F] = vals[foldInput[k]];
-              bodies[k].push.run(args.data(), state, scratch, approx);
-            }
-          }
-        }
-        for (const TreeStage &s : f.order.stages) {
-          for (int i = 0; i < T; ++i) {
-            if ((i & s.offset) || i + s.offset >= T)
-              continue;
-            std::copy(&lanes[i * F], &lanes[i * F] + F, args.begin());
-            std::copy(&lanes[(i + s.offset) * F],
-                      &lanes[(i + s.offset) * F] + F, args.begin() + F);
-            bodies[k].combine.run(args.data(), &lanes[i * F], scratch, approx);
-          }
-        }
-        foldResults[k].resize(cb.resultNames().size());
-        bodies[k].finish.run(&lanes[0], foldResults[k].data(), scratch,
-                             approx);
-      }
-
-      runRow(outPhase);
-      for (int64_t c = 0; c < cols; ++c) {
-        runColumn(outPhase, c);
-        for (size_t i = 0; i < def.operands.size(); ++i)
-          if (outputSlot[i] >= 0)
-            storeElement(tensors[i], r, c, vals[outputSlot[i]]);
-      }
-    }
-  }
+  Interpreter(def, binding, approx).run();
   return llvm::Error::success();
+}
+
+float bitfold::dsl::evaluateOp(const ExprNode &n, llvm::ArrayRef<float> args,
+                               const ApproxUnit &approx) {
+  float a[3] = {NAN, NAN, NAN};
+  for (size_t i = 0; i < args.size() && i < 3; ++i)
+    a[i] = args[i];
+  return evalOp(n.op, a, OpContext{approx, n.bits, n.roundTo});
 }

@@ -58,6 +58,12 @@ struct Binding {
 llvm::Error interpret(const KernelDef &def, const Binding &binding,
                       const ApproxUnit &approx = correctlyRoundedApprox());
 
+/// The value of one node given its operand values, by the op table's
+/// evaluation hook (dsl/Ops.def): the interpreter's own semantics, for
+/// host-side evaluation elsewhere. Leaves evaluate to NaN except Const.
+float evaluateOp(const ExprNode &n, llvm::ArrayRef<float> args,
+                 const ApproxUnit &approx = correctlyRoundedApprox());
+
 // Scalar helpers shared with tests (exact IEEE conversions).
 uint16_t floatToBf16Bits(float v);   ///< RNE, NaN -> 0x7FFF.
 float bf16BitsToFloat(uint16_t b);

@@ -17,9 +17,7 @@
 
 using namespace bitfold::dsl;
 
-namespace {
-
-llvm::StringRef stageKindName(TreeStage::Kind k) {
+llvm::StringRef bitfold::dsl::stageKindName(TreeStage::Kind k) {
   switch (k) {
   case TreeStage::ShuffleDown: return "shfl_down";
   case TreeStage::ButterflyXor: return "bfly_xor";
@@ -27,6 +25,8 @@ llvm::StringRef stageKindName(TreeStage::Kind k) {
   }
   return "?";
 }
+
+namespace {
 
 /// Prints a DAG of nodes as SSA lines with a deterministic numbering.
 class DagPrinter {
@@ -159,8 +159,15 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
       os << " align " << o.guardAlignElems;
     os << "\n";
   }
-  for (const ScalarDecl &s : def.scalars)
-    os << "scalar " << s.name << " : " << dtypeName(s.dtype) << "\n";
+  // A default is printed only where set, so programs without defaults keep
+  // their text and hash.
+  for (const ScalarDecl &s : def.scalars) {
+    os << "scalar " << s.name << " : " << dtypeName(s.dtype);
+    if (s.defaultValue)
+      os << llvm::formatv(" default 0x{0:x-8}",
+                          std::bit_cast<uint32_t>(*s.defaultValue));
+    os << "\n";
+  }
 
   os << "body:\n";
   DagPrinter body(os, "  ", &def);

@@ -18,13 +18,15 @@ namespace {
 
 class Verifier {
 public:
-  explicit Verifier(const KernelDef &def) : def(def) {}
+  Verifier(const KernelDef &def, NodeNamer nodeName)
+      : def(def), nodeName(nodeName) {}
 
   llvm::Error run() {
     checkNames();
     checkOperands();
     checkFolds();
     checkOutputs();
+    checkFoldsAreUsed();
     if (def.groups < 1)
       report(llvm::formatv("groups must be at least 1, found {0}", def.groups));
     if (def.colsMultipleOf < 1 || def.minCols < 1 ||
@@ -43,6 +45,12 @@ public:
 
 private:
   void report(std::string msg) { errors.push_back(std::move(msg)); }
+
+  /// " (NAME)" for a node the caller can name (the parser: its value name
+  /// and line); nothing for programs built in C++.
+  std::string at(const ExprNode *n) const {
+    return nodeName && n ? " (" + nodeName(*n) + ")" : std::string();
+  }
 
   static bool isIdentifier(llvm::StringRef s) {
     if (s.empty() || !(std::isalpha(s[0]) || s[0] == '_'))
@@ -64,8 +72,13 @@ private:
       else if (!seen.insert(n).second)
         report(llvm::formatv("name '{0}' is declared twice", n));
     };
-    for (const std::string &d : def.dims)
+    for (const std::string &d : def.dims) {
+      if (d == "cols" || d == "rows")
+        report(llvm::formatv("dim name '{0}' is reserved (the program's own "
+                             "{0})",
+                             d));
       unique("dim", d);
+    }
     for (const OperandDecl &o : def.operands)
       unique(o.isOutput ? "output" : "input", o.name);
     for (const ScalarDecl &s : def.scalars)
@@ -73,7 +86,22 @@ private:
   }
 
   void checkOperands() {
+    const OperandDecl *firstOutput = nullptr;
     for (const OperandDecl &o : def.operands) {
+      // The canonical text lists inputs before outputs; operand order is
+      // the kernel's argument order, so it must read back the same.
+      if (o.isOutput && !firstOutput)
+        firstOutput = &o;
+      if (!o.isOutput && firstOutput)
+        report(llvm::formatv("input '{0}' is declared after output '{1}'; "
+                             "declare every input before the outputs",
+                             o.name, firstOutput->name));
+      if (o.guardAlignElems < 0 ||
+          (o.guardAlignElems & (o.guardAlignElems - 1)))
+        report(llvm::formatv("{0} '{1}': alignment must be a power of two of "
+                             "elements, found {2}",
+                             o.isOutput ? "output" : "input", o.name,
+                             o.guardAlignElems));
       if (o.dtype == DType::I1)
         report(llvm::formatv("{0} '{1}': dtype i1 cannot be stored; use bf16, "
                              "f16 or f32",
@@ -101,9 +129,40 @@ private:
                            where, o.threads));
       return;
     }
-    if (o.vector <= 0)
+    if (o.threads > kMaxFoldThreads) {
+      report(llvm::formatv("{0}: threads must be at most {1} (the threads of "
+                           "one CTA), found {2}",
+                           where, kMaxFoldThreads, o.threads));
+      return;
+    }
+    if (o.vector <= 0) {
       report(llvm::formatv("{0}: vector width must be positive, found {1}",
                            where, o.vector));
+      return;
+    }
+    if (o.vector > kMaxFoldVector) {
+      report(llvm::formatv("{0}: vector width must be at most {1}, found {2}",
+                           where, kMaxFoldVector, o.vector));
+      return;
+    }
+    // Codegen unrolls a lane's pushes; a lane's element count must also
+    // stay exact as an f32 (a Welford count).
+    int64_t chunk = int64_t(o.threads) * o.vector;
+    int64_t perLane =
+        (def.maxCols / chunk + (def.maxCols % chunk != 0)) * o.vector;
+    if (perLane > kMaxFoldElementsPerLane)
+      report(llvm::formatv("{0}: at the column guard's maximum of {1} columns "
+                           "a lane pushes {2} elements; at most {3} are "
+                           "allowed (lower the guard or use more threads)",
+                           where, def.maxCols, perLane,
+                           kMaxFoldElementsPerLane));
+    if (o.stages.size() > size_t(kMaxFoldStages)) {
+      report(llvm::formatv("{0}: {1} tree stages; a tree over at most {2} "
+                           "threads has at most {3}",
+                           where, o.stages.size(), kMaxFoldThreads,
+                           kMaxFoldStages));
+      return;
+    }
     int covered = 0;
     for (const TreeStage &s : o.stages) {
       if (s.offset <= 0 || !std::has_single_bit(unsigned(s.offset)) ||
@@ -131,6 +190,30 @@ private:
                            "one of the {2} threads must reach lane 0 (missing "
                            "offsets: {3:x})",
                            where, covered, o.threads, (o.threads - 1) & ~covered));
+  }
+
+  /// The names a fold prints in the canonical text must read back.
+  void checkFoldNames(int index, const FoldDecl &f) {
+    if (!isIdentifier(f.order.name))
+      report(llvm::formatv("fold {0}: order name '{1}' is not an identifier",
+                           index, f.order.name));
+    const Combiner &c = *f.combiner;
+    if (!isIdentifier(c.name()))
+      report(llvm::formatv("fold {0}: combiner name '{1}' is not an "
+                           "identifier",
+                           index, c.name()));
+    for (llvm::ArrayRef<std::string> names : {c.fieldNames(), c.resultNames()}) {
+      llvm::DenseSet<llvm::StringRef> seen;
+      for (const std::string &n : names)
+        if (!isIdentifier(n))
+          report(llvm::formatv("fold {0} (combiner '{1}'): field or result "
+                               "name '{2}' is not an identifier",
+                               index, c.name(), n));
+        else if (!seen.insert(n).second)
+          report(llvm::formatv("fold {0} (combiner '{1}'): name '{2}' is "
+                               "declared twice",
+                               index, c.name(), n));
+    }
   }
 
   void checkCombiner(int index, const Combiner &c) {
@@ -171,9 +254,10 @@ private:
       }
       if (!seen.insert(n).second)
         continue;
+      const std::string here = where + at(n);
       switch (n->op) {
       case Op::Invalid:
-        report(where + ": " + n->message);
+        report(here + ": " + n->message);
         continue;
       case Op::Load:
       case Op::Scalar:
@@ -181,20 +265,20 @@ private:
       case Op::Dim:
         report(llvm::formatv("{0}: uses {1}; a combiner sees only its state "
                              "and the pushed value",
-                             where, opName(n->op)));
+                             here, opName(n->op)));
         continue;
       case Op::Placeholder:
         if (n->index >= placeholders)
           report(llvm::formatv("{0}: uses an argument of another combiner "
                                "function",
-                               where));
+                               here));
         continue;
       default:
         break;
       }
-      checkArity(where, n);
+      checkArity(here, n);
       if (n->type != DType::F32 && n->op != Op::Round && !isPredicateOp(n))
-        report(llvm::formatv("{0}: state values are f32", where));
+        report(llvm::formatv("{0}: state values are f32", here));
       for (const Expr &a : n->args)
         stack.push_back(a.get());
     }
@@ -205,42 +289,9 @@ private:
 
   static bool isPredicateOp(const ExprNode *n) { return n->type == DType::I1; }
 
-  /// Operands an op takes; -1 for fold values (their argument is the fold
-  /// input, kept for reachability).
-  static int arity(Op op) {
-    switch (op) {
-    case Op::Const:
-    case Op::Scalar:
-    case Op::Dim:
-    case Op::Load:
-    case Op::Placeholder:
-    case Op::Invalid:
-      return 0;
-    case Op::FoldValue:
-      return -1;
-    case Op::Neg:
-    case Op::Abs:
-    case Op::Sqrt:
-    case Op::RcpApproxFtz:
-    case Op::RsqrtApproxFtz:
-    case Op::Ex2ApproxFtz:
-    case Op::ExpLibdevice:
-    case Op::Saturate:
-    case Op::Round:
-    case Op::Extend:
-    case Op::Not:
-      return 1;
-    case Op::Fma:
-    case Op::Select:
-      return 3;
-    default:
-      return 2;
-    }
-  }
-
   /// Nodes made by hand (ExprNode::make) can have any operand count.
   void checkArity(const std::string &where, const ExprNode *n) {
-    int want = arity(n->op);
+    int want = opInfo(n->op).arity;
     if (want >= 0 && int(n->args.size()) != want)
       report(llvm::formatv("{0}: {1} takes {2} operand{3}, found {4}", where,
                            opName(n->op), want, want == 1 ? "" : "s",
@@ -253,6 +304,7 @@ private:
       checkFoldOrder(int(i), f.order);
       if (!f.combiner)
         continue;
+      checkFoldNames(int(i), f);
       checkCombiner(int(i), *f.combiner);
       if (!f.input.get()) {
         report(llvm::formatv("fold {0}: the folded value is an empty Expr", i));
@@ -269,6 +321,33 @@ private:
                              "operand)",
                              i));
     }
+  }
+
+  /// A fold no output reaches would be computed but missing from the
+  /// canonical text, so two programs would share a hash.
+  void checkFoldsAreUsed() {
+    std::vector<bool> used(def.folds.size());
+    llvm::DenseSet<const ExprNode *> seen;
+    std::vector<const ExprNode *> stack;
+    for (const OperandDecl &o : def.operands)
+      if (o.isOutput)
+        stack.push_back(o.value.get());
+    // A fold value's argument is its fold's input, so the walk reaches the
+    // folds that fold inputs use.
+    while (!stack.empty()) {
+      const ExprNode *n = stack.back();
+      stack.pop_back();
+      if (!n || !seen.insert(n).second)
+        continue;
+      if (n->op == Op::FoldValue && n->index >= 0 &&
+          size_t(n->index) < used.size())
+        used[n->index] = true;
+      for (const Expr &a : n->args)
+        stack.push_back(a.get());
+    }
+    for (size_t i = 0; i < used.size(); ++i)
+      if (!used[i])
+        report(llvm::formatv("fold {0}: its results are never used", i));
   }
 
   void checkOutputs() {
@@ -305,53 +384,54 @@ private:
       stack.pop_back();
       if (!n || !seen.insert(n).second)
         continue;
+      const std::string here = where + at(n);
       if ((n->op == Op::Load || n->op == Op::Scalar ||
            n->op == Op::FoldValue) &&
           n->program != def.programId) {
-        report(llvm::formatv("{0}: uses a {1} of another row program", where,
+        report(llvm::formatv("{0}: uses a {1} of another row program", here,
                              opName(n->op)));
         continue;
       }
-      checkArity(where, n);
+      checkArity(here, n);
       switch (n->op) {
       case Op::Invalid:
-        report(where + ": " + n->message);
+        report(here + ": " + n->message);
         continue;
       case Op::Placeholder:
-        report(where + ": uses a combiner argument outside its combiner");
+        report(here + ": uses a combiner argument outside its combiner");
         continue;
       case Op::Load: {
         if (n->index < 0 || n->index >= int(def.operands.size()) ||
             def.operands[n->index].isOutput ||
             def.operands[n->index].dtype != n->type) {
-          report(where + ": reads an operand that is not an input of this "
+          report(here + ": reads an operand that is not an input of this "
                          "program");
         }
         continue;
       }
       case Op::Scalar:
         if (n->index < 0 || n->index >= int(def.scalars.size()))
-          report(where + ": uses a scalar not declared in this program");
+          report(here + ": uses a scalar not declared in this program");
         continue;
       case Op::Dim:
         if (n->index < -2 || n->index >= int(def.dims.size()))
-          report(where + ": uses a dim not declared in this program");
+          report(here + ": uses a dim not declared in this program");
         continue;
       case Op::FoldValue: {
         if (n->index < 0 || n->index >= int(def.folds.size())) {
-          report(where + ": uses a fold of another program");
+          report(here + ": uses a fold of another program");
           continue;
         }
         if (n->index >= foldLimit)
           report(llvm::formatv("{0}: uses fold {1}, which is not computed "
                                "before fold {2}",
-                               where, n->index, foldLimit));
+                               here, n->index, foldLimit));
         const auto &combiner = def.folds[n->index].combiner;
         size_t results = combiner ? combiner->resultNames().size() : 0;
         if (n->field < 0 || size_t(n->field) >= results)
           report(llvm::formatv("{0}: uses result {1} of fold {2}, which has "
                                "{3} result(s)",
-                               where, n->field, n->index, results));
+                               here, n->field, n->index, results));
         break;
       }
       default:
@@ -380,11 +460,12 @@ private:
   }
 
   const KernelDef &def;
+  NodeNamer nodeName;
   std::vector<std::string> errors;
 };
 
 } // namespace
 
-llvm::Error bitfold::dsl::verify(const KernelDef &def) {
-  return Verifier(def).run();
+llvm::Error bitfold::dsl::verify(const KernelDef &def, NodeNamer nodeName) {
+  return Verifier(def, nodeName).run();
 }

@@ -548,3 +548,100 @@ TEST(Verifier, RejectsAnAlignmentGuardThatIsNotAPowerOfTwo) {
   p.guardAlign("x", 3);
   EXPECT_TRUE(failsWith(p.build(), {"guardAlign('x')", "power of two", "3"}));
 }
+
+// ---- Bounds on fold orders (codegen allocates and unrolls from them) --------
+
+TEST(Verifier, RejectsAHugeVectorWidth) {
+  EXPECT_TRUE(failsWith(foldProgram(order("wide_vec", 1, 1 << 20, {}),
+                                    folds::sum()),
+                        {"fold 0 (order 'wide_vec'): vector width must be at "
+                         "most 64, found 1048576"}));
+}
+
+TEST(Verifier, RejectsMoreThreadsThanACta) {
+  std::vector<TreeStage> stages;
+  for (int off : {16, 8, 4, 2, 1})
+    stages.push_back({TreeStage::ShuffleDown, off});
+  for (int off = 32; off < 2048; off *= 2)
+    stages.push_back({TreeStage::CrossWarp, off});
+  EXPECT_TRUE(failsWith(
+      foldProgram(order("huge_cta", 2048, 1, stages), folds::sum()),
+      {"fold 0 (order 'huge_cta'): threads must be at most 1024 (the threads "
+       "of one CTA), found 2048"}));
+}
+
+TEST(Verifier, RejectsMoreStagesThanAnyTreeHas) {
+  std::vector<TreeStage> stages(100, TreeStage{TreeStage::ShuffleDown, 1});
+  EXPECT_TRUE(failsWith(
+      foldProgram(order("many", 2, 1, stages), folds::sum()),
+      {"fold 0 (order 'many'): 100 tree stages; a tree over at most 1024 "
+       "threads has at most 10"}));
+}
+
+TEST(Verifier, RejectsMoreElementsPerLaneThanAnF32CountHolds) {
+  RowProgram p("long_rows");
+  Expr x = p.input("x", f32, Layout::RowMajor).row();
+  State s = p.fold(x, folds::serial(), folds::sum());
+  p.guardCols(1, 1, int64_t(1) << 31);
+  p.output("y", f32, Layout::RowMajor, x * s[0]);
+  EXPECT_TRUE(failsWith(p.build(),
+                        {"fold 0 (order 'serial'): at the column guard's "
+                         "maximum of 2147483648 columns a lane pushes "
+                         "2147483648 elements; at most 16777216"}));
+}
+
+// ---- What the canonical text must be able to say -----------------------------
+
+TEST(Verifier, RejectsAFoldWhoseResultsAreNeverUsed) {
+  RowProgram p("dead_fold");
+  Expr x = p.input("x", f32, Layout::RowMajor).row();
+  p.fold(x, folds::serial(), folds::sum());
+  p.output("y", f32, Layout::RowMajor, x + 1.0f);
+  EXPECT_TRUE(failsWith(p.build(), {"fold 0: its results are never used"}));
+}
+
+TEST(Verifier, RejectsAnInputDeclaredAfterAnOutput) {
+  RowProgram p("late_input");
+  Expr x = p.input("x", f32, Layout::RowMajor).row();
+  p.output("y", f32, Layout::RowMajor, x + 1.0f);
+  p.input("z", f32, Layout::RowMajor);
+  EXPECT_TRUE(failsWith(p.build(), {"input 'z' is declared after output "
+                                    "'y'; declare every input before the "
+                                    "outputs"}));
+}
+
+TEST(Verifier, RejectsADimNamedLikeTheBuiltInDims) {
+  RowProgram p("reserved_dim");
+  p.dim("cols");
+  Expr x = p.input("x", f32, Layout::RowMajor).row();
+  p.output("y", f32, Layout::RowMajor, x + 1.0f);
+  EXPECT_TRUE(failsWith(p.build(), {"dim name 'cols' is reserved"}));
+}
+
+TEST(Verifier, RejectsAnOrderNameThatIsNotAnIdentifier) {
+  EXPECT_TRUE(failsWith(foldProgram(order("two words", 1, 1, {}), folds::sum()),
+                        {"fold 0: order name 'two words' is not an "
+                         "identifier"}));
+}
+
+TEST(Verifier, RejectsAFieldNameDeclaredTwice) {
+  auto c = std::make_shared<Combiner>(
+      "twice", std::vector<std::string>{"acc", "acc"},
+      std::vector<float>{0.0f, 0.0f},
+      [](const State &s, const Expr &x) { return State{{s[0] + x, s[1]}}; },
+      [](const State &a, const State &b) {
+        return State{{a[0] + b[0], a[1]}};
+      });
+  EXPECT_TRUE(failsWith(foldProgram(folds::serial(), c),
+                        {"fold 0 (combiner 'twice'): name 'acc' is declared "
+                         "twice"}));
+}
+
+TEST(Verifier, RejectsAnAlignmentThatIsNotAPowerOfTwoMadeByHand) {
+  auto built = wellFormed("aligned").build();
+  ASSERT_TRUE(bool(built)) << llvm::toString(built.takeError());
+  KernelDef def = **built;
+  def.operands[0].guardAlignElems = 6;
+  EXPECT_TRUE(failsWith(verify(def), {"input 'x': alignment must be a power "
+                                      "of two of elements, found 6"}));
+}

@@ -1,0 +1,865 @@
+//===- dsl/Parser.cpp - The kernel text format, read back -----------------===//
+//
+// A hand-written recursive-descent parser over a small lexer. Newlines are
+// whitespace and `#` starts a comment, so the canonical text and freer
+// hand-written text both parse; values are named `%name` (the canonical
+// text numbers them). Nodes are built with the same builders (and type
+// rules) as C++ programs, and the result goes through freeze(): the
+// verifier, then the canonical text and hash.
+//
+// Conversions are explicit in the format: an operand that an op widens
+// implicitly in C++ must be written as an `extend`, so that every accepted
+// text names each node of the program it builds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsl/Parser.h"
+
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <bit>
+#include <cctype>
+#include <map>
+
+using namespace bitfold::dsl;
+
+namespace {
+
+struct Token {
+  enum Kind { Ident, Int, Hex, Float, Value, Punct, End };
+  Kind kind = End;
+  llvm::StringRef text;
+  unsigned line = 1, col = 1;
+};
+
+bool isIdentChar(char c) { return std::isalnum((unsigned char)c) || c == '_'; }
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+class Lexer {
+public:
+  explicit Lexer(llvm::StringRef text) : text(text) {}
+
+  Token next() {
+    skipSpace();
+    Token t;
+    t.line = line;
+    t.col = col;
+    if (pos >= text.size())
+      return t;
+    size_t n = lexLength(t.kind);
+    t.text = text.substr(pos, n);
+    advance(n);
+    return t;
+  }
+
+private:
+  char at(size_t i) const { return i < text.size() ? text[i] : '\0'; }
+
+  void advance(size_t n) {
+    for (; n > 0 && pos < text.size(); --n, ++pos) {
+      if (text[pos] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+  }
+
+  void skipSpace() {
+    while (pos < text.size()) {
+      char c = text[pos];
+      if (c == '#') {
+        while (pos < text.size() && text[pos] != '\n')
+          advance(1);
+      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        advance(1);
+      } else {
+        return;
+      }
+    }
+  }
+
+  /// Length of the token at `pos`; sets its kind.
+  size_t lexLength(Token::Kind &kind) const {
+    char c = text[pos];
+    size_t i = pos;
+    if (std::isalpha((unsigned char)c) || c == '_') {
+      kind = Token::Ident;
+      while (isIdentChar(at(i)))
+        ++i;
+      return i - pos;
+    }
+    if (c == '%' && isIdentChar(at(pos + 1))) {
+      kind = Token::Value;
+      for (i = pos + 1; isIdentChar(at(i));)
+        ++i;
+      return i - pos;
+    }
+    if (isDigit(c) || (c == '-' && isDigit(at(pos + 1))))
+      return lexNumber(kind);
+    kind = Token::Punct;
+    if ((c == '=' || c == '<') && at(pos + 1) == '=')
+      return 2;
+    return 1;
+  }
+
+  /// [-] digits [. digits] [e [+-] digits], or [-] 0x hexdigits.
+  size_t lexNumber(Token::Kind &kind) const {
+    size_t i = pos + (text[pos] == '-');
+    if (at(i) == '0' && (at(i + 1) == 'x' || at(i + 1) == 'X')) {
+      kind = Token::Hex;
+      for (i += 2; std::isxdigit((unsigned char)at(i));)
+        ++i;
+      return i - pos;
+    }
+    kind = Token::Int;
+    while (isDigit(at(i)))
+      ++i;
+    if (at(i) == '.' && isDigit(at(i + 1))) {
+      kind = Token::Float;
+      for (++i; isDigit(at(i));)
+        ++i;
+    }
+    char s = at(i + 1);
+    if ((at(i) == 'e' || at(i) == 'E') &&
+        (isDigit(s) || ((s == '+' || s == '-') && isDigit(at(i + 2))))) {
+      kind = Token::Float;
+      for (i += 2; isDigit(at(i));)
+        ++i;
+    }
+    return i - pos;
+  }
+
+  llvm::StringRef text;
+  size_t pos = 0;
+  unsigned line = 1, col = 1;
+};
+
+std::string describe(const Token &t) {
+  if (t.kind == Token::End)
+    return "end of input";
+  std::string out = "'";
+  for (char c : t.text) {
+    if (std::isprint((unsigned char)c))
+      out += c;
+    else
+      out += llvm::formatv("\\x{0:x-2}", unsigned((unsigned char)c)).str();
+  }
+  return out + "'";
+}
+
+/// Deeper expressions are rejected: printing and lowering walk them
+/// recursively.
+constexpr int kMaxDepth = 2000;
+constexpr int64_t kMaxFolds = 1024;
+constexpr int64_t kMaxPlaceholder = 1 << 20;
+
+using Scope = llvm::StringMap<Expr>;
+
+class Parser {
+public:
+  Parser(llvm::StringRef text, llvm::StringRef source)
+      : lex(text), source(source) {
+    tok = lex.next();
+    def.programId = newProgramId();
+  }
+
+  llvm::Expected<std::shared_ptr<const KernelDef>> run();
+
+private:
+  // ---- Tokens and errors ---------------------------------------------------
+  void bump() { tok = lex.next(); }
+
+  bool failAt(const Token &at, const llvm::Twine &msg) {
+    if (error.empty())
+      error = llvm::formatv("{0}{1}:{2}: {3}",
+                            source.empty() ? "" : (source + ":").str(),
+                            at.line, at.col, msg.str());
+    return false;
+  }
+  bool expected(const llvm::Twine &what) {
+    return failAt(tok, "expected " + what + ", found " + describe(tok));
+  }
+  bool isKeyword(llvm::StringRef kw) const {
+    return tok.kind == Token::Ident && tok.text == kw;
+  }
+  bool isPunct(llvm::StringRef p) const {
+    return tok.kind == Token::Punct && tok.text == p;
+  }
+  bool keyword(llvm::StringRef kw) {
+    if (!isKeyword(kw))
+      return expected("'" + kw + "'");
+    bump();
+    return true;
+  }
+  bool punct(llvm::StringRef p) {
+    if (!isPunct(p))
+      return expected("'" + p + "'");
+    bump();
+    return true;
+  }
+
+  /// One of `values`, spelled as `spell` prints it.
+  template <typename E>
+  bool oneOf(std::initializer_list<E> values, llvm::StringRef (*spell)(E),
+             E &out, llvm::StringRef what) {
+    for (E v : values)
+      if (isKeyword(spell(v))) {
+        out = v;
+        bump();
+        return true;
+      }
+    return expected(what);
+  }
+  bool ident(std::string &out, llvm::StringRef what);
+  bool integer(int64_t &out, llvm::StringRef what, int64_t lo, int64_t hi);
+  bool floatBits(uint32_t &out, llvm::StringRef what);
+  bool dtype(DType &out);
+  bool layout(Layout &out);
+  bool indexMap(OperandDecl &o);
+  bool alignment(OperandDecl &o);
+  bool declared(const llvm::StringMap<int> &names, llvm::StringRef what,
+                int &index);
+  bool identList(std::vector<std::string> &out, llvm::StringRef what);
+  bool value(const Scope &scope, Expr &out);
+
+  // ---- Grammar -------------------------------------------------------------
+  bool header();
+  bool declarations();
+  bool input();
+  bool scalar();
+  bool body();
+  bool nodeDefinition(Scope &scope);
+  bool operation(Op op, const Token &opTok, const Scope &scope, Expr &out);
+  bool computed(Op op, const Token &opTok, const Scope &scope, Expr &out);
+  bool leaf(Op op, const Token &opTok, Expr &out);
+  bool foldValue(Expr &out);
+  bool fold();
+  bool stages(FoldOrder &o);
+  bool combiner(std::shared_ptr<const Combiner> &out);
+  bool function(llvm::StringRef name, State &out);
+  bool output();
+  bool collectFolds();
+
+  /// A leaf; loads, scalars and fold values belong to this program.
+  Expr leafNode(Op op, DType type, int index) {
+    auto n = std::make_shared<ExprNode>();
+    n->op = op;
+    n->type = type;
+    n->index = index;
+    if (op == Op::Load || op == Op::Scalar || op == Op::FoldValue)
+      n->program = def.programId;
+    return Expr(std::move(n));
+  }
+  bool remember(const Token &at, Scope &scope, llvm::StringRef name,
+                const Expr &e);
+
+  Lexer lex;
+  Token tok;
+  llvm::StringRef source;
+  std::string error;
+  KernelDef def;
+  Scope mainScope;
+  llvm::StringMap<int> dimIndex, inputIndex, scalarIndex;
+  std::map<int64_t, std::pair<Token, FoldDecl>> folds;
+  std::map<std::pair<int, int>, Expr> foldValues;
+  llvm::DenseMap<const ExprNode *, int> depth;
+  /// For the verifier's messages: where each node was defined.
+  llvm::DenseMap<const ExprNode *, std::string> nodeNames;
+};
+
+bool Parser::ident(std::string &out, llvm::StringRef what) {
+  if (tok.kind != Token::Ident)
+    return expected(what);
+  out = tok.text.str();
+  bump();
+  return true;
+}
+
+bool Parser::integer(int64_t &out, llvm::StringRef what, int64_t lo,
+                     int64_t hi) {
+  if (tok.kind != Token::Int)
+    return expected(what);
+  if (tok.text.getAsInteger(10, out) || out < lo || out > hi)
+    return failAt(tok, llvm::formatv("expected {0} in {1}..{2}, found {3}",
+                                     what, lo, hi, describe(tok)));
+  bump();
+  return true;
+}
+
+/// An f32 as its bit pattern (0x3f800000, canonical) or a decimal literal
+/// rounded to nearest even (1.0, -0.5, 1e-6).
+bool Parser::floatBits(uint32_t &out, llvm::StringRef what) {
+  if (tok.kind == Token::Hex) {
+    uint64_t bits;
+    llvm::StringRef digits = tok.text;
+    if (!digits.consume_front("0x") && !digits.consume_front("0X"))
+      return failAt(tok, "expected " + what + " as unsigned bits, found " +
+                             describe(tok));
+    if (digits.getAsInteger(16, bits) || bits > 0xffffffffu)
+      return failAt(tok, "expected " + what + " of 32 bits, found " +
+                             describe(tok));
+    out = uint32_t(bits);
+    bump();
+    return true;
+  }
+  if (tok.kind != Token::Int && tok.kind != Token::Float)
+    return expected(what);
+  llvm::APFloat f(llvm::APFloat::IEEEsingle());
+  auto status = f.convertFromString(tok.text,
+                                    llvm::APFloat::rmNearestTiesToEven);
+  if (!status)
+    return failAt(tok, "expected " + what + ", found " + describe(tok) +
+                           ": " + llvm::toString(status.takeError()));
+  out = uint32_t(f.bitcastToAPInt().getZExtValue());
+  bump();
+  return true;
+}
+
+bool Parser::dtype(DType &out) {
+  return oneOf({DType::F32, DType::BF16, DType::F16, DType::I1}, dtypeName,
+               out, "a dtype (f32, bf16, f16 or i1)");
+}
+
+bool Parser::layout(Layout &out) {
+  return oneOf({Layout::RowMajor, Layout::ChannelsLast}, layoutName, out,
+               "a layout (row_major or channels_last)");
+}
+
+bool Parser::indexMap(OperandDecl &o) {
+  if (!oneOf({IndexMap::PerElement, IndexMap::PerBatch, IndexMap::PerColumn},
+             indexMapName, o.map,
+             "an index map (per_element, per_batch(DIM) or per_column)"))
+    return false;
+  if (o.map != IndexMap::PerBatch)
+    return true;
+  if (!punct("("))
+    return false;
+  Token at = tok;
+  std::string dim;
+  if (!ident(dim, "the rows-per-batch dim"))
+    return false;
+  auto it = dimIndex.find(dim);
+  if (it == dimIndex.end())
+    return failAt(at, "expected a declared dim, found '" + dim +
+                          "' (declare it first: dim " + dim + ")");
+  o.batchDim = it->second;
+  return punct(")");
+}
+
+/// [align N]
+bool Parser::alignment(OperandDecl &o) {
+  if (!isKeyword("align"))
+    return true;
+  bump();
+  int64_t align;
+  if (!integer(align, "an alignment in elements", 1, INT32_MAX))
+    return false;
+  o.guardAlignElems = int(align);
+  return true;
+}
+
+/// A name declared in the header: its index in `names`.
+bool Parser::declared(const llvm::StringMap<int> &names, llvm::StringRef what,
+                      int &index) {
+  Token at = tok;
+  std::string name;
+  if (!ident(name, "a " + what.str() + " name"))
+    return false;
+  auto it = names.find(name);
+  if (it == names.end())
+    return failAt(at, "expected a declared " + what + ", found '" + name +
+                          "'");
+  index = it->second;
+  return true;
+}
+
+bool Parser::identList(std::vector<std::string> &out, llvm::StringRef what) {
+  if (!punct("("))
+    return false;
+  while (!isPunct(")")) {
+    if (!out.empty() && !punct(","))
+      return false;
+    out.emplace_back();
+    if (!ident(out.back(), what))
+      return false;
+  }
+  bump();
+  return true;
+}
+
+bool Parser::value(const Scope &scope, Expr &out) {
+  if (tok.kind != Token::Value)
+    return expected("a value (%name)");
+  auto it = scope.find(tok.text.drop_front());
+  if (it == scope.end())
+    return failAt(tok, "expected a value defined above, found " +
+                           describe(tok));
+  out = it->second;
+  bump();
+  return true;
+}
+
+bool Parser::remember(const Token &at, Scope &scope, llvm::StringRef name,
+                      const Expr &e) {
+  int d = 0;
+  for (const Expr &a : e->args)
+    d = std::max(d, depth.lookup(a.get()));
+  if (d + 1 > kMaxDepth)
+    return failAt(at, llvm::formatv("expression deeper than {0} nodes",
+                                    kMaxDepth));
+  depth[e.get()] = d + 1;
+  nodeNames.try_emplace(e.get(),
+                        llvm::formatv("{0} at {1}:{2}", at.text, at.line,
+                                      at.col));
+  if (!scope.try_emplace(name, e).second)
+    return failAt(at, "expected a new value name, found " + describe(at) +
+                          " (defined above)");
+  return true;
+}
+
+// ---- Header and declarations ----------------------------------------------
+
+bool Parser::header() {
+  if (!keyword("bitfold") || !punct(".") || !keyword("row_program") ||
+      !ident(def.name, "the program name"))
+    return false;
+  if (isKeyword(kKernelFormatVersion)) {
+    bump();
+  } else if (tok.kind == Token::Ident && tok.text.starts_with("v")) {
+    return failAt(tok, "expected format version " + kKernelFormatVersion +
+                           " (the version this build reads), found " +
+                           describe(tok));
+  } else {
+    return expected("the format version " + kKernelFormatVersion);
+  }
+  int64_t groups, multiple, zero, lo, hi;
+  if (!keyword("groups") || !integer(groups, "a group count", 0, INT32_MAX))
+    return false;
+  def.groups = int(groups);
+  if (!keyword("guard") || !keyword("cols") || !punct("%") ||
+      !integer(multiple, "a column multiple", 0, INT64_MAX) || !punct("==") ||
+      !integer(zero, "0", 0, 0) || !punct(",") ||
+      !integer(lo, "the least column count", 0, INT64_MAX) || !punct("<=") ||
+      !keyword("cols") || !punct("<=") ||
+      !integer(hi, "the largest column count", 0, INT64_MAX))
+    return false;
+  def.colsMultipleOf = multiple;
+  def.minCols = lo;
+  def.maxCols = hi;
+  return true;
+}
+
+bool Parser::declarations() {
+  while (!isKeyword("body")) {
+    if (isKeyword("dim")) {
+      bump();
+      std::string name;
+      if (!ident(name, "a dim name"))
+        return false;
+      dimIndex.try_emplace(name, int(def.dims.size()));
+      def.dims.push_back(name);
+    } else if (isKeyword("input")) {
+      if (!input())
+        return false;
+    } else if (isKeyword("scalar")) {
+      if (!scalar())
+        return false;
+    } else {
+      return expected("'dim', 'input', 'scalar' or 'body'");
+    }
+  }
+  bump();
+  return punct(":");
+}
+
+bool Parser::input() {
+  bump();
+  OperandDecl o;
+  if (!ident(o.name, "an input name") || !punct(":") || !dtype(o.dtype) ||
+      !layout(o.layout) || !indexMap(o) || !alignment(o))
+    return false;
+  inputIndex.try_emplace(o.name, int(def.operands.size()));
+  def.operands.push_back(std::move(o));
+  return true;
+}
+
+bool Parser::scalar() {
+  bump();
+  ScalarDecl s;
+  if (!ident(s.name, "a scalar name") || !punct(":") || !dtype(s.dtype))
+    return false;
+  if (isKeyword("default")) {
+    bump();
+    uint32_t bits;
+    if (!floatBits(bits, "a default value"))
+      return false;
+    s.defaultValue = std::bit_cast<float>(bits);
+  }
+  scalarIndex.try_emplace(s.name, int(def.scalars.size()));
+  def.scalars.push_back(std::move(s));
+  return true;
+}
+
+// ---- Body ------------------------------------------------------------------
+
+bool Parser::body() {
+  while (tok.kind != Token::End) {
+    bool ok;
+    if (tok.kind == Token::Value)
+      ok = nodeDefinition(mainScope);
+    else if (isKeyword("fold"))
+      ok = fold();
+    else if (isKeyword("output"))
+      ok = output();
+    else
+      ok = expected("a value definition (%name = ...), 'fold' or 'output'");
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+/// %name = op operands : type
+bool Parser::nodeDefinition(Scope &scope) {
+  Token nameTok = tok;
+  bump();
+  if (!punct("="))
+    return false;
+  Token opTok = tok;
+  std::optional<Op> op;
+  if (tok.kind == Token::Ident)
+    op = opFromName(tok.text);
+  if (!op)
+    return expected("an op name");
+  bump();
+  Expr e;
+  if (!operation(*op, opTok, scope, e) || !punct(":"))
+    return false;
+  Token typeTok = tok;
+  DType t;
+  if (!dtype(t))
+    return false;
+  if (t != e.dtype())
+    return failAt(typeTok, llvm::formatv("expected type {0} (the type of "
+                                         "this {1}), found {2}",
+                                         dtypeName(e.dtype()), opTok.text,
+                                         dtypeName(t)));
+  return remember(nameTok, scope, nameTok.text.drop_front(), e);
+}
+
+bool Parser::operation(Op op, const Token &opTok, const Scope &scope,
+                       Expr &out) {
+  Token at = tok;
+  switch (opInfo(op).types) {
+  case TypeRule::Leaf:
+    return leaf(op, opTok, out);
+  case TypeRule::Round: {
+    DType to;
+    if (!keyword("to") || !dtype(to))
+      return false;
+    if (to != DType::BF16 && to != DType::F16)
+      return failAt(at, "expected bf16 or f16 after 'round to', found " +
+                            dtypeName(to).str());
+    at = tok;
+    if (!value(scope, out))
+      return false;
+    if (out.dtype() != DType::F32)
+      return failAt(at, "expected an f32 operand, found " +
+                            dtypeName(out.dtype()).str());
+    out = round(to, out);
+    return true;
+  }
+  case TypeRule::Extend:
+    if (!value(scope, out))
+      return false;
+    if (out.dtype() != DType::BF16 && out.dtype() != DType::F16)
+      return failAt(at, "expected a bf16 or f16 operand, found " +
+                            dtypeName(out.dtype()).str());
+    out = out.to_f32();
+    return true;
+  default:
+    return computed(op, opTok, scope, out);
+  }
+}
+
+/// Operands of a computing op, each already of the type its rule wants:
+/// numbers f32 (write extend), predicates i1.
+bool Parser::computed(Op op, const Token &opTok, const Scope &scope,
+                      Expr &out) {
+  const OpInfo &info = opInfo(op);
+  std::vector<Expr> args;
+  for (int i = 0; i < info.arity; ++i) {
+    if (i && !punct(","))
+      return false;
+    Token at = tok;
+    args.emplace_back();
+    if (!value(scope, args.back()))
+      return false;
+    DType t = args.back().dtype();
+    bool predicate = info.types == TypeRule::Logic ||
+                     (info.types == TypeRule::Select && i == 0);
+    if (predicate && t != DType::I1)
+      return failAt(at, llvm::formatv("expected an i1 operand of {0}, found "
+                                      "{1}",
+                                      info.name, dtypeName(t)));
+    if (!predicate && t != DType::F32)
+      return failAt(at, llvm::formatv(
+                            "expected an f32 operand of {0}, found {1}{2}",
+                            info.name, dtypeName(t),
+                            t == DType::I1 ? " (use select)"
+                                           : " (widen it with extend)"));
+  }
+  out = makeOp(op, std::move(args));
+  if (out->op == Op::Invalid)
+    return failAt(opTok, out->message);
+  return true;
+}
+
+bool Parser::leaf(Op op, const Token &opTok, Expr &out) {
+  Token at = tok;
+  std::string name;
+  switch (op) {
+  case Op::Const: {
+    uint32_t bits;
+    if (!floatBits(bits, "a constant"))
+      return false;
+    out = leafNode(Op::Const, DType::F32, -1);
+    const_cast<ExprNode *>(out.get())->bits = bits;
+    return true;
+  }
+  case Op::Scalar: {
+    int index;
+    if (!declared(scalarIndex, "scalar", index))
+      return false;
+    out = leafNode(Op::Scalar, DType::F32, index);
+    return true;
+  }
+  case Op::Dim: {
+    if (!ident(name, "a dim (cols, rows or a declared dim)"))
+      return false;
+    auto it = dimIndex.find(name);
+    int index = name == "cols" ? -1 : name == "rows" ? -2
+                : it != dimIndex.end() ? it->second : -3;
+    if (index == -3)
+      return failAt(at, "expected cols, rows or a declared dim, found '" +
+                            name + "'");
+    out = leafNode(Op::Dim, DType::F32, index);
+    return true;
+  }
+  case Op::Load: {
+    int index;
+    if (!declared(inputIndex, "input", index))
+      return false;
+    out = leafNode(Op::Load, def.operands[index].dtype, index);
+    return true;
+  }
+  case Op::FoldValue:
+    return foldValue(out);
+  case Op::Placeholder: {
+    int64_t index;
+    if (!integer(index, "an argument index", 0, kMaxPlaceholder))
+      return false;
+    out = leafNode(Op::Placeholder, DType::F32, int(index));
+    return true;
+  }
+  default:
+    return failAt(opTok, "expected an op name, found 'invalid' (an invalid "
+                         "node records a builder error; it cannot be "
+                         "written)");
+  }
+}
+
+/// fold_value FOLD.RESULT; the node's argument is the fold's input.
+bool Parser::foldValue(Expr &out) {
+  Token at = tok;
+  int64_t index;
+  std::string result;
+  if (!integer(index, "a fold index", 0, kMaxFolds) || !punct(".") ||
+      !ident(result, "a result name"))
+    return false;
+  auto it = folds.find(index);
+  if (it == folds.end())
+    return failAt(at, llvm::formatv("expected a fold declared above, found "
+                                    "fold {0}",
+                                    index));
+  const FoldDecl &f = it->second.second;
+  llvm::ArrayRef<std::string> results = f.combiner->resultNames();
+  auto r = std::find(results.begin(), results.end(), result);
+  if (r == results.end())
+    return failAt(at, llvm::formatv("expected a result of combiner '{0}', "
+                                    "found '{1}'",
+                                    f.combiner->name(), result));
+  int field = int(r - results.begin());
+  Expr &known = foldValues[{int(index), field}];
+  if (!known.get()) {
+    known = leafNode(Op::FoldValue, DType::F32, int(index));
+    const_cast<ExprNode *>(known.get())->field = field;
+    const_cast<ExprNode *>(known.get())->args.push_back(f.input);
+  }
+  out = known;
+  return true;
+}
+
+// ---- Folds -----------------------------------------------------------------
+
+/// fold K of %v order NAME threads T vector V stages [...] combiner ...
+bool Parser::fold() {
+  Token foldTok = tok;
+  bump();
+  int64_t index, threads, vector;
+  FoldDecl f;
+  Token at = tok;
+  if (!integer(index, "a fold index", 0, kMaxFolds - 1))
+    return false;
+  if (folds.count(index))
+    return failAt(at, llvm::formatv("expected a new fold index, found fold "
+                                    "{0} (declared above)",
+                                    index));
+  if (!keyword("of") || !value(mainScope, f.input) || !keyword("order") ||
+      !ident(f.order.name, "an order name") || !keyword("threads") ||
+      !integer(threads, "a thread count", 0, INT32_MAX) ||
+      !keyword("vector") ||
+      !integer(vector, "a vector width", 0, INT32_MAX) || !stages(f.order) ||
+      !combiner(f.combiner))
+    return false;
+  f.order.threads = int(threads);
+  f.order.vector = int(vector);
+  folds.emplace(index, std::make_pair(foldTok, std::move(f)));
+  return true;
+}
+
+bool Parser::stages(FoldOrder &o) {
+  if (!keyword("stages") || !punct("["))
+    return false;
+  while (!isPunct("]")) {
+    if (!o.stages.empty() && !punct(","))
+      return false;
+    TreeStage s{};
+    if (!oneOf({TreeStage::ShuffleDown, TreeStage::ButterflyXor,
+                TreeStage::CrossWarp},
+               stageKindName, s.kind,
+               "a stage kind (shfl_down, bfly_xor or cross_warp)"))
+      return false;
+    int64_t offset;
+    if (!integer(offset, "a stage offset", 0, INT32_MAX))
+      return false;
+    s.offset = int(offset);
+    o.stages.push_back(s);
+  }
+  bump();
+  return true;
+}
+
+/// combiner NAME (fields) empty (values) results (names) push: ...
+/// combine: ... finish: ...
+bool Parser::combiner(std::shared_ptr<const Combiner> &out) {
+  std::string name;
+  std::vector<std::string> fields, results;
+  std::vector<float> empty;
+  if (!keyword("combiner") || !ident(name, "a combiner name") ||
+      !identList(fields, "a field name") || !keyword("empty") || !punct("("))
+    return false;
+  while (!isPunct(")")) {
+    uint32_t bits;
+    if ((!empty.empty() && !punct(",")) || !floatBits(bits, "a value"))
+      return false;
+    empty.push_back(std::bit_cast<float>(bits));
+  }
+  bump();
+  Token at = tok;
+  if (!keyword("results") || !identList(results, "a result name"))
+    return false;
+  if (results.empty() && !fields.empty())
+    return failAt(at, "expected at least one result name, found none");
+  State push, combine, finish;
+  if (!function("push", push) || !function("combine", combine) ||
+      !function("finish", finish))
+    return false;
+  out = std::make_shared<Combiner>(
+      name, fields, empty, [&](const State &, const Expr &) { return push; },
+      [&](const State &, const State &) { return combine; }, results,
+      [&](const State &) { return finish; });
+  return true;
+}
+
+/// NAME: definitions... return %a, %b
+bool Parser::function(llvm::StringRef name, State &out) {
+  if (!keyword(name) || !punct(":"))
+    return false;
+  Scope scope;
+  while (!isKeyword("return")) {
+    if (tok.kind != Token::Value)
+      return expected("a value definition (%name = ...) or 'return'");
+    if (!nodeDefinition(scope))
+      return false;
+  }
+  bump();
+  if (tok.kind != Token::Value)
+    return true; // a state without fields
+  while (true) {
+    out.fields.emplace_back();
+    if (!value(scope, out.fields.back()))
+      return false;
+    if (!isPunct(","))
+      return true;
+    bump();
+  }
+}
+
+// ---- Outputs and the whole program ----------------------------------------
+
+/// output NAME : DTYPE LAYOUT [align N] = %v
+bool Parser::output() {
+  bump();
+  OperandDecl o;
+  o.isOutput = true;
+  o.map = IndexMap::PerElement;
+  if (!ident(o.name, "an output name") || !punct(":") || !dtype(o.dtype) ||
+      !layout(o.layout) || !alignment(o) || !punct("=") ||
+      !value(mainScope, o.value))
+    return false;
+  def.operands.push_back(std::move(o));
+  return true;
+}
+
+/// Folds may be written in any order (the canonical text writes each one
+/// where its value is first used) but are numbered 0, 1, ... without gaps.
+bool Parser::collectFolds() {
+  int64_t next = 0;
+  for (auto &[index, entry] : folds) {
+    if (index != next)
+      return failAt(entry.first, llvm::formatv("expected fold {0} (folds are "
+                                               "numbered 0, 1, ... without "
+                                               "gaps), found fold {1}",
+                                               next, index));
+    def.folds.push_back(std::move(entry.second));
+    ++next;
+  }
+  return true;
+}
+
+llvm::Expected<std::shared_ptr<const KernelDef>> Parser::run() {
+  if (!header() || !declarations() || !body() || !collectFolds())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+  auto frozen = freeze(std::move(def), {}, [&](const ExprNode &n) {
+    auto it = nodeNames.find(&n);
+    return it == nodeNames.end() ? std::string("a node") : it->second;
+  });
+  if (!frozen && !source.empty())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        source + ": " + llvm::toString(frozen.takeError()));
+  return frozen;
+}
+
+} // namespace
+
+llvm::Expected<std::shared_ptr<const KernelDef>>
+bitfold::dsl::parseKernel(llvm::StringRef text, llvm::StringRef sourceName) {
+  return Parser(text, sourceName).run();
+}
