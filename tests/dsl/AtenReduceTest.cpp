@@ -1,0 +1,321 @@
+//===- tests/dsl/AtenReduceTest.cpp - aten's reduction order as a fold ----===//
+//
+// folds::aten_reduce, run by the interpreter, against (1) a literal
+// thread-by-thread transcription of Reduce.cuh written here, over every
+// C in 1..1100 and the split paths, and (2) accumulators of the numpy
+// emulator that matched torch 2.11 on the H200 bit for bit in 11448 cases
+// (bench/results/2026-12-01-aten-reduce-probe.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsl/Folds.h"
+#include "dsl/Interp.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+
+using namespace bitfold;
+using namespace bitfold::dsl;
+using folds::AtenReduceKernel;
+
+namespace {
+
+/// A program whose output (every column of row r) is the fold's raw state.
+std::shared_ptr<const KernelDef> accumulatorProgram(const FoldOrder &order,
+                                                    bool norm) {
+  RowProgram p("aten_reduce_probe");
+  Expr x = p.input("x", DType::F32, Layout::RowMajor).row();
+  State s = p.fold(x, order, norm ? folds::norm_two_aten() : folds::sum());
+  p.output("y", DType::F32, Layout::RowMajor, s[0]);
+  llvm::Expected<std::shared_ptr<const KernelDef>> def = p.build();
+  if (!def) {
+    ADD_FAILURE() << llvm::toString(def.takeError());
+    return nullptr;
+  }
+  return *def;
+}
+
+/// The fold's state for each of the rows of x (rows x cols, packed).
+std::vector<float> interpretRows(const FoldOrder &order, bool norm,
+                                 std::vector<float> x, int64_t rows,
+                                 int64_t cols) {
+  auto def = accumulatorProgram(order, norm);
+  if (!def)
+    return {};
+  std::vector<float> y(size_t(rows * cols));
+  Binding b;
+  b.cols = cols;
+  b.groupRows = {rows};
+  b.tensors = {{HostTensor{DType::F32, x.data(), rows, cols},
+                HostTensor{DType::F32, y.data(), rows, cols}}};
+  if (llvm::Error e = interpret(*def, b)) {
+    ADD_FAILURE() << llvm::toString(std::move(e));
+    return {};
+  }
+  std::vector<float> out(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    out[r] = y[r * cols];
+  return out;
+}
+
+/// Reduce.cuh for one row, thread by thread (ReduceOp::run with
+/// thread_reduce_impl or input_vectorized_thread_reduce_impl,
+/// block_x_reduce, block_y_reduce, global_reduce); `rowIndex * cols` is the
+/// row's element offset in a vector-aligned buffer.
+float transcribedAten(const float *row, int64_t cols, int64_t rows,
+                      int64_t rowIndex, AtenReduceKernel k, bool norm) {
+  folds::AtenReduceConfig cfg = folds::aten_reduce_config(cols, rows, k);
+  const int bw = cfg.blockWidth, bh = cfg.blockHeight, G = cfg.ctas;
+  const int64_t stride = int64_t(bw) * bh * G; // config.step_input
+  auto reduce = [&](float acc, float v) {
+    return norm ? std::fma(v, v, acc) : acc + v;
+  };
+  std::vector<float> value(size_t(stride), 0.0f);
+  for (int64_t tid = 0; tid < stride; ++tid) {
+    const int x = int(tid % bw);
+    const bool reduceTail = tid < bw; // threadIdx.y == 0 and blockIdx.y == 0
+    float vl[16] = {};
+    if (!cfg.vectorized) {
+      int64_t idx = tid;
+      const int vt0 = k.vt0;
+      while (idx + (vt0 - 1) * stride < cols) {
+        for (int i = 0; i < vt0; ++i)
+          vl[i] = reduce(vl[i], row[idx + i * stride]);
+        idx += stride * vt0;
+      }
+      for (int i = 0; i < vt0 && idx < cols; ++i, idx += stride)
+        vl[i] = reduce(vl[i], row[idx]);
+      for (int i = 1; i < vt0; ++i)
+        vl[0] = vl[0] + vl[i];
+    } else {
+      const int V = k.inputVecSize;
+      const float *data = row;
+      int64_t end = cols;
+      int shift = int((rowIndex % V) * (cols % V) % V);
+      if (shift > 0) {
+        data -= shift;
+        end += shift;
+        if (x >= shift && x < V && reduceTail)
+          vl[0] = reduce(vl[0], data[x]);
+        end -= V;
+        data += V;
+      }
+      for (int64_t idx = tid; idx * V + V - 1 < end; idx += stride)
+        for (int i = 0; i < V; ++i)
+          vl[i] = reduce(vl[i], data[idx * V + i]);
+      int64_t tail = end - end % V + x;
+      if (reduceTail && tail < end)
+        vl[0] = reduce(vl[0], data[tail]);
+      for (int i = 1; i < V; ++i)
+        vl[0] = vl[0] + vl[i];
+    }
+    value[tid] = vl[0];
+  }
+  // block_x_reduce then block_y_reduce in each CTA: every lane reads the
+  // values of the stage before (shuffles and __syncthreads are
+  // simultaneous), lanes past the block read nothing.
+  auto xStages = [&](float *v) {
+    for (int o = bw / 2; o >= 1; o /= 2) {
+      std::vector<float> old(v, v + bw * bh);
+      for (int t = 0; t < bw * bh; ++t)
+        if (t % bw + o < bw)
+          v[t] = old[t] + old[t + o];
+    }
+  };
+  auto yStages = [&](float *v) {
+    for (int o = bh / 2; o >= 1; o /= 2)
+      for (int y = 0; y < o; ++y)
+        for (int xx = 0; xx < bw; ++xx)
+          v[y * bw + xx] = v[y * bw + xx] + v[(y + o) * bw + xx];
+  };
+  for (int c = 0; c < G; ++c) {
+    xStages(&value[size_t(c) * bw * bh]);
+    yStages(&value[size_t(c) * bw * bh]);
+  }
+  if (G == 1)
+    return value[0];
+  std::vector<float> last(size_t(bw) * bh, 0.0f);
+  for (int t = 0; t < bw * bh; ++t)
+    for (int c = t; c < G; c += bw * bh)
+      last[t] = last[t] + value[size_t(c) * bw * bh];
+  yStages(last.data());
+  xStages(last.data());
+  return last[0];
+}
+
+/// Inputs spanning 2^-8..2^8 with both signs: sums depend on their order.
+std::vector<float> wideInput(int64_t rows, int64_t cols, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::uniform_int_distribution<int> e(-8, 7);
+  std::vector<float> x(size_t(rows * cols));
+  for (float &v : x)
+    v = std::ldexp(n(gen), e(gen));
+  return x;
+}
+
+void expectMatchesTranscription(int64_t cols, int64_t rows, int64_t bound,
+                                AtenReduceKernel k, bool norm, unsigned seed) {
+  FoldOrder order = folds::aten_reduce(cols, rows, k);
+  std::vector<float> x = wideInput(bound, cols, seed);
+  std::vector<float> got = interpretRows(order, norm, x, bound, cols);
+  ASSERT_EQ(got.size(), size_t(bound));
+  for (int64_t r = 0; r < bound; ++r) {
+    float want = transcribedAten(&x[r * cols], cols, rows, r, k, norm);
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[r]), std::bit_cast<uint32_t>(want))
+        << (norm ? "norm" : "sum") << " shape (" << rows << ", " << cols
+        << ") seed " << seed << " vt0 " << k.vt0 << " vec " << k.inputVecSize
+        << " order " << order.name << ": first differing row " << r;
+  }
+}
+
+TEST(AtenReduce, EveryWidthUpTo1100MatchesTheTranscription) {
+  for (int64_t C = 1; C <= 1100; ++C) {
+    expectMatchesTranscription(C, 37, 3, {4, 8}, false, unsigned(C));
+    if (C % 3 == 0)
+      expectMatchesTranscription(C, 5, 5, {4, 4}, true, unsigned(C) + 1);
+    if (::testing::Test::HasFatalFailure())
+      return;
+  }
+}
+
+TEST(AtenReduce, SplitAcrossWarpsAndCtasMatchesTheTranscription) {
+  struct Case { int64_t cols, rows; };
+  for (Case c : {Case{131072, 1}, Case{262147, 1}, Case{65536, 4},
+                 Case{100000, 16}, Case{200000, 2}, Case{8192, 1}})
+    for (bool norm : {false, true}) {
+      folds::AtenReduceConfig cfg =
+          folds::aten_reduce_config(c.cols, c.rows, {4, 8});
+      SCOPED_TRACE(llvm::formatv("cols {0} rows {1}: block {2}x{3}, {4} ctas",
+                                 c.cols, c.rows, cfg.blockWidth,
+                                 cfg.blockHeight, cfg.ctas)
+                       .str());
+      expectMatchesTranscription(c.cols, c.rows, std::min<int64_t>(c.rows, 2),
+                                 {4, 8}, norm, unsigned(c.cols));
+    }
+}
+
+TEST(AtenReduce, ConfigTakesEachBranchWhereTorchDoes) {
+  // Wan VAE norm (C = 96 over 1.6M pixels): strided path, one warp per row.
+  folds::AtenReduceConfig wan = folds::aten_reduce_config(96, 1597440, {4, 4});
+  EXPECT_FALSE(wan.vectorized);
+  EXPECT_EQ(wan.blockWidth, 32);
+  EXPECT_EQ(wan.ctas, 1);
+  // HF RMSNorm mean over 4096 bf16 values: vectorized, 32 lanes per row.
+  folds::AtenReduceConfig hf = folds::aten_reduce_config(4096, 4096, {4, 8});
+  EXPECT_TRUE(hf.vectorized);
+  EXPECT_EQ(hf.blockWidth, 32);
+  EXPECT_EQ(hf.blockHeight, 1);
+  // One long row: 512 lanes, split over 16 CTAs on 132 SMs.
+  folds::AtenReduceConfig one = folds::aten_reduce_config(131072, 1, {4, 8});
+  EXPECT_EQ(one.blockWidth, 512);
+  EXPECT_EQ(one.ctas, 16);
+  // C in [64, 128) with few rows takes 64 lanes, with many rows 32.
+  EXPECT_EQ(folds::aten_reduce_config(100, 1, {4, 4}).blockWidth, 64);
+  EXPECT_EQ(folds::aten_reduce_config(100, 20, {4, 4}).blockWidth, 32);
+}
+
+/// x[r][c] of the anchor cases; the same formula as the generator in
+/// bench/experiments (all values exact in bf16).
+float anchorValue(int64_t r, int64_t c) {
+  uint32_t h = uint32_t(uint64_t(r * 7919 + c * 104729 + 12345) * 2654435761u);
+  int m = int((h >> 8) % 255) - 127;
+  int e = int((h >> 20) % 13) - 6;
+  return std::ldexp(float(m), e - 7);
+}
+
+TEST(AtenReduce, MatchesTheEmulatorThatMatchedTorchOnTheH200) {
+  struct Anchor {
+    const char *op;
+    int vt0, vec;
+    int64_t cols, rows;
+    bool scaled; ///< inputs times (1 + 2^-10 + 2^-20): fma matters.
+    std::vector<uint32_t> bits;
+  };
+  // Accumulators (before sqrt / the mean's factor) from
+  // bench/experiments/aten_reduce_emu.py for the first rows.
+  const std::vector<Anchor> anchors = {
+      {"sum", 4, 8, 1001, 37, false, {0x42ce3c70, 0xc2795fe0, 0x4345fd50, 0xc31d53f0, 0xc31a7d90, 0x42162320}},
+      {"norm", 4, 4, 96, 1597440, false, {0x46666509, 0x463c4664, 0x4656a210, 0x4664fe1c, 0x4639dee3, 0x4626be6e, 0x467834eb, 0x46590afa}},
+      {"norm", 4, 4, 4096, 4096, true, {0x490cf6f7, 0x4910b45b, 0x49070eaa}},
+      {"sum", 4, 4, 131072, 1, false, {0xc45474f2}},
+      {"sum", 4, 8, 262147, 1, false, {0xc2f09c20}},
+      {"norm", 4, 4, 100, 1, false, {0x4667a478}},
+      {"sum", 4, 8, 130, 9, false, {0x42b19510, 0x42690d20, 0x4249e4a0, 0x41f6ee00, 0x42de9d00, 0x429accc0, 0xc1a8e780, 0x41677a00, 0xc2aa76a0}},
+      {"norm", 4, 4, 1048576, 1, false, {0x4d0adc5f}},
+      {"sum", 4, 8, 5120, 8192, false, {0xc335c148, 0x43651dc8}},
+  };
+  for (const Anchor &a : anchors) {
+    const int64_t n = int64_t(a.bits.size());
+    std::vector<float> x(size_t(n * a.cols));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < a.cols; ++c)
+        x[r * a.cols + c] =
+            anchorValue(r, c) * (a.scaled ? 1.0f + 0x1p-10f + 0x1p-20f : 1.0f);
+    bool norm = std::string(a.op) == "norm";
+    FoldOrder order = folds::aten_reduce(a.cols, a.rows, {a.vt0, a.vec});
+    std::vector<float> got = interpretRows(order, norm, x, n, a.cols);
+    ASSERT_EQ(got.size(), size_t(n));
+    for (int64_t r = 0; r < n; ++r)
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[r]), a.bits[r])
+          << a.op << " shape (" << a.rows << ", " << a.cols << ") row " << r
+          << " order " << order.name;
+  }
+}
+
+FoldOrder orderWith(void (*edit)(FoldOrder &)) {
+  FoldOrder o = folds::aten_reduce(4096, 4096, {4, 8});
+  edit(o);
+  return o;
+}
+
+std::string verifierMessage(const FoldOrder &o) {
+  RowProgram p("bad_order");
+  Expr x = p.input("x", DType::F32, Layout::RowMajor).row();
+  State s = p.fold(x, o, folds::sum());
+  p.output("y", DType::F32, Layout::RowMajor, s[0]);
+  llvm::Expected<std::shared_ptr<const KernelDef>> def = p.build();
+  if (def)
+    return "";
+  return llvm::toString(def.takeError());
+}
+
+TEST(AtenReduce, VerifierRejectsMalformedExtensions) {
+  EXPECT_EQ(verifierMessage(folds::aten_reduce(4096, 4096, {4, 8})), "");
+  EXPECT_EQ(verifierMessage(folds::aten_reduce(1 << 20, 1, {4, 8})), "");
+  EXPECT_NE(verifierMessage(orderWith([](FoldOrder &o) { o.accumulators = 3; }))
+                .find("needs 8 accumulators, found 3"),
+            std::string::npos);
+  EXPECT_NE(verifierMessage(orderWith([](FoldOrder &o) {
+              o.finalStages = o.stages;
+            })).find("final stages merge the gather of several groups"),
+            std::string::npos);
+  EXPECT_NE(verifierMessage(orderWith([](FoldOrder &o) {
+              o.ctas = 4;
+              o.finalStages = {o.stages.begin(), o.stages.end() - 1};
+            })).find("the final stages merge lanes"),
+            std::string::npos);
+  EXPECT_NE(verifierMessage(orderWith([](FoldOrder &o) { o.accumulators = 0; }))
+                .find("accumulators per lane must be 1..64"),
+            std::string::npos);
+}
+
+TEST(AtenReduce, PlainOrdersKeepTheirCanonicalText) {
+  FoldOrder plain = folds::serial();
+  EXPECT_TRUE(plain.isPlain());
+  EXPECT_FALSE(folds::aten_reduce(4096, 4096, {4, 8}).isPlain());
+  RowProgram p("plain");
+  Expr x = p.input("x", DType::F32, Layout::RowMajor).row();
+  State s = p.fold(x, plain, folds::sum());
+  p.output("y", DType::F32, Layout::RowMajor, s[0]);
+  auto def = p.build();
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  EXPECT_EQ((*def)->canonicalText.find("accumulators"), std::string::npos);
+}
+
+} // namespace
