@@ -10,6 +10,7 @@
 
 #include "dsl/Folds.h"
 #include "dsl/Interp.h"
+#include "templates/AtenNorms.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -215,6 +216,14 @@ TEST(AtenReduce, ConfigTakesEachBranchWhereTorchDoes) {
   folds::AtenReduceConfig one = folds::aten_reduce_config(131072, 1, {4, 8});
   EXPECT_EQ(one.blockWidth, 512);
   EXPECT_EQ(one.ctas, 16);
+  // Launch parameters the probe confirmed (vt0, input_vec_size).
+  for (DType t : {DType::BF16, DType::F16, DType::F32}) {
+    bool narrow = t != DType::F32;
+    EXPECT_EQ(folds::aten_sum_kernel(t).vt0, 4);
+    EXPECT_EQ(folds::aten_sum_kernel(t).inputVecSize, narrow ? 8 : 4);
+    EXPECT_EQ(folds::aten_norm_kernel(t).vt0, 4);
+    EXPECT_EQ(folds::aten_norm_kernel(t).inputVecSize, 4);
+  }
   // C in [64, 128) with few rows takes 64 lanes, with many rows 32.
   EXPECT_EQ(folds::aten_reduce_config(100, 1, {4, 4}).blockWidth, 64);
   EXPECT_EQ(folds::aten_reduce_config(100, 20, {4, 4}).blockWidth, 32);
@@ -316,6 +325,176 @@ TEST(AtenReduce, PlainOrdersKeepTheirCanonicalText) {
   auto def = p.build();
   ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
   EXPECT_EQ((*def)->canonicalText.find("accumulators"), std::string::npos);
+}
+
+// ---- The norm templates (templates/AtenNorms.h) vs their eager chains. ----
+
+/// 16-bit or f32 storage for a host tensor, filled from f32 values.
+struct Storage {
+  DType dtype;
+  std::vector<uint16_t> half;
+  std::vector<float> full;
+  Storage(DType t, const std::vector<float> &v) : dtype(t) {
+    if (t == DType::F32) {
+      full = v;
+      return;
+    }
+    for (float f : v)
+      half.push_back(t == DType::BF16 ? floatToBf16Bits(f) : floatToHalfBits(f));
+  }
+  Storage(DType t, size_t n) : Storage(t, std::vector<float>(n, 0.0f)) {}
+  void *data() {
+    return dtype == DType::F32 ? static_cast<void *>(full.data()) : half.data();
+  }
+  float at(size_t i) const {
+    if (dtype == DType::F32)
+      return full[i];
+    return dtype == DType::BF16 ? bf16BitsToFloat(half[i]) : halfBitsToFloat(half[i]);
+  }
+  HostTensor tensor(int64_t rows, int64_t cols) {
+    return HostTensor{dtype, data(), rows, cols};
+  }
+};
+
+float rnd(DType t, float v) { return roundTo(t, v); }
+
+float siluRef(float v) {
+  return v / (1.0f + expLibdevice(-v, correctlyRoundedApprox()));
+}
+
+float rsqrtCudaRef(float v) {
+  const ApproxUnit &a = correctlyRoundedApprox();
+  if (std::fabs(v) < 0x1p-126f)
+    return a.rsqrtApproxFtz(v * 0x1p24f) * 0x1p12f;
+  return a.rsqrtApproxFtz(v);
+}
+
+/// Wide values rounded to `t`, with zero rows (the clamp) and signed zeros.
+std::vector<float> normInput(DType t, int64_t rows, int64_t cols, unsigned seed) {
+  std::vector<float> x = wideInput(rows, cols, seed);
+  for (float &v : x)
+    v = rnd(t, t == DType::F16 ? std::ldexp(v, -4) : v);
+  for (int64_t c = 0; c < cols; ++c) {
+    x[2 * cols + c] = 0.0f;                      // row 2: all zeros
+    x[3 * cols + c] = c % 2 ? -0.0f : x[3 * cols + c];
+  }
+  return x;
+}
+
+TEST(AtenNorms, WanRmsNormSiluMatchesTheEagerChains) {
+  using templates::WanNormForm;
+  struct Case { DType dt, gammaDt; WanNormForm form; bool bias, convBias; int64_t cols; };
+  const DType B = DType::BF16, H = DType::F16, F = DType::F32;
+  for (Case k : {Case{B, B, WanNormForm::NormInXDtype, false, false, 96},
+                 Case{B, B, WanNormForm::NormInXDtype, true, true, 192},
+                 Case{B, B, WanNormForm::NormInF32, false, false, 384},
+                 Case{B, F, WanNormForm::NormInXDtype, true, false, 96},
+                 Case{H, H, WanNormForm::NormInF32, true, true, 1001},
+                 Case{F, F, WanNormForm::NormInXDtype, false, false, 512},
+                 Case{B, B, WanNormForm::NormInXDtype, true, false, 1024}}) {
+    const int64_t R = 24, C = k.cols;
+    templates::WanRmsNormSiluOptions o;
+    o.dtype = k.dt, o.gammaDtype = k.gammaDt, o.form = k.form;
+    o.biasTensor = k.bias, o.convBias = k.convBias, o.cols = C, o.rows = 1597440;
+    auto def = templates::atenWanRmsNormSilu(o);
+    ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+    std::vector<float> xv = normInput(k.dt, R, C, unsigned(C));
+    std::vector<float> g = wideInput(1, C, 7), b = wideInput(1, C, 8),
+                       cb = wideInput(1, C, 9);
+    for (float &v : g) v = rnd(k.gammaDt, v);
+    for (float &v : b) v = rnd(k.gammaDt, v);
+    for (float &v : cb) v = rnd(k.dt, v);
+    Storage x(k.dt, xv), gs(k.gammaDt, g), bs(k.gammaDt, b), cbs(k.dt, cb),
+        y(k.gammaDt, size_t(R * C));
+    std::vector<HostTensor> ts = {x.tensor(R, C), gs.tensor(1, C)};
+    if (k.bias) ts.push_back(bs.tensor(1, C));
+    if (k.convBias) ts.push_back(cbs.tensor(1, C));
+    ts.push_back(y.tensor(R, C));
+    const float scale = float(std::sqrt(double(C)));
+    Binding bind;
+    bind.cols = C, bind.groupRows = {R}, bind.tensors = {ts}, bind.scalars = {scale};
+    ASSERT_FALSE(bool(interpret(**def, bind)));
+
+    const DType nd = k.form == WanNormForm::NormInF32 ? F : k.dt, od = k.gammaDt;
+    for (int64_t r = 0; r < R; ++r) {
+      std::vector<float> row(C);
+      for (int64_t c = 0; c < C; ++c)
+        row[c] = k.convBias ? rnd(k.dt, x.at(r * C + c) + cb[c]) : x.at(r * C + c);
+      float acc = transcribedAten(row.data(), C, 1597440, r, folds::aten_norm_kernel(nd), true);
+      float norm = rnd(nd, std::sqrt(acc));
+      float den = rnd(nd, std::max(norm, 1e-12f));
+      for (int64_t c = 0; c < C; ++c) {
+        float v = rnd(k.dt, row[c] / den);
+        v = rnd(k.dt, v * scale);
+        v = rnd(od, v * g[c]);
+        v = rnd(od, v + (k.bias ? b[c] : 0.0f));
+        float want = rnd(od, siluRef(v));
+        ASSERT_EQ(std::bit_cast<uint32_t>(y.at(r * C + c)), std::bit_cast<uint32_t>(want))
+            << "wan dtype " << dtypeName(k.dt).str() << " gamma " << dtypeName(od).str()
+            << " form " << int(k.form) << " bias " << k.bias << " conv bias " << k.convBias
+            << " shape (" << R << ", " << C << ") seed " << C << ": first differing (row "
+            << r << ", col " << c << ")";
+      }
+    }
+  }
+}
+
+TEST(AtenNorms, HfRmsNormMatchesTheEagerChain) {
+  struct Case { DType dt, wDt; bool residual, modulate; int64_t cols, rows; };
+  const DType B = DType::BF16, F = DType::F32;
+  for (Case k : {Case{B, B, false, false, 1024, 20}, Case{B, B, true, false, 2048, 17},
+                 Case{B, F, false, false, 3000, 16}, Case{B, B, true, true, 4096, 18},
+                 Case{DType::F16, DType::F16, false, true, 5120, 16},
+                 Case{B, B, false, false, 8192, 16}, Case{B, B, false, false, 100, 5}}) {
+    const int64_t R = k.rows, C = k.cols, S = 4;
+    templates::HfRmsNormOptions o;
+    o.dtype = k.dt, o.weightDtype = k.wDt, o.residual = k.residual;
+    o.modulate = k.modulate, o.cols = C, o.rows = R;
+    auto def = templates::hfRmsNorm(o);
+    ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+    std::vector<float> xv = normInput(k.dt, R, C, unsigned(C) + 3),
+                       res = normInput(k.dt, R, C, unsigned(C) + 4);
+    std::vector<float> w = wideInput(1, C, 5), sc = wideInput((R + S - 1) / S, C, 6),
+                       sh = wideInput((R + S - 1) / S, C, 7);
+    for (float &v : w) v = rnd(k.wDt, v);
+    for (float &v : sc) v = rnd(k.dt, std::ldexp(v, -6));
+    for (float &v : sh) v = rnd(k.dt, v);
+    Storage x(k.dt, xv), rs(k.dt, res), ws(k.wDt, w), scs(k.dt, sc), shs(k.dt, sh),
+        sum(k.dt, size_t(R * C)), y(k.wDt, size_t(R * C));
+    std::vector<HostTensor> ts = {x.tensor(R, C)};
+    if (k.residual) ts.push_back(rs.tensor(R, C)), ts.push_back(sum.tensor(R, C));
+    ts.push_back(ws.tensor(1, C));
+    if (k.modulate)
+      ts.push_back(scs.tensor((R + S - 1) / S, C)), ts.push_back(shs.tensor((R + S - 1) / S, C));
+    ts.push_back(y.tensor(R, C));
+    const float eps = 1e-6f;
+    Binding bind;
+    bind.cols = C, bind.groupRows = {R}, bind.tensors = {ts}, bind.scalars = {eps};
+    if (k.modulate) bind.dims = {S};
+    ASSERT_FALSE(bool(interpret(**def, bind)));
+
+    const float factor = float(R) / float(R * C);
+    for (int64_t r = 0; r < R; ++r) {
+      std::vector<float> h(C), sq(C);
+      for (int64_t c = 0; c < C; ++c) {
+        h[c] = k.residual ? rnd(k.dt, x.at(r * C + c) + rs.at(r * C + c)) : x.at(r * C + c);
+        sq[c] = h[c] * h[c];
+      }
+      float acc = transcribedAten(sq.data(), C, R, r, folds::aten_sum_kernel(F), false);
+      float rstd = rsqrtCudaRef(acc * factor + eps);
+      for (int64_t c = 0; c < C; ++c) {
+        float v = rnd(k.wDt, w[c] * rnd(k.dt, h[c] * rstd));
+        if (k.modulate)
+          v = rnd(k.wDt, rnd(k.wDt, v * rnd(k.dt, 1.0f + sc[(r / S) * C + c])) + sh[(r / S) * C + c]);
+        ASSERT_EQ(std::bit_cast<uint32_t>(y.at(r * C + c)), std::bit_cast<uint32_t>(v))
+            << "hf dtype " << dtypeName(k.dt).str() << " weight " << dtypeName(k.wDt).str()
+            << " residual " << k.residual << " modulate " << k.modulate << " shape (" << R
+            << ", " << C << "): first differing (row " << r << ", col " << c << ")";
+        if (k.residual)
+          ASSERT_EQ(sum.at(r * C + c), h[c]) << "residual sum, row " << r << " col " << c;
+      }
+    }
+  }
 }
 
 } // namespace
