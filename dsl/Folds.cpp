@@ -174,6 +174,13 @@ FoldOrder folds::aten_reduce(int64_t cols, int64_t rows,
     y.push_back(stageFor(off * c.blockWidth));
   o.stages = x;
   o.stages.insert(o.stages.end(), y.begin(), y.end());
+  // From 16 rows on, the block shape no longer depends on the row count
+  // unless the row is split across CTAs (docs/aten-reduce.md section 2).
+  if (rows >= 16 && c.ctas == 1 && cols <= 255 * 512) {
+    o.minRows = 16;
+  } else {
+    o.minRows = o.maxRows = rows;
+  }
   // global_reduce's last CTA runs block_y_reduce before block_x_reduce.
   if (o.ctas > 1) {
     o.finalStages = y;

@@ -51,7 +51,9 @@ AtenReduceConfig aten_reduce_config(int64_t cols, int64_t rows,
 /// aten's generic reduction order (Reduce.cuh, torch 2.11) for that shape:
 /// valid for every cols >= 1 and rows >= 1 whose input fits 32-bit
 /// indexing (fewer than 2^31 bytes), with row r starting at element
-/// r * cols of a buffer aligned to the vector (docs/aten-reduce.md).
+/// r * cols of a buffer aligned to the vector (docs/aten-reduce.md). The
+/// order's row range is 16.. when every row count from 16 on gives the same
+/// order, else exactly `rows`.
 FoldOrder aten_reduce(int64_t cols, int64_t rows, AtenReduceKernel kernel,
                       int numSMs = 132, int maxThreadsPerSM = 2048);
 

@@ -211,6 +211,8 @@ struct TreeStage {
 ///   % V elements (the head) go to lanes V-h+e, state 0, before anything
 ///   else; the vectors start at column h; the elements after the last whole
 ///   vector (the tail) go to lanes 0, 1, ..., state 0, after everything.
+/// - `minRows`..`maxRows`: the row counts for which the reference takes
+///   this order (aten's block shape depends on the row count).
 struct FoldOrder {
   std::string name;
   int threads = 0; ///< T, a power of two.
@@ -222,10 +224,12 @@ struct FoldOrder {
   bool alignedVectors = false;
   int ctas = 1;
   std::vector<TreeStage> finalStages;
+  int64_t minRows = 1, maxRows = INT64_MAX;
   bool operator==(const FoldOrder &) const = default;
   /// True when only the original fields are in use (what codegen maps).
   bool isPlain() const {
-    return accumulators == 1 && !alignedVectors && ctas == 1;
+    return accumulators == 1 && !alignedVectors && ctas == 1 &&
+           minRows == 1 && maxRows == INT64_MAX;
   }
 };
 

@@ -189,7 +189,7 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
       for (size_t i = 0; i < f.order.finalStages.size(); ++i)
         os << (i ? ", " : "") << stageKindName(f.order.finalStages[i].kind)
            << " " << f.order.finalStages[i].offset;
-      os << "]";
+      os << "] rows " << f.order.minRows << ".." << f.order.maxRows;
     }
     os << "\n";
     printCombiner(os, *f.combiner);

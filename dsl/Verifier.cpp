@@ -162,6 +162,9 @@ private:
                            where, o.ctas, o.threads));
       return;
     }
+    if (o.minRows < 1 || o.maxRows < o.minRows)
+      report(llvm::formatv("{0}: row range {1}..{2} is empty", where,
+                           o.minRows, o.maxRows));
     if (o.ctas == 1 && !o.finalStages.empty())
       report(llvm::formatv("{0}: final stages merge the gather of several "
                            "groups; this order has one",

@@ -91,9 +91,9 @@ llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
         "hf_rmsnorm: x must be bf16, f16 or f32 and the weight x's dtype or "
         "f32; found x {0}, weight {1}",
         dtypeName(dt), dtypeName(o.weightDtype)));
-  if (o.cols < 1 || o.cols >= 131072)
+  if (o.cols < 1 || o.cols > 130560)
     return badOption(llvm::formatv(
-        "hf_rmsnorm: D must be 1..131071 (longer rows split across CTAs "
+        "hf_rmsnorm: D must be 1..130560 (longer rows split across CTAs "
         "depending on the row count), found {0}",
         o.cols));
   RowProgram p(o.modulate ? "hf_rmsnorm_modulate" : "hf_rmsnorm");
@@ -106,7 +106,7 @@ llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
                    IndexMap::PerColumn)
                .row();
   Expr eps = p.scalar("eps");
-  p.guardCols(1, 1, 131071);
+  p.guardCols(1, 1, 130560);
 
   // h.pow(2).mean(-1): MeanOps (acc + v) over the fresh f32 tensor h*h;
   // project multiplies by factor = f32(R) / f32(R * D).

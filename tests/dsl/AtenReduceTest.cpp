@@ -41,10 +41,14 @@ std::shared_ptr<const KernelDef> accumulatorProgram(const FoldOrder &order,
   return *def;
 }
 
-/// The fold's state for each of the rows of x (rows x cols, packed).
-std::vector<float> interpretRows(const FoldOrder &order, bool norm,
+/// The fold's state for each of the rows of x (rows x cols, packed): the
+/// first rows of a tensor with the row count `order` was built for (so the
+/// order's row range is widened to admit the prefix).
+std::vector<float> interpretRows(FoldOrder order, bool norm,
                                  std::vector<float> x, int64_t rows,
                                  int64_t cols) {
+  order.minRows = 1;
+  order.maxRows = INT64_MAX;
   auto def = accumulatorProgram(order, norm);
   if (!def)
     return {};
@@ -294,6 +298,47 @@ std::string verifierMessage(const FoldOrder &o) {
   return llvm::toString(def.takeError());
 }
 
+TEST(AtenReduce, RowCountsOutsideTheOrdersRangeAreRefused) {
+  // From 16 rows on, one order; below, one per row count.
+  EXPECT_EQ(folds::aten_reduce(4096, 4096, {4, 8}).minRows, 16);
+  EXPECT_EQ(folds::aten_reduce(4096, 4096, {4, 8}).maxRows, INT64_MAX);
+  EXPECT_EQ(folds::aten_reduce(4096, 4096, {4, 8}).stages,
+            folds::aten_reduce(4096, 17, {4, 8}).stages);
+  FoldOrder few = folds::aten_reduce(100, 3, {4, 4});
+  EXPECT_EQ(few.minRows, 3);
+  EXPECT_EQ(few.maxRows, 3);
+  auto def = accumulatorProgram(folds::aten_reduce(300, 64, {4, 8}), false);
+  ASSERT_TRUE(def);
+  std::vector<float> x(300 * 4, 1.0f), y(300 * 4);
+  Binding b;
+  b.cols = 300;
+  b.groupRows = {4};
+  b.tensors = {{HostTensor{DType::F32, x.data(), 4, 300},
+                HostTensor{DType::F32, y.data(), 4, 300}}};
+  llvm::Error e = interpret(*def, b);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("for 16.."), std::string::npos);
+}
+
+TEST(AtenReduce, FromSixteenRowsOnTheOrderDoesNotDependOnTheRowCount) {
+  std::vector<int64_t> rowCounts;
+  for (int64_t r = 16; r <= 1100; ++r)
+    rowCounts.push_back(r);
+  for (int64_t r : {int64_t(4096), int64_t(65536), int64_t(1597440),
+                    int64_t(1) << 30})
+    rowCounts.push_back(r);
+  for (int64_t C = 1; C <= 255 * 512; C = C < 2048 ? C + 1 : C + 97)
+    for (AtenReduceKernel k : {AtenReduceKernel{4, 4}, AtenReduceKernel{4, 8}}) {
+      FoldOrder at16 = folds::aten_reduce(C, 16, k);
+      for (int64_t R : rowCounts) {
+        FoldOrder o = folds::aten_reduce(C, R, k);
+        o.name = at16.name;
+        ASSERT_EQ(o, at16) << "cols " << C << " rows " << R << " vec "
+                           << k.inputVecSize;
+      }
+    }
+}
+
 TEST(AtenReduce, VerifierRejectsMalformedExtensions) {
   EXPECT_EQ(verifierMessage(folds::aten_reduce(4096, 4096, {4, 8})), "");
   EXPECT_EQ(verifierMessage(folds::aten_reduce(1 << 20, 1, {4, 8})), "");
@@ -308,6 +353,9 @@ TEST(AtenReduce, VerifierRejectsMalformedExtensions) {
               o.ctas = 4;
               o.finalStages = {o.stages.begin(), o.stages.end() - 1};
             })).find("the final stages merge lanes"),
+            std::string::npos);
+  EXPECT_NE(verifierMessage(orderWith([](FoldOrder &o) { o.maxRows = 3; }))
+                .find("row range 16..3 is empty"),
             std::string::npos);
   EXPECT_NE(verifierMessage(orderWith([](FoldOrder &o) { o.accumulators = 0; }))
                 .find("accumulators per lane must be 1..64"),
