@@ -189,6 +189,27 @@ FoldOrder folds::aten_reduce(int64_t cols, int64_t rows,
   return o;
 }
 
+std::optional<FoldOrder> folds::aten_reduce_plain(int64_t cols, int64_t rows,
+                                                  AtenReduceKernel kernel,
+                                                  int numSMs,
+                                                  int maxThreadsPerSM) {
+  FoldOrder o = aten_reduce(cols, rows, kernel, numSMs, maxThreadsPerSM);
+  if (o.ctas != 1)
+    return std::nullopt;
+  const int64_t L = o.threads;
+  if (o.alignedVectors) {
+    if (cols % o.vector != 0 || cols / o.vector > L)
+      return std::nullopt;
+  } else if (divUp(cols, L) > o.accumulators) {
+    return std::nullopt;
+  }
+  o.name += "_plain";
+  o.accumulators = 1;
+  o.accumulatorMap = FoldOrder::AccumulatorMap::RoundRobin;
+  o.alignedVectors = false;
+  return o;
+}
+
 std::shared_ptr<const Combiner> folds::norm_two_aten() {
   return std::make_shared<Combiner>(
       "norm_two_aten", std::vector<std::string>{"acc"},

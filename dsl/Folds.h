@@ -9,6 +9,8 @@
 
 #include "dsl/IR.h"
 
+#include <optional>
+
 namespace bitfold::dsl::folds {
 
 /// aten's vectorized_layer_norm_kernel: 128 threads, vec4, shfl.down
@@ -56,6 +58,19 @@ AtenReduceConfig aten_reduce_config(int64_t cols, int64_t rows,
 /// order, else exactly `rows`.
 FoldOrder aten_reduce(int64_t cols, int64_t rows, AtenReduceKernel kernel,
                       int numSMs = 132, int maxThreadsPerSM = 2048);
+
+/// The same order in the plain model (FoldOrder::isPlain), where one
+/// exists: when every accumulator receives at most one push (the strided
+/// path with at most vt0 elements per lane, or the vectorized path with
+/// cols % V == 0 and at most one vector per lane), and the combiner is
+/// sum-like: push(s, x) = s + g(x) with g(x) exact in f32 (sum; the norm's
+/// fma on bf16/f16 inputs, whose squares are exact) and combine a + b.
+/// Then aten's serial merge of the accumulators equals one lane pushing in
+/// order. The row range is kept. Returns nullopt otherwise.
+std::optional<FoldOrder> aten_reduce_plain(int64_t cols, int64_t rows,
+                                           AtenReduceKernel kernel,
+                                           int numSMs = 132,
+                                           int maxThreadsPerSM = 2048);
 
 /// aten's NormTwoOps with float accumulation: acc = fma(x, x, acc) (nvcc
 /// contracts acc + x*x; the H200 probe confirms), combine a + b.

@@ -226,11 +226,12 @@ struct FoldOrder {
   std::vector<TreeStage> finalStages;
   int64_t minRows = 1, maxRows = INT64_MAX;
   bool operator==(const FoldOrder &) const = default;
-  /// True when only the original fields are in use (what codegen maps).
+  /// True when the lane mapping uses only the original fields (what codegen
+  /// maps today); the row range is a launch condition, not a mapping.
   bool isPlain() const {
-    return accumulators == 1 && !alignedVectors && ctas == 1 &&
-           minRows == 1 && maxRows == INT64_MAX;
+    return accumulators == 1 && !alignedVectors && ctas == 1;
   }
+  bool hasRowRange() const { return minRows != 1 || maxRows != INT64_MAX; }
 };
 
 /// State of a combiner: named f32 fields.

@@ -179,7 +179,7 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
          << f.order.stages[i].offset;
     os << "]";
     // Printed only when in use, so plain orders keep their text and hash.
-    if (!f.order.isPlain()) {
+    if (!f.order.isPlain() || f.order.hasRowRange()) {
       os << " accumulators " << f.order.accumulators
          << (f.order.accumulatorMap == FoldOrder::AccumulatorMap::VectorElement
                  ? " by-element"

@@ -34,6 +34,16 @@ int vectorGuard(int64_t cols, folds::AtenReduceKernel k) {
   return cols >= 128 ? k.inputVecSize : 0;
 }
 
+/// aten's order, in the plain model where it is the same DAG (what
+/// codegen lowers today): `sumLike` when each push adds an exact value.
+FoldOrder statsOrder(int64_t cols, int64_t rows, folds::AtenReduceKernel k,
+                     bool sumLike) {
+  if (sumLike)
+    if (std::optional<FoldOrder> plain = folds::aten_reduce_plain(cols, rows, k))
+      return *plain;
+  return folds::aten_reduce(cols, rows, k);
+}
+
 } // namespace
 
 llvm::Expected<KernelDefRef>
@@ -66,7 +76,7 @@ templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
   const DType normDt = o.form == WanNormForm::NormInF32 ? DType::F32 : dt;
   folds::AtenReduceKernel k = folds::aten_norm_kernel(normDt);
   Expr xf = x.to_f32();
-  State st = p.fold(xf, folds::aten_reduce(o.cols, o.rows, k),
+  State st = p.fold(xf, statsOrder(o.cols, o.rows, k, dt != DType::F32),
                     folds::norm_two_aten());
   Expr norm = round(normDt, sqrt_rn(st[0]));
   Expr denom = round(normDt, max_nan(norm, Expr(1e-12f))); // clamp_min
@@ -112,8 +122,8 @@ llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
   // project multiplies by factor = f32(R) / f32(R * D).
   Expr h = x.to_f32();
   State st = p.fold(h * h,
-                    folds::aten_reduce(o.cols, o.rows,
-                                       folds::aten_sum_kernel(DType::F32)),
+                    statsOrder(o.cols, o.rows,
+                               folds::aten_sum_kernel(DType::F32), true),
                     folds::sum());
   Expr rows = p.rows().to_f32();
   Expr factor = div_rn(rows, rows * p.cols().to_f32());

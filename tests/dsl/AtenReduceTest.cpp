@@ -205,6 +205,38 @@ TEST(AtenReduce, SplitAcrossWarpsAndCtasMatchesTheTranscription) {
     }
 }
 
+TEST(AtenReduce, PlainEquivalentGivesTheSameBitsForSumLikeFolds) {
+  int plainWidths = 0;
+  for (int64_t C = 1; C <= 1100; ++C)
+    for (AtenReduceKernel k : {AtenReduceKernel{4, 8}, AtenReduceKernel{4, 4}}) {
+      std::optional<FoldOrder> plain = folds::aten_reduce_plain(C, 37, k);
+      if (!plain)
+        continue;
+      ASSERT_TRUE(plain->isPlain());
+      ++plainWidths;
+      // bf16-valued inputs: their squares are exact, so the norm is sum-like.
+      std::vector<float> x = wideInput(3, C, unsigned(C) + 11);
+      for (float &v : x)
+        v = roundTo(DType::BF16, v);
+      for (bool norm : {false, true}) {
+        FoldOrder full = folds::aten_reduce(C, 37, k);
+        std::vector<float> want = interpretRows(full, norm, x, 3, C);
+        std::vector<float> got = interpretRows(*plain, norm, x, 3, C);
+        for (int r = 0; r < 3; ++r)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[r]),
+                    std::bit_cast<uint32_t>(want[r]))
+              << (norm ? "norm" : "sum") << " cols " << C << " vec "
+              << k.inputVecSize << ": first differing row " << r;
+      }
+    }
+  // Every C < 128, and vectorized rows of at most one vector per lane.
+  EXPECT_GE(plainWidths, 2 * 127);
+  EXPECT_TRUE(folds::aten_reduce_plain(96, 1597440, {4, 4}));
+  EXPECT_FALSE(folds::aten_reduce_plain(192, 1597440, {4, 4}));
+  EXPECT_TRUE(folds::aten_reduce_plain(4096, 1, {4, 8}));
+  EXPECT_FALSE(folds::aten_reduce_plain(4096, 4096, {4, 8}));
+}
+
 TEST(AtenReduce, ConfigTakesEachBranchWhereTorchDoes) {
   // Wan VAE norm (C = 96 over 1.6M pixels): strided path, one warp per row.
   folds::AtenReduceConfig wan = folds::aten_reduce_config(96, 1597440, {4, 4});
