@@ -438,6 +438,18 @@ llvm::Error checkBinding(const KernelDef &def, const Binding &b) {
   return llvm::Error::success();
 }
 
+/// A fold order is the reference's only for its row range.
+llvm::Error checkFoldRows(const KernelDef &def, const Binding &b) {
+  for (const FoldDecl &f : def.folds)
+    for (int64_t rows : b.groupRows)
+      if (rows < f.order.minRows || rows > f.order.maxRows)
+        return bindingError(llvm::formatv(
+            "'{0}': fold order '{1}' is the reference's for {2}..{3} rows; "
+            "the binding has {4} (the reference sums in another order)",
+            def.name, f.order.name, f.order.minRows, f.order.maxRows, rows));
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Error bitfold::dsl::interpret(const KernelDef &def,
@@ -445,13 +457,8 @@ llvm::Error bitfold::dsl::interpret(const KernelDef &def,
                                     const ApproxUnit &approx) {
   if (llvm::Error e = checkBinding(def, binding))
     return e;
-  for (const FoldDecl &f : def.folds)
-    for (int64_t rows : binding.groupRows)
-      if (rows < f.order.minRows || rows > f.order.maxRows)
-        return bindingError(llvm::formatv(
-            "'{0}': fold order '{1}' is the reference's for {2}..{3} rows; "
-            "the binding has {4} (the reference sums in another order)",
-            def.name, f.order.name, f.order.minRows, f.order.maxRows, rows));
+  if (llvm::Error e = checkFoldRows(def, binding))
+    return e;
 
   Tape tape;
   std::vector<int> foldInput(def.folds.size());
