@@ -2,6 +2,8 @@
 
 #include "dsl/Folds.h"
 
+#include <algorithm>
+
 using namespace bitfold::dsl;
 
 FoldOrder folds::aten_vectorized_layer_norm() {
@@ -82,6 +84,137 @@ std::shared_ptr<const Combiner> folds::sum() {
   return std::make_shared<Combiner>(
       "sum", std::vector<std::string>{"acc"}, std::vector<float>{0.0f},
       [](const State &s, const Expr &x) { return State{{s[0] + x}}; },
+      [](const State &self, const State &other) {
+        return State{{self[0] + other[0]}};
+      });
+}
+
+folds::AtenReduceKernel folds::aten_sum_kernel(DType input) {
+  bool narrow = input == DType::BF16 || input == DType::F16;
+  return {4, narrow ? 8 : 4};
+}
+
+folds::AtenReduceKernel folds::aten_norm_kernel(DType) { return {4, 4}; }
+
+namespace {
+
+int64_t divUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t lastPow2(int64_t n) {
+  int64_t p = 1;
+  while (p * 2 <= n)
+    p *= 2;
+  return p;
+}
+
+/// Shared-memory stages (>= 32 lanes) cross warps; the rest are shuffles.
+TreeStage stageFor(int offset) {
+  return {offset % 32 == 0 ? TreeStage::CrossWarp : TreeStage::ShuffleDown,
+          offset};
+}
+
+} // namespace
+
+folds::AtenReduceConfig folds::aten_reduce_config(int64_t cols, int64_t rows,
+                                                  AtenReduceKernel kernel,
+                                                  int numSMs,
+                                                  int maxThreadsPerSM) {
+  // setReduceConfig and ReduceConfig::set_block_dimension, torch 2.11.
+  AtenReduceConfig c;
+  c.vectorized = cols >= 128;
+  int64_t dim0 = c.vectorized ? cols / kernel.inputVecSize : cols;
+  const int64_t maxThreads = 512;
+  int64_t d0 = dim0 < maxThreads ? lastPow2(dim0) : maxThreads;
+  int64_t d1 = rows < maxThreads ? lastPow2(rows) : maxThreads;
+  int64_t bw = std::min<int64_t>(d0, 32);
+  int64_t bh = std::min(d1, maxThreads / bw);
+  bw = std::min(d0, maxThreads / bh);
+  int64_t stepIn = bw, stepOut = 1;
+  bool splitWarps = divUp(cols, stepIn) >= std::min<int64_t>(bh * 16, 256);
+  if (splitWarps)
+    stepIn *= bh;
+  else
+    stepOut *= bh;
+  c.blockWidth = int(bw);
+  c.blockHeight = splitWarps ? int(bh) : 1;
+  int64_t vpt = divUp(cols, stepIn);
+  int64_t grid = divUp(rows, stepOut);
+  int64_t target = int64_t(numSMs) * (maxThreadsPerSM / (bw * bh));
+  if (splitWarps && vpt >= 256 && grid <= target)
+    c.ctas = int(std::max(std::min(divUp(target, grid), divUp(vpt, 16)),
+                          divUp(vpt, 256)));
+  return c;
+}
+
+FoldOrder folds::aten_reduce(int64_t cols, int64_t rows,
+                             AtenReduceKernel kernel, int numSMs,
+                             int maxThreadsPerSM) {
+  AtenReduceConfig c =
+      aten_reduce_config(cols, rows, kernel, numSMs, maxThreadsPerSM);
+  FoldOrder o;
+  o.name = "aten_reduce_c" + std::to_string(cols) + "_r" +
+           std::to_string(rows) + "_vt" + std::to_string(kernel.vt0) + "_v" +
+           std::to_string(kernel.inputVecSize);
+  o.threads = c.blockWidth * c.blockHeight;
+  o.ctas = c.ctas;
+  if (c.vectorized) {
+    o.vector = o.accumulators = kernel.inputVecSize;
+    o.accumulatorMap = FoldOrder::AccumulatorMap::VectorElement;
+    o.alignedVectors = true;
+  } else {
+    o.vector = 1;
+    o.accumulators = kernel.vt0;
+  }
+  // block_x_reduce: offsets bw/2 .. 1 (shared memory down to 32, then
+  // shuffle-down 16 .. 1); block_y_reduce: rows of bw lanes, bh/2 .. 1.
+  std::vector<TreeStage> x, y;
+  for (int off = c.blockWidth / 2; off >= 1; off /= 2)
+    x.push_back(stageFor(off));
+  for (int off = c.blockHeight / 2; off >= 1; off /= 2)
+    y.push_back(stageFor(off * c.blockWidth));
+  o.stages = x;
+  o.stages.insert(o.stages.end(), y.begin(), y.end());
+  // From 16 rows on, the block shape no longer depends on the row count
+  // unless the row is split across CTAs (docs/aten-reduce.md section 2).
+  if (rows >= 16 && c.ctas == 1 && cols <= 255 * 512) {
+    o.minRows = 16;
+  } else {
+    o.minRows = o.maxRows = rows;
+  }
+  // global_reduce's last CTA runs block_y_reduce before block_x_reduce.
+  if (o.ctas > 1) {
+    o.finalStages = y;
+    o.finalStages.insert(o.finalStages.end(), x.begin(), x.end());
+  }
+  return o;
+}
+
+std::optional<FoldOrder> folds::aten_reduce_plain(int64_t cols, int64_t rows,
+                                                  AtenReduceKernel kernel,
+                                                  int numSMs,
+                                                  int maxThreadsPerSM) {
+  FoldOrder o = aten_reduce(cols, rows, kernel, numSMs, maxThreadsPerSM);
+  if (o.ctas != 1)
+    return std::nullopt;
+  const int64_t L = o.threads;
+  if (o.alignedVectors) {
+    if (cols % o.vector != 0 || cols / o.vector > L)
+      return std::nullopt;
+  } else if (divUp(cols, L) > o.accumulators) {
+    return std::nullopt;
+  }
+  o.name += "_plain";
+  o.accumulators = 1;
+  o.accumulatorMap = FoldOrder::AccumulatorMap::RoundRobin;
+  o.alignedVectors = false;
+  return o;
+}
+
+std::shared_ptr<const Combiner> folds::norm_two_aten() {
+  return std::make_shared<Combiner>(
+      "norm_two_aten", std::vector<std::string>{"acc"},
+      std::vector<float>{0.0f},
+      [](const State &s, const Expr &x) { return State{{fma(x, x, s[0])}}; },
       [](const State &self, const State &other) {
         return State{{self[0] + other[0]}};
       });

@@ -9,6 +9,8 @@
 
 #include "dsl/IR.h"
 
+#include <optional>
+
 namespace bitfold::dsl::folds {
 
 /// aten's vectorized_layer_norm_kernel: 128 threads, vec4, shfl.down
@@ -22,6 +24,57 @@ FoldOrder flashinfer_rmsnorm(int threadsPerRow);
 
 /// A plain serial fold: one lane, left to right.
 FoldOrder serial();
+
+/// Template arguments of one of aten's reduction kernels (Reduce.cuh):
+/// accumulators per thread on the strided path (vt0) and the vector width
+/// of the input-vectorized path (input_vec_size).
+struct AtenReduceKernel {
+  int vt0 = 4;
+  int inputVecSize = 4;
+};
+/// sum and mean (SumOps, MeanOps): (4, 8) for bf16/f16 inputs, else (4, 4).
+AtenReduceKernel aten_sum_kernel(DType input);
+/// linalg.vector_norm / Tensor.norm (NormTwoOps): (4, 4) for every dtype.
+AtenReduceKernel aten_norm_kernel(DType input);
+
+/// setReduceConfig's decisions for a reduction over the innermost,
+/// contiguous dimension (`cols` elements, `rows` outputs); docs/aten-reduce.md.
+struct AtenReduceConfig {
+  int blockWidth = 1;  ///< lanes along the row (block.x).
+  int blockHeight = 1; ///< warps on the same row (block.y), 1 if per-row.
+  bool vectorized = false; ///< input-vectorized path (cols >= 128).
+  int ctas = 1;            ///< CTAs per row (global reduce when > 1).
+};
+/// The device enters through the split across CTAs only: H200 defaults.
+AtenReduceConfig aten_reduce_config(int64_t cols, int64_t rows,
+                                    AtenReduceKernel kernel, int numSMs = 132,
+                                    int maxThreadsPerSM = 2048);
+
+/// aten's generic reduction order (Reduce.cuh, torch 2.11) for that shape:
+/// valid for every cols >= 1 and rows >= 1 whose input fits 32-bit
+/// indexing (fewer than 2^31 bytes), with row r starting at element
+/// r * cols of a buffer aligned to the vector (docs/aten-reduce.md). The
+/// order's row range is 16.. when every row count from 16 on gives the same
+/// order, else exactly `rows`.
+FoldOrder aten_reduce(int64_t cols, int64_t rows, AtenReduceKernel kernel,
+                      int numSMs = 132, int maxThreadsPerSM = 2048);
+
+/// The same order in the plain model (FoldOrder::isPlain), where one
+/// exists: when every accumulator receives at most one push (the strided
+/// path with at most vt0 elements per lane, or the vectorized path with
+/// cols % V == 0 and at most one vector per lane), and the combiner is
+/// sum-like: push(s, x) = s + g(x) with g(x) exact in f32 (sum; the norm's
+/// fma on bf16/f16 inputs, whose squares are exact) and combine a + b.
+/// Then aten's serial merge of the accumulators equals one lane pushing in
+/// order. The row range is kept. Returns nullopt otherwise.
+std::optional<FoldOrder> aten_reduce_plain(int64_t cols, int64_t rows,
+                                           AtenReduceKernel kernel,
+                                           int numSMs = 132,
+                                           int maxThreadsPerSM = 2048);
+
+/// aten's NormTwoOps with float accumulation: acc = fma(x, x, acc) (nvcc
+/// contracts acc + x*x; the H200 probe confirms), combine a + b.
+std::shared_ptr<const Combiner> norm_two_aten();
 
 /// aten's cuWelfordOnlineSum / cuWelfordCombine (fields n, mean, m2).
 std::shared_ptr<const Combiner> welford_aten();

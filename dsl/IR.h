@@ -180,12 +180,44 @@ llvm::StringRef stageKindName(TreeStage::Kind k);
 /// Lane t owns the V-element vectors t, t+T, t+2T, ... of the row and
 /// pushes them in that order, elements 0..V-1 of each vector in order.
 /// Lanes that own nothing enter the tree with the combiner's empty state.
+///
+/// The fields after `stages` extend this (docs/aten-reduce.md; their
+/// defaults give the model above, and isPlain() says so):
+/// - `ctas` groups of T lanes (aten's CTAs per output): L = T * ctas lanes,
+///   lane l owns vectors l, l+L, ...; `stages` run inside each group; then
+///   gather lane g < T folds, starting empty, lane 0 of groups g, g+T, ...
+///   in that order, `finalStages` merge the gather lanes, and the fold's
+///   value is gather lane 0.
+/// - `accumulators` A independent states per lane, all starting empty:
+///   RoundRobin sends a lane's j-th vector to state j % A, VectorElement
+///   sends element i of every vector to state i (A == V). At the end each
+///   lane folds them serially: s0 = combine(s0, s_i), i = 1..A-1.
+/// - `alignedVectors` (aten's input-vectorized path): row r starts at
+///   element r * cols of a V-aligned buffer; its first h = (V - r*cols % V)
+///   % V elements (the head) go to lanes V-h+e, state 0, before anything
+///   else; the vectors start at column h; the elements after the last whole
+///   vector (the tail) go to lanes 0, 1, ..., state 0, after everything.
+/// - `minRows`..`maxRows`: the row counts for which the reference takes
+///   this order (aten's block shape depends on the row count).
 struct FoldOrder {
   std::string name;
   int threads = 0; ///< T, a power of two.
   int vector = 0;  ///< V, elements per vector.
   std::vector<TreeStage> stages;
+  enum class AccumulatorMap : uint8_t { RoundRobin, VectorElement };
+  int accumulators = 1;
+  AccumulatorMap accumulatorMap = AccumulatorMap::RoundRobin;
+  bool alignedVectors = false;
+  int ctas = 1;
+  std::vector<TreeStage> finalStages;
+  int64_t minRows = 1, maxRows = INT64_MAX;
   bool operator==(const FoldOrder &) const = default;
+  /// True when the lane mapping uses only the original fields (what codegen
+  /// maps today); the row range is a launch condition, not a mapping.
+  bool isPlain() const {
+    return accumulators == 1 && !alignedVectors && ctas == 1;
+  }
+  bool hasRowRange() const { return minRows != 1 || maxRows != INT64_MAX; }
 };
 
 /// State of a combiner: named f32 fields.

@@ -12,8 +12,10 @@
 #include "dsl/ApproxTables.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -294,6 +296,79 @@ void storeElement(const HostTensor &t, int64_t row, int64_t col, float v) {
   }
 }
 
+using PushFn = llvm::function_ref<void(int64_t col, float *state)>;
+using CombineFn = llvm::function_ref<void(float *self, const float *other)>;
+
+/// Applies tree stages to `lanes` (T states of F floats).
+void runStages(llvm::ArrayRef<TreeStage> stages, float *lanes, int T, size_t F,
+               CombineFn combine) {
+  for (const TreeStage &s : stages)
+    for (int i = 0; i < T; ++i)
+      if (!(i & s.offset) && i + s.offset < T)
+        combine(&lanes[i * F], &lanes[(i + s.offset) * F]);
+}
+
+/// Every push of row `row` in the order's element mapping (IR.h, FoldOrder):
+/// `visit(lane, accumulator, column)`, in each lane's push order.
+void forEachPush(const FoldOrder &o, int64_t row, int64_t cols,
+                 llvm::function_ref<void(int64_t, int, int64_t)> visit) {
+  const int V = o.vector, A = o.accumulators;
+  const int64_t L = int64_t(o.threads) * o.ctas;
+  const bool byElement =
+      o.accumulatorMap == FoldOrder::AccumulatorMap::VectorElement;
+  int64_t head = 0;
+  if (o.alignedVectors) {
+    int64_t shift = (row % V) * (cols % V) % V; // (row * cols) % V
+    head = std::min<int64_t>(shift ? V - shift : 0, cols);
+    for (int64_t e = 0; e < head; ++e)
+      visit(V - head + e, 0, e);
+  }
+  const int64_t body = cols - head;
+  const int64_t vectors = o.alignedVectors ? body / V : (body + V - 1) / V;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t v = l, j = 0; v < vectors; v += L, ++j)
+      for (int e = 0; e < V; ++e) {
+        int64_t c = head + v * V + e;
+        if (c >= cols)
+          break;
+        visit(l, byElement ? e : int(j % A), c);
+      }
+  for (int64_t c = head + vectors * V; c < cols; ++c)
+    visit(c - (head + vectors * V), 0, c); // tail (aligned vectors only)
+}
+
+/// The finished state of one row's fold.
+std::vector<float> foldRow(const FoldOrder &o, llvm::ArrayRef<float> empty,
+                           int64_t row, int64_t cols, PushFn push,
+                           CombineFn combine) {
+  const size_t F = empty.size();
+  const int T = o.threads, A = o.accumulators;
+  const int64_t L = int64_t(T) * o.ctas;
+  std::vector<float> acc(size_t(L) * A * F);
+  for (size_t i = 0; i < acc.size(); i += F)
+    std::copy(empty.begin(), empty.end(), acc.begin() + i);
+  auto at = [&](int64_t lane, int a) { return &acc[(lane * A + a) * F]; };
+  forEachPush(o, row, cols,
+              [&](int64_t lane, int a, int64_t c) { push(c, at(lane, a)); });
+  std::vector<float> lanes(size_t(L) * F);
+  for (int64_t l = 0; l < L; ++l) {
+    for (int a = 1; a < A; ++a)
+      combine(at(l, 0), at(l, a));
+    std::copy(at(l, 0), at(l, 0) + F, &lanes[l * F]);
+  }
+  for (int g = 0; g < o.ctas; ++g)
+    runStages(o.stages, &lanes[size_t(g) * T * F], T, F, combine);
+  if (o.ctas == 1)
+    return std::vector<float>(lanes.begin(), lanes.begin() + F);
+  std::vector<float> gather(size_t(T) * F);
+  for (size_t i = 0; i < gather.size(); i += F)
+    std::copy(empty.begin(), empty.end(), gather.begin() + i);
+  for (int g = 0; g < o.ctas; ++g)
+    combine(&gather[(g % T) * F], &lanes[size_t(g) * T * F]);
+  runStages(o.finalStages, gather.data(), T, F, combine);
+  return std::vector<float>(gather.begin(), gather.begin() + F);
+}
+
 llvm::Error bindingError(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
@@ -350,6 +425,18 @@ llvm::Error checkBinding(const KernelDef &def, const Binding &b) {
             t.rowStride, b.cols));
     }
   }
+  return llvm::Error::success();
+}
+
+/// A fold order is the reference's only for its row range.
+llvm::Error checkFoldRows(const KernelDef &def, const Binding &b) {
+  for (const FoldDecl &f : def.folds)
+    for (int64_t rows : b.groupRows)
+      if (rows < f.order.minRows || rows > f.order.maxRows)
+        return bindingError(llvm::formatv(
+            "'{0}': fold order '{1}' is the reference's for {2}..{3} rows; "
+            "the binding has {4} (the reference sums in another order)",
+            def.name, f.order.name, f.order.minRows, f.order.maxRows, rows));
   return llvm::Error::success();
 }
 
@@ -433,41 +520,29 @@ private:
       vals[i] = evalLeaf(tape.instrs[i], c);
   }
 
-  /// Lane t pushes its vectors t, t+T, ... in order, then the tree stages
-  /// merge lanes, then finish reads lane 0.
+  /// The fold's order (foldRow) drives the combiner's push and combine;
+  /// finish reads the merged state.
   void runFold(size_t k) {
     const FoldDecl &f = def.folds[k];
     const Combiner &cb = *f.combiner;
     const size_t F = cb.numFields();
-    const int T = f.order.threads, V = f.order.vector;
-    const int64_t cols = binding.cols;
-    std::vector<float> lanes(size_t(T) * F);
-    for (int t = 0; t < T; ++t)
-      std::copy(cb.emptyState().begin(), cb.emptyState().end(),
-                lanes.begin() + t * F);
     runRow(foldPhases[k]);
     std::vector<float> args(2 * F + 1);
-    for (int t = 0; t < T; ++t) {
-      float *state = &lanes[t * F];
-      for (int64_t v = t; v * V < cols; v += T)
-        for (int64_t c = v * V; c < std::min(cols, v * V + V); ++c) {
-          runColumn(foldPhases[k], c);
-          std::copy(state, state + F, args.begin());
-          args[F] = vals[foldInput[k]];
-          bodies[k].push.run(args.data(), state, scratch, approx);
-        }
-    }
-    for (const TreeStage &s : f.order.stages)
-      for (int i = 0; i < T; ++i) {
-        if ((i & s.offset) || i + s.offset >= T)
-          continue;
-        std::copy(&lanes[i * F], &lanes[i * F] + F, args.begin());
-        std::copy(&lanes[(i + s.offset) * F], &lanes[(i + s.offset) * F] + F,
-                  args.begin() + F);
-        bodies[k].combine.run(args.data(), &lanes[i * F], scratch, approx);
-      }
+    auto push = [&](int64_t c, float *state) {
+      runColumn(foldPhases[k], c);
+      std::copy(state, state + F, args.begin());
+      args[F] = vals[foldInput[k]];
+      bodies[k].push.run(args.data(), state, scratch, approx);
+    };
+    auto combine = [&](float *self, const float *other) {
+      std::copy(self, self + F, args.begin());
+      std::copy(other, other + F, args.begin() + F);
+      bodies[k].combine.run(args.data(), self, scratch, approx);
+    };
+    std::vector<float> state =
+        foldRow(f.order, cb.emptyState(), row, binding.cols, push, combine);
     foldResults[k].resize(cb.resultNames().size());
-    bodies[k].finish.run(&lanes[0], foldResults[k].data(), scratch, approx);
+    bodies[k].finish.run(state.data(), foldResults[k].data(), scratch, approx);
   }
 
   void runOutputs() {
@@ -500,6 +575,8 @@ llvm::Error bitfold::dsl::interpret(const KernelDef &def,
                                     const Binding &binding,
                                     const ApproxUnit &approx) {
   if (llvm::Error e = checkBinding(def, binding))
+    return e;
+  if (llvm::Error e = checkFoldRows(def, binding))
     return e;
   Interpreter(def, binding, approx).run();
   return llvm::Error::success();

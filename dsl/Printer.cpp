@@ -184,7 +184,21 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
     for (size_t i = 0; i < f.order.stages.size(); ++i)
       os << (i ? ", " : "") << stageKindName(f.order.stages[i].kind) << " "
          << f.order.stages[i].offset;
-    os << "]\n";
+    os << "]";
+    // Printed only when in use, so plain orders keep their text and hash.
+    if (!f.order.isPlain() || f.order.hasRowRange()) {
+      os << " accumulators " << f.order.accumulators
+         << (f.order.accumulatorMap == FoldOrder::AccumulatorMap::VectorElement
+                 ? " by-element"
+                 : " round-robin")
+         << (f.order.alignedVectors ? " aligned" : "") << " ctas "
+         << f.order.ctas << " final [";
+      for (size_t i = 0; i < f.order.finalStages.size(); ++i)
+        os << (i ? ", " : "") << stageKindName(f.order.finalStages[i].kind)
+           << " " << f.order.finalStages[i].offset;
+      os << "] rows " << f.order.minRows << ".." << f.order.maxRows;
+    }
+    os << "\n";
     printCombiner(os, *f.combiner);
   };
   for (const OperandDecl &o : def.operands) {

@@ -163,13 +163,21 @@ private:
                            kMaxFoldStages));
       return;
     }
+    checkStages(where, "stages", o.stages, o.threads);
+    checkOrderExtensions(where, o);
+  }
+
+  /// A tree over `threads` lanes: distinct power-of-two offsets that bring
+  /// every lane to lane 0.
+  void checkStages(const std::string &where, llvm::StringRef what,
+                   llvm::ArrayRef<TreeStage> stages, int threads) {
     int covered = 0;
-    for (const TreeStage &s : o.stages) {
+    for (const TreeStage &s : stages) {
       if (s.offset <= 0 || !std::has_single_bit(unsigned(s.offset)) ||
-          s.offset >= o.threads) {
+          s.offset >= threads) {
         report(llvm::formatv("{0}: stage offset {1} must be a power of two "
                              "below the {2} threads",
-                             where, s.offset, o.threads));
+                             where, s.offset, threads));
         continue;
       }
       if (covered & s.offset)
@@ -185,11 +193,43 @@ private:
                              "found offset {1} (not a multiple of 32)",
                              where, s.offset));
     }
-    if (covered != o.threads - 1)
-      report(llvm::formatv("{0}: the stages merge lanes 0..{1} only; every "
-                           "one of the {2} threads must reach lane 0 (missing "
-                           "offsets: {3:x})",
-                           where, covered, o.threads, (o.threads - 1) & ~covered));
+    if (covered != threads - 1)
+      report(llvm::formatv("{0}: the {1} merge lanes 0..{2} only; every "
+                           "one of the {3} threads must reach lane 0 (missing "
+                           "offsets: {4:x})",
+                           where, what, covered, threads,
+                           (threads - 1) & ~covered));
+  }
+
+  /// Accumulators, aligned vectors and CTA groups (FoldOrder in IR.h).
+  void checkOrderExtensions(const std::string &where, const FoldOrder &o) {
+    if (o.accumulators < 1 || o.accumulators > 64)
+      report(llvm::formatv("{0}: accumulators per lane must be 1..64, found "
+                           "{1}",
+                           where, o.accumulators));
+    if (o.accumulatorMap == FoldOrder::AccumulatorMap::VectorElement &&
+        o.accumulators != o.vector)
+      report(llvm::formatv("{0}: one accumulator per vector element needs "
+                           "{1} accumulators, found {2}",
+                           where, o.vector, o.accumulators));
+    if (o.alignedVectors && o.vector > o.threads)
+      report(llvm::formatv("{0}: the head and tail of aligned {1}-element "
+                           "vectors need at least {1} lanes, found {2}",
+                           where, o.vector, o.threads));
+    if (o.ctas < 1 || int64_t(o.ctas) * o.threads > (int64_t(1) << 20)) {
+      report(llvm::formatv("{0}: {1} groups of {2} lanes: need 1..2^20 lanes",
+                           where, o.ctas, o.threads));
+      return;
+    }
+    if (o.minRows < 1 || o.maxRows < o.minRows)
+      report(llvm::formatv("{0}: row range {1}..{2} is empty", where,
+                           o.minRows, o.maxRows));
+    if (o.ctas == 1 && !o.finalStages.empty())
+      report(llvm::formatv("{0}: final stages merge the gather of several "
+                           "groups; this order has one",
+                           where));
+    if (o.ctas > 1)
+      checkStages(where, "final stages", o.finalStages, o.threads);
   }
 
   /// The names a fold prints in the canonical text must read back.

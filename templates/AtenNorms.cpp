@@ -1,0 +1,142 @@
+//===- templates/AtenNorms.cpp - Norms in aten's reduction order ----------===//
+//
+// Each builder reads like the eager chain: every rounding to the tensor
+// dtype is written as round(dt, ...); the statistics fold in aten's order
+// (docs/aten-reduce.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "templates/AtenNorms.h"
+
+#include "dsl/Folds.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace bitfold;
+using namespace bitfold::dsl;
+using namespace bitfold::templates;
+
+namespace {
+
+/// The builders' one error: an option outside what the eager chain allows.
+llvm::Error badOption(const llvm::Twine &msg) {
+  return llvm::make_error<llvm::StringError>(msg, llvm::inconvertibleErrorCode());
+}
+
+bool isFloat(DType t) {
+  return t == DType::BF16 || t == DType::F16 || t == DType::F32;
+}
+
+/// Vector width of aten's input-vectorized path for this kernel, when the
+/// row takes it: the operand's base must be aligned to it (its head then
+/// depends only on the row index).
+int vectorGuard(int64_t cols, folds::AtenReduceKernel k) {
+  return cols >= 128 ? k.inputVecSize : 0;
+}
+
+/// aten's order, in the plain model where it is the same DAG (what
+/// codegen lowers today): `sumLike` when each push adds an exact value.
+FoldOrder statsOrder(int64_t cols, int64_t rows, folds::AtenReduceKernel k,
+                     bool sumLike) {
+  if (sumLike)
+    if (std::optional<FoldOrder> plain = folds::aten_reduce_plain(cols, rows, k))
+      return *plain;
+  return folds::aten_reduce(cols, rows, k);
+}
+
+} // namespace
+
+llvm::Expected<KernelDefRef>
+templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
+  const DType dt = o.dtype;
+  if (!isFloat(dt) || (o.gammaDtype != dt && o.gammaDtype != DType::F32))
+    return badOption(llvm::formatv(
+        "wan_rmsnorm_silu_aten: x must be bf16, f16 or f32 and gamma x's "
+        "dtype or f32; found x {0}, gamma {1}",
+        dtypeName(dt), dtypeName(o.gammaDtype)));
+  if (o.cols < 1 || o.cols > 1024)
+    return badOption(llvm::formatv(
+        "wan_rmsnorm_silu_aten: C must be 1..1024, found {0}", o.cols));
+  RowProgram p("wan_rmsnorm_silu_aten");
+  Expr x = p.input("x", dt, Layout::ChannelsLast).row();
+  Expr gamma =
+      p.input("gamma", o.gammaDtype, Layout::RowMajor, IndexMap::PerColumn).row();
+  Expr bias = o.biasTensor ? p.input("bias", o.gammaDtype, Layout::RowMajor,
+                                     IndexMap::PerColumn)
+                                 .row()
+                           : Expr(0.0f); // `+ 0.`: turns -0 into +0.
+  if (o.convBias)
+    x = round(dt, x + p.input("conv_bias", dt, Layout::RowMajor,
+                              IndexMap::PerColumn)
+                          .row());
+  Expr scale = p.scalar("scale"); // f32(C ** 0.5): the mul's float opmath.
+  p.guardCols(1, 1, 1024);
+
+  // x.norm(2, dim=1): NormTwoOps over x (or x.float()) in aten's order.
+  const DType normDt = o.form == WanNormForm::NormInF32 ? DType::F32 : dt;
+  folds::AtenReduceKernel k = folds::aten_norm_kernel(normDt);
+  Expr xf = x.to_f32();
+  State st = p.fold(xf, statsOrder(o.cols, o.rows, k, dt != DType::F32),
+                    folds::norm_two_aten());
+  Expr norm = round(normDt, sqrt_rn(st[0]));
+  Expr denom = round(normDt, max_nan(norm, Expr(1e-12f))); // clamp_min
+  Expr v = round(dt, div_rn(xf, denom));
+  v = round(dt, v * scale);
+  const DType outDt = o.gammaDtype; // bf16 * f32 promotes to f32.
+  v = round(outDt, v * gamma);
+  v = round(outDt, v + bias);
+  p.output("y", outDt, Layout::ChannelsLast, round(outDt, silu(v)));
+  // The form in x's dtype reduces x itself (conv bias added in place): its
+  // head depends on x's address where aten vectorizes. x.float() is fresh.
+  if (int align = vectorGuard(o.cols, k);
+      align && o.form == WanNormForm::NormInXDtype)
+    p.guardAlign("x", align);
+  return p.build();
+}
+
+llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
+  const DType dt = o.dtype;
+  if (!isFloat(dt) || (o.weightDtype != dt && o.weightDtype != DType::F32))
+    return badOption(llvm::formatv(
+        "hf_rmsnorm: x must be bf16, f16 or f32 and the weight x's dtype or "
+        "f32; found x {0}, weight {1}",
+        dtypeName(dt), dtypeName(o.weightDtype)));
+  if (o.cols < 1 || o.cols > 130560)
+    return badOption(llvm::formatv(
+        "hf_rmsnorm: D must be 1..130560 (longer rows split across CTAs "
+        "depending on the row count), found {0}",
+        o.cols));
+  RowProgram p(o.modulate ? "hf_rmsnorm_modulate" : "hf_rmsnorm");
+  Expr x = p.input("x", dt, Layout::RowMajor).row();
+  if (o.residual) {
+    x = round(dt, x + p.input("residual", dt, Layout::RowMajor).row());
+    p.output("sum", dt, Layout::RowMajor, x);
+  }
+  Expr w = p.input("weight", o.weightDtype, Layout::RowMajor,
+                   IndexMap::PerColumn)
+               .row();
+  Expr eps = p.scalar("eps");
+  p.guardCols(1, 1, 130560);
+
+  // h.pow(2).mean(-1): MeanOps (acc + v) over the fresh f32 tensor h*h;
+  // project multiplies by factor = f32(R) / f32(R * D).
+  Expr h = x.to_f32();
+  State st = p.fold(h * h,
+                    statsOrder(o.cols, o.rows,
+                               folds::aten_sum_kernel(DType::F32), true),
+                    folds::sum());
+  Expr rows = p.rows().to_f32();
+  Expr factor = div_rn(rows, rows * p.cols().to_f32());
+  Expr r = rsqrt_cuda(st[0] * factor + eps);
+  Expr y = round(dt, h * r);
+  const DType outDt = o.weightDtype; // w (f32) * bf16 promotes to f32.
+  y = round(outDt, w * y);
+  if (o.modulate) {
+    Dim S = p.dim("S");
+    Expr scale = p.input("scale", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+    Expr shift = p.input("shift", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+    y = round(outDt, round(outDt, y * round(dt, Expr(1.0f) + scale)) + shift);
+  }
+  p.output("y", outDt, Layout::RowMajor, y);
+  return p.build();
+}
