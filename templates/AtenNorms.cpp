@@ -107,14 +107,22 @@ llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
         "depending on the row count), found {0}",
         o.cols));
   RowProgram p(o.modulate ? "hf_rmsnorm_modulate" : "hf_rmsnorm");
+  // Inputs first: operand order is the kernel's argument order.
   Expr x = p.input("x", dt, Layout::RowMajor).row();
-  if (o.residual) {
-    x = round(dt, x + p.input("residual", dt, Layout::RowMajor).row());
-    p.output("sum", dt, Layout::RowMajor, x);
-  }
+  Expr res = o.residual ? p.input("residual", dt, Layout::RowMajor).row() : x;
   Expr w = p.input("weight", o.weightDtype, Layout::RowMajor,
                    IndexMap::PerColumn)
                .row();
+  Expr scale = x, shift = x;
+  if (o.modulate) {
+    Dim S = p.dim("S");
+    scale = p.input("scale", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+    shift = p.input("shift", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+  }
+  if (o.residual) {
+    x = round(dt, x + res);
+    p.output("sum", dt, Layout::RowMajor, x);
+  }
   Expr eps = p.scalar("eps");
   p.guardCols(1, 1, 130560);
 
@@ -131,12 +139,8 @@ llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
   Expr y = round(dt, h * r);
   const DType outDt = o.weightDtype; // w (f32) * bf16 promotes to f32.
   y = round(outDt, w * y);
-  if (o.modulate) {
-    Dim S = p.dim("S");
-    Expr scale = p.input("scale", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
-    Expr shift = p.input("shift", dt, Layout::RowMajor, IndexMap::PerBatch, S).row();
+  if (o.modulate)
     y = round(outDt, round(outDt, y * round(dt, Expr(1.0f) + scale)) + shift);
-  }
   p.output("y", outDt, Layout::RowMajor, y);
   return p.build();
 }

@@ -541,11 +541,13 @@ TEST(AtenNorms, HfRmsNormMatchesTheEagerChain) {
     for (float &v : sh) v = rnd(k.dt, v);
     Storage x(k.dt, xv), rs(k.dt, res), ws(k.wDt, w), scs(k.dt, sc), shs(k.dt, sh),
         sum(k.dt, size_t(R * C)), y(k.wDt, size_t(R * C));
+    // Operand order: inputs (x, residual, weight, scale, shift), then outputs.
     std::vector<HostTensor> ts = {x.tensor(R, C)};
-    if (k.residual) ts.push_back(rs.tensor(R, C)), ts.push_back(sum.tensor(R, C));
+    if (k.residual) ts.push_back(rs.tensor(R, C));
     ts.push_back(ws.tensor(1, C));
     if (k.modulate)
       ts.push_back(scs.tensor((R + S - 1) / S, C)), ts.push_back(shs.tensor((R + S - 1) / S, C));
+    if (k.residual) ts.push_back(sum.tensor(R, C));
     ts.push_back(y.tensor(R, C));
     const float eps = 1e-6f;
     Binding bind;
