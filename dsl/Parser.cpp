@@ -239,6 +239,8 @@ private:
   bool leaf(Op op, const Token &opTok, Expr &out);
   bool foldValue(Expr &out);
   bool fold();
+  bool stageList(std::vector<TreeStage> &out);
+  bool orderExtensions(FoldOrder &o);
   bool stages(FoldOrder &o);
   bool combiner(std::shared_ptr<const Combiner> &out);
   bool function(llvm::StringRef name, State &out);
@@ -734,10 +736,15 @@ bool Parser::fold() {
 }
 
 bool Parser::stages(FoldOrder &o) {
-  if (!keyword("stages") || !punct("["))
+  return keyword("stages") && stageList(o.stages) && orderExtensions(o);
+}
+
+/// [KIND OFFSET, ...]
+bool Parser::stageList(std::vector<TreeStage> &out) {
+  if (!punct("["))
     return false;
   while (!isPunct("]")) {
-    if (!o.stages.empty() && !punct(","))
+    if (!out.empty() && !punct(","))
       return false;
     TreeStage s{};
     if (!oneOf({TreeStage::ShuffleDown, TreeStage::ButterflyXor,
@@ -749,9 +756,42 @@ bool Parser::stages(FoldOrder &o) {
     if (!integer(offset, "a stage offset", 0, INT32_MAX))
       return false;
     s.offset = int(offset);
-    o.stages.push_back(s);
+    out.push_back(s);
   }
   bump();
+  return true;
+}
+
+/// What the printer adds for orders beyond the plain model (IR.h FoldOrder):
+/// accumulators N (by-element | round-robin) [aligned] ctas N final [...]
+/// rows MIN..MAX
+bool Parser::orderExtensions(FoldOrder &o) {
+  if (!isKeyword("accumulators"))
+    return true;
+  bump();
+  int64_t acc, ctas, minRows, maxRows;
+  if (!integer(acc, "an accumulator count", 1, 64))
+    return false;
+  std::string first, second;
+  if (!ident(first, "by-element or round-robin") || !punct("-") ||
+      !ident(second, "by-element or round-robin"))
+    return false;
+  if (first + "-" + second == "by-element")
+    o.accumulatorMap = FoldOrder::AccumulatorMap::VectorElement;
+  else if (first + "-" + second != "round-robin")
+    return expected("by-element or round-robin");
+  o.accumulators = int(acc);
+  o.alignedVectors = isKeyword("aligned");
+  if (o.alignedVectors)
+    bump();
+  if (!keyword("ctas") || !integer(ctas, "a CTA count", 1, 1 << 20) ||
+      !keyword("final") || !stageList(o.finalStages) || !keyword("rows") ||
+      !integer(minRows, "a row count", 1, INT64_MAX) || !punct(".") ||
+      !punct(".") || !integer(maxRows, "a row count", 1, INT64_MAX))
+    return false;
+  o.ctas = int(ctas);
+  o.minRows = minRows;
+  o.maxRows = maxRows;
   return true;
 }
 

@@ -10,6 +10,7 @@
 
 #include "dsl/Folds.h"
 #include "dsl/Interp.h"
+#include "dsl/Parser.h"
 #include "templates/AtenNorms.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -580,3 +581,39 @@ TEST(AtenNorms, HfRmsNormMatchesTheEagerChain) {
 }
 
 } // namespace
+
+// The extended fold orders print their extra fields; the text format reads
+// them back, so aten-order kernels round-trip like the stock ones.
+TEST(AtenNorms, TextRoundTripsWithTheExtendedOrder) {
+  std::vector<templates::KernelDefRef> defs;
+  for (int64_t cols : {96, 1024, 4096, 200000}) {
+    templates::HfRmsNormOptions o;
+    o.cols = cols, o.rows = cols == 200000 ? 3 : 64, o.residual = true;
+    auto def = templates::hfRmsNorm(o);
+    if (!def) {
+      // Widths beyond the template's guard are refused, not mis-built.
+      EXPECT_EQ(cols, 200000) << llvm::toString(def.takeError());
+      llvm::consumeError(def.takeError());
+      continue;
+    }
+    defs.push_back(*def);
+  }
+  for (int64_t c : {96, 384}) {
+    templates::WanRmsNormSiluOptions o;
+    o.cols = c;
+    auto def = templates::atenWanRmsNormSilu(o);
+    ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+    defs.push_back(*def);
+  }
+  bool sawExtended = false;
+  for (const templates::KernelDefRef &d : defs) {
+    for (const FoldDecl &f : d->folds)
+      sawExtended |= !f.order.isPlain() || f.order.hasRowRange();
+    auto parsed = parseKernel(d->canonicalText, d->name);
+    ASSERT_TRUE(bool(parsed)) << d->name << ": "
+                              << llvm::toString(parsed.takeError());
+    EXPECT_EQ((*parsed)->canonicalText, d->canonicalText) << d->name;
+    EXPECT_EQ((*parsed)->hash, d->hash) << d->name;
+  }
+  EXPECT_TRUE(sawExtended) << "no kernel used the extended fold order";
+}
