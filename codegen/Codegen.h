@@ -121,8 +121,8 @@ llvm::Error checkConfig(const dsl::KernelDef &def, const ShapeSpec &shape,
                         const TileConfig &config);
 
 /// Oldest target codegen supports: sm_80. The lowering rounds to bf16 with
-/// cvt.rn.bf16{,x2}.f32, which PTX has from sm_80 (CUDA 13's nvJitLink
-/// and ptxas also take sm_75, where that instruction is missing).
+/// cvt.rn.bf16{,x2}.f32, which PTX has from sm_80; CUDA 13's ptxas (and
+/// nvJitLink) start at sm_75, where that instruction is missing.
 inline constexpr int kMinSmVersion = 80;
 
 /// Whether `arch` ("sm_80", "sm_90a", "sm_100f" ...) is a target codegen can

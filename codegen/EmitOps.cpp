@@ -36,11 +36,12 @@ struct KernelBuilder::OpLowering {
   Value (*emit)(KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a);
 };
 
-#define BINARY(OP, CREATE)                                                     \
-  {DOp::OP, [](KernelBuilder &kb, const ExprNode *, ArrayRef<Value> a) {      \
+/// An entry whose lowering is one expression of `kb` and the arguments `a`.
+#define EMIT(OP, CREATE)                                                       \
+  {DOp::OP, [](KernelBuilder &kb, const ExprNode *, ArrayRef<Value> a) {        \
      return Value(CREATE);                                                     \
    }}
-#define CMP(OP, PRED) BINARY(OP, kb.cmp(P::PRED, a[0], a[1]))
+#define CMP(OP, PRED) EMIT(OP, kb.cmp(P::PRED, a[0], a[1]))
 
 const KernelBuilder::OpLowering KernelBuilder::opTable[] = {
     {DOp::Const,
@@ -53,50 +54,50 @@ const KernelBuilder::OpLowering KernelBuilder::opTable[] = {
     {DOp::FoldValue, nullptr},
     {DOp::Placeholder, nullptr},
     {DOp::Invalid, nullptr}, // never verifies
-    BINARY(Neg, arith::NegFOp::create(kb.b, kb.loc, a[0])),
-    BINARY(Abs, LLVM::FAbsOp::create(kb.b, kb.loc, a[0])),
-    BINARY(Sqrt, kb.intrinsic("llvm.nvvm.sqrt.rn.f", {a[0]})),
-    BINARY(RcpApproxFtz, NVVM::RcpApproxFtzF32Op::create(kb.b, kb.loc, kb.f32,
+    EMIT(Neg, arith::NegFOp::create(kb.b, kb.loc, a[0])),
+    EMIT(Abs, LLVM::FAbsOp::create(kb.b, kb.loc, a[0])),
+    EMIT(Sqrt, kb.intrinsic("llvm.nvvm.sqrt.rn.f", {a[0]})),
+    EMIT(RcpApproxFtz, NVVM::RcpApproxFtzF32Op::create(kb.b, kb.loc, kb.f32,
                                                          a[0])),
-    BINARY(RsqrtApproxFtz,
+    EMIT(RsqrtApproxFtz,
            kb.intrinsic("llvm.nvvm.rsqrt.approx.ftz.f", {a[0]})),
-    BINARY(Ex2ApproxFtz, kb.intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {a[0]})),
-    BINARY(ExpLibdevice, kb.expLibdevice(a[0])),
-    BINARY(Saturate, kb.saturate(a[0])),
+    EMIT(Ex2ApproxFtz, kb.intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {a[0]})),
+    EMIT(ExpLibdevice, kb.expLibdevice(a[0])),
+    EMIT(Saturate, kb.saturate(a[0])),
     {DOp::Round,
      [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a) {
        return kb.emitRound(n, a[0]);
      }},
-    BINARY(Extend, kb.emitExtend(a[0])),
+    EMIT(Extend, kb.emitExtend(a[0])),
     // Folded where both operands are constants (APFloat, round to nearest
     // even: the IEEE result), so exact rewrites can see constant arguments.
-    BINARY(Add, kb.b.createOrFold<arith::AddFOp>(kb.loc, a[0], a[1])),
-    BINARY(Sub, kb.b.createOrFold<arith::SubFOp>(kb.loc, a[0], a[1])),
-    BINARY(Mul, kb.b.createOrFold<arith::MulFOp>(kb.loc, a[0], a[1])),
-    BINARY(SubFtz, kb.subFtz(a[0], a[1])),
-    BINARY(Div, kb.intrinsic("llvm.nvvm.div.rn.f", {a[0], a[1]})),
-    BINARY(MinNum, kb.minMax(DOp::MinNum, a[0], a[1])),
-    BINARY(MaxNum, kb.minMax(DOp::MaxNum, a[0], a[1])),
-    BINARY(MinNaN, kb.minMax(DOp::MinNaN, a[0], a[1])),
-    BINARY(MaxNaN, kb.minMax(DOp::MaxNaN, a[0], a[1])),
+    EMIT(Add, kb.b.createOrFold<arith::AddFOp>(kb.loc, a[0], a[1])),
+    EMIT(Sub, kb.b.createOrFold<arith::SubFOp>(kb.loc, a[0], a[1])),
+    EMIT(Mul, kb.b.createOrFold<arith::MulFOp>(kb.loc, a[0], a[1])),
+    EMIT(SubFtz, kb.subFtz(a[0], a[1])),
+    EMIT(Div, kb.intrinsic("llvm.nvvm.div.rn.f", {a[0], a[1]})),
+    EMIT(MinNum, kb.minMax(DOp::MinNum, a[0], a[1])),
+    EMIT(MaxNum, kb.minMax(DOp::MaxNum, a[0], a[1])),
+    EMIT(MinNaN, kb.minMax(DOp::MinNaN, a[0], a[1])),
+    EMIT(MaxNaN, kb.minMax(DOp::MaxNaN, a[0], a[1])),
     CMP(CmpLT, OLT),
     CMP(CmpLE, OLE),
     CMP(CmpGT, OGT),
     CMP(CmpGE, OGE),
     CMP(CmpEQ, OEQ),
     CMP(CmpNE, UNE), // unordered: true on NaN, as the interpreter
-    BINARY(And, arith::AndIOp::create(kb.b, kb.loc, a[0], a[1])),
-    BINARY(Or, arith::OrIOp::create(kb.b, kb.loc, a[0], a[1])),
-    BINARY(Not, arith::XOrIOp::create(kb.b, kb.loc, a[0], kb.cBool(true))),
+    EMIT(And, arith::AndIOp::create(kb.b, kb.loc, a[0], a[1])),
+    EMIT(Or, arith::OrIOp::create(kb.b, kb.loc, a[0], a[1])),
+    EMIT(Not, arith::XOrIOp::create(kb.b, kb.loc, a[0], kb.cBool(true))),
     {DOp::Fma,
      [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a) {
        return kb.emitFma(n, a);
      }},
-    BINARY(Select, kb.sel(a[0], a[1], a[2])),
+    EMIT(Select, kb.sel(a[0], a[1], a[2])),
 };
 
 #undef CMP
-#undef BINARY
+#undef EMIT
 
 Value KernelBuilder::emitOp(const ExprNode *n, ArrayRef<Value> a) {
   constexpr size_t numOps = size_t(DOp::Select) + 1;

@@ -9,7 +9,7 @@
 //
 // Every op carries a location: the canonical text's name of the DSL node
 // it evaluates ("%12", "welford_aten.push.%3"), inside the structure that
-// emits it ("fold 0", "output y", "row setup"), so a dump with locations
+// emits it ("row setup", "fold 0", "outputs"), so a dump with locations
 // maps back to the program. No debug info is attached: the PTX has no
 // .loc/.file lines.
 //
