@@ -1,7 +1,10 @@
 //===- codegen/Codegen.cpp - The compile driver: a list of stages ---------===//
 //
+// First the target (checkTargetArch) and the dump folder are checked; then
 //   plan            TileConfig + shape -> Plan (legality, fold mapping)
-//   mlir-build      KernelDef + Plan -> MLIR (arith, scf, llvm, nvvm)
+//   rewrites        the exact rewrites the program gets (ExactRewrites.h)
+//   fold-knowledge  constant lane fields, dead keep-selects (FoldKnowledge.h)
+//   mlir-build      KernelDef + Plan + facts -> MLIR (arith, scf, llvm, nvvm)
 //   scf-to-cf, arith-to-llvm, cf-to-llvm, reconcile-casts
 //                   -> MLIR in the LLVM + NVVM dialects
 //   llvm-translate  -> LLVM IR
@@ -9,8 +12,9 @@
 //   ptx             NVPTX -> PTX text
 //   cubin           nvJitLink / driver / ptxas
 //
-// With dumpDir every stage's output lands there (NN-stage.ext); a failing
-// stage leaves its input IR there and its error names the stage.
+// With dumpDir every stage's output lands there (NN-stage.ext; MLIR with
+// locations naming the DSL nodes); a failing stage leaves its input IR
+// there and its error names the stage.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,12 +50,30 @@ using namespace bitfold::codegen;
 
 namespace {
 
+llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+/// Creates the dump folder, or says why it cannot be used.
+llvm::Error prepareDumpDir(llvm::StringRef dir) {
+  if (dir.empty())
+    return fail("--dump-dir: the folder name is empty");
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return fail("--dump-dir " + dir + ": " + ec.message());
+  if (!llvm::sys::fs::is_directory(dir))
+    return fail("--dump-dir " + dir + ": not a folder");
+  if (llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write))
+    return fail("--dump-dir " + dir + ": not writable");
+  return llvm::Error::success();
+}
+
 /// Runs named stages in order: times each, dumps its output, and turns a
-/// failure into an error that names the stage.
+/// failure into an error that names the stage. A dump that cannot be
+/// written is reported by `finish`.
 class Stages {
 public:
   Stages(const CompileOptions &opts, CompiledKernel &out)
-      : opts(opts), out(out) {}
+      : dir(opts.dumpDir.value_or("")), out(out) {}
 
   template <typename Fn> llvm::Error run(llvm::StringRef name, Fn &&fn) {
     auto t0 = std::chrono::steady_clock::now();
@@ -61,42 +83,55 @@ public:
                     .count();
     out.times.push_back({name.str(), ms});
     if (e)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          llvm::formatv("codegen stage '{0}' failed{1}: {2}", name,
-                        opts.dumpDir.empty()
-                            ? std::string()
-                            : " (its input IR is in " + opts.dumpDir + ")",
-                        llvm::toString(std::move(e))));
+      return fail(llvm::formatv(
+          "codegen stage '{0}' failed{1}: {2}", name,
+          dir.empty() ? std::string() : " (its input IR is in " + dir + ")",
+          llvm::toString(std::move(e))));
     ++index;
     return llvm::Error::success();
   }
 
-  /// Writes `text` as dumpDir/NN-name (no-op without dumpDir).
-  void dump(llvm::StringRef name, llvm::function_ref<void(llvm::raw_ostream &)> write) {
-    if (opts.dumpDir.empty())
+  /// Writes dumpDir/NN-name (no-op without dumpDir).
+  void dump(llvm::StringRef name,
+            llvm::function_ref<void(llvm::raw_ostream &)> write) {
+    if (dir.empty())
       return;
-    llvm::sys::fs::create_directories(opts.dumpDir);
-    llvm::SmallString<256> path(opts.dumpDir);
+    llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, llvm::formatv("{0:2}-{1}", index, name).str());
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
-    if (!ec)
+    if (!ec) {
       write(os);
+      os.close();
+      ec = os.error();
+      os.clear_error();
+    }
+    if (ec && dumpFailure.empty())
+      dumpFailure = "cannot write " + path.str().str() + ": " + ec.message();
   }
   void dumpText(llvm::StringRef name, llvm::StringRef text) {
     dump(name, [&](llvm::raw_ostream &os) { os << text; });
   }
+  void dumpMLIR(llvm::StringRef name, mlir::ModuleOp m) {
+    dump(name, [&](llvm::raw_ostream &os) {
+      m->print(os, mlir::OpPrintingFlags().enableDebugInfo(
+                       /*enable=*/true, /*prettyForm=*/false));
+    });
+  }
+
+  /// The first dump failure, if any.
+  llvm::Error finish() {
+    if (dumpFailure.empty())
+      return llvm::Error::success();
+    return fail("--dump-dir: " + dumpFailure);
+  }
 
 private:
-  const CompileOptions &opts;
+  std::string dir;
   CompiledKernel &out;
   int index = 0;
+  std::string dumpFailure;
 };
-
-llvm::Error fail(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 std::string entryNameFor(const dsl::KernelDef &def, const TileConfig &c) {
   std::string cfg = c.str();
@@ -104,80 +139,135 @@ std::string entryNameFor(const dsl::KernelDef &def, const TileConfig &c) {
   return "bitfold_" + def.name + "_" + def.hash.substr(0, 12) + "_" + cfg;
 }
 
-/// One MLIR conversion pass as a stage of its own (so each can be dumped).
-llvm::Error runPass(mlir::ModuleOp module, std::unique_ptr<mlir::Pass> pass) {
-  mlir::PassManager pm(module.getContext());
-  pm.addPass(std::move(pass));
-  if (mlir::failed(pm.run(module)))
-    return fail("the pass reported failure (see the MLIR dump)");
+/// "sm_90", "sm_90a": 90 (checkTargetArch accepted the spelling).
+int smVersionOf(llvm::StringRef arch) {
+  unsigned sm = 0;
+  arch.consume_front("sm_");
+  arch.take_while(llvm::isDigit).getAsInteger(10, sm);
+  return int(sm);
+}
+
+/// One compilation's state; one method per stage, in order.
+class Compilation {
+public:
+  Compilation(const dsl::KernelDef &def, const ShapeSpec &shape,
+              const TileConfig &config, const CompileOptions &options)
+      : def(def), shape(shape), options(options), stages(options, out),
+        ctx(mlir::MLIRContext::Threading::DISABLED) {
+    out.config = config;
+    out.entryName = entryNameFor(def, config);
+    out.abi.numGroups = def.groups;
+    out.abi.numOperands = int(def.operands.size());
+    out.abi.numDims = int(def.dims.size());
+    out.abi.numScalars = int(def.scalars.size());
+  }
+
+  llvm::Error plan();
+  llvm::Error staticFacts();
+  llvm::Error buildMLIR();
+  llvm::Error lowerMLIR();
+  llvm::Error translate();
+  llvm::Error optimize();
+  llvm::Error emitPTX();
+  llvm::Error assemble();
+  llvm::Expected<CompiledKernel> result() {
+    if (llvm::Error e = stages.finish())
+      return std::move(e);
+    return std::move(out);
+  }
+
+  CompiledKernel out;
+
+private:
+  void setUpContext();
+
+  const dsl::KernelDef &def;
+  const ShapeSpec &shape;
+  const CompileOptions &options;
+  Stages stages;
+  Plan thePlan;
+  LoweringFacts facts;
+  mlir::MLIRContext ctx;
+  std::string diagnostics;
+  std::optional<mlir::ScopedDiagnosticHandler> diag;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  llvm::LLVMContext llctx;
+  std::unique_ptr<llvm::Module> llmod;
+  std::unique_ptr<llvm::TargetMachine> tm;
+};
+
+llvm::Error Compilation::plan() {
+  stages.dumpText("program.txt", def.canonicalText);
+  if (llvm::Error e = stages.run("plan", [&]() -> llvm::Error {
+        llvm::Expected<Plan> p = makePlan(def, shape, out.config);
+        if (!p)
+          return p.takeError();
+        thePlan = std::move(*p);
+        thePlan.smVersion = smVersionOf(options.arch);
+        thePlan.gridDependencyControl = options.gridDependencyControl;
+        return llvm::Error::success();
+      }))
+    return e;
+  out.sharedBytes = thePlan.sharedBytes;
   return llvm::Error::success();
 }
 
-} // namespace
-
-llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
-                                                const ShapeSpec &shape,
-                                                const TileConfig &config,
-                                                const CompileOptions &options) {
-  CompiledKernel out;
-  out.config = config;
-  out.entryName = entryNameFor(def, config);
-  out.abi.numGroups = def.groups;
-  out.abi.numOperands = int(def.operands.size());
-  out.abi.numDims = int(def.dims.size());
-  out.abi.numScalars = int(def.scalars.size());
-  Stages stages(options, out);
-
-  stages.dumpText("program.txt", def.canonicalText);
-  Plan plan;
-  if (llvm::Error e = stages.run("plan", [&]() -> llvm::Error {
-        llvm::Expected<Plan> p = makePlan(def, shape, config);
-        if (!p)
-          return p.takeError();
-        plan = std::move(*p);
-        // "sm_90", "sm_90a": the digits; anything else fails later, in the
-        // target machine, with its own message.
-        unsigned sm = 0;
-        llvm::StringRef arch(options.arch);
-        if (arch.consume_front("sm_") &&
-            !arch.take_while(llvm::isDigit).getAsInteger(10, sm))
-          plan.smVersion = int(sm);
-        plan.gridDependencyControl = options.gridDependencyControl;
+llvm::Error Compilation::staticFacts() {
+  if (llvm::Error e = stages.run("rewrites", [&] {
+        facts.rewrites = findRewrites(def, thePlan.smVersion);
         return llvm::Error::success();
       }))
-    return std::move(e);
-  out.sharedBytes = plan.sharedBytes;
+    return e;
+  stages.dump("rewrites.txt", [&](llvm::raw_ostream &os) {
+    printRewrites(os, def, facts.rewrites);
+  });
+  if (llvm::Error e = stages.run("fold-knowledge", [&] {
+        for (size_t f = 0; f < def.folds.size(); ++f)
+          facts.folds.push_back(analyseFold(thePlan.folds[f],
+                                            *def.folds[f].combiner, thePlan.cols,
+                                            thePlan.config.threadsPerRow));
+        return llvm::Error::success();
+      }))
+    return e;
+  stages.dump("fold-knowledge.txt", [&](llvm::raw_ostream &os) {
+    printFoldFacts(os, thePlan, facts.folds);
+  });
+  return llvm::Error::success();
+}
 
-  mlir::MLIRContext ctx(mlir::MLIRContext::Threading::DISABLED);
+void Compilation::setUpContext() {
   loadCodegenDialects(ctx);
   mlir::registerBuiltinDialectTranslation(ctx);
   mlir::registerLLVMDialectTranslation(ctx);
   mlir::registerNVVMDialectTranslation(ctx);
   ctx.printOpOnDiagnostic(false);
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler diag(&ctx, [&](mlir::Diagnostic &d) {
+  diag.emplace(&ctx, [&](mlir::Diagnostic &d) {
     diagnostics += d.str() + "\n";
     return mlir::success();
   });
+}
 
-  mlir::OwningOpRef<mlir::ModuleOp> module;
+llvm::Error Compilation::buildMLIR() {
+  setUpContext();
   LoweringStats stats;
   if (llvm::Error e = stages.run("mlir-build", [&]() -> llvm::Error {
-        module = lowerToMLIR(ctx, def, plan, out.entryName, stats);
+        module = lowerToMLIR(ctx, def, thePlan, facts, out.entryName, stats);
         if (mlir::failed(mlir::verify(*module)))
           return fail("the built module does not verify:\n" + diagnostics);
         return llvm::Error::success();
       })) {
     if (module)
-      stages.dump("mlir-build.failed.mlir",
-                  [&](llvm::raw_ostream &os) { module->print(os); });
-    return std::move(e);
+      stages.dumpMLIR("mlir-build.failed.mlir", *module);
+    return e;
   }
   out.ir.fmaWritten = stats.fmaWritten;
   out.ir.narrowArith = stats.narrowArith;
   out.gridDependencyWait = stats.gridDependencyWait;
-  stages.dump("mlir-built.mlir", [&](llvm::raw_ostream &os) { module->print(os); });
+  stages.dumpMLIR("mlir-built.mlir", *module);
+  return llvm::Error::success();
+}
 
+llvm::Error Compilation::lowerMLIR() {
   struct PassStage {
     const char *name;
     std::unique_ptr<mlir::Pass> (*make)();
@@ -186,22 +276,26 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
       {"scf-to-cf", [] { return mlir::createSCFToControlFlowPass(); }},
       {"arith-to-llvm", [] { return mlir::createArithToLLVMConversionPass(); }},
       {"cf-to-llvm", [] { return mlir::createConvertControlFlowToLLVMPass(); }},
-      {"reconcile-casts", [] { return mlir::createReconcileUnrealizedCastsPass(); }},
+      {"reconcile-casts",
+       [] { return mlir::createReconcileUnrealizedCastsPass(); }},
   };
   for (const PassStage &p : passes) {
-    if (llvm::Error e = stages.run(p.name, [&] {
-          return runPass(*module, p.make());
+    if (llvm::Error e = stages.run(p.name, [&]() -> llvm::Error {
+          mlir::PassManager pm(&ctx);
+          pm.addPass(p.make());
+          if (mlir::failed(pm.run(*module)))
+            return fail("the pass reported failure (see the MLIR dump)");
+          return llvm::Error::success();
         })) {
-      stages.dump(std::string(p.name) + ".failed.mlir",
-                  [&](llvm::raw_ostream &os) { module->print(os); });
+      stages.dumpMLIR(std::string(p.name) + ".failed.mlir", *module);
       return fail(llvm::toString(std::move(e)) + "\n" + diagnostics);
     }
-    stages.dump(std::string(p.name) + ".mlir",
-                [&](llvm::raw_ostream &os) { module->print(os); });
+    stages.dumpMLIR(std::string(p.name) + ".mlir", *module);
   }
+  return llvm::Error::success();
+}
 
-  llvm::LLVMContext llctx;
-  std::unique_ptr<llvm::Module> llmod;
+llvm::Error Compilation::translate() {
   if (llvm::Error e = stages.run("llvm-translate", [&]() -> llvm::Error {
         llmod = mlir::translateModuleToLLVMIR(*module, llctx, "bitfold");
         if (!llmod)
@@ -210,14 +304,16 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
           return fail("the LLVM module does not verify");
         return llvm::Error::success();
       }))
-    return std::move(e);
+    return e;
   stages.dump("llvm-before-opt.ll",
               [&](llvm::raw_ostream &os) { llmod->print(os, nullptr); });
-  bool contraction = false;
   int64_t foldable = 0;
-  countIRFacts(*llmod, out.ir.fmaBeforeOpt, foldable, contraction);
+  countIRFacts(*llmod, out.ir.fmaBeforeOpt, foldable,
+               out.ir.contractionAllowed);
+  return llvm::Error::success();
+}
 
-  std::unique_ptr<llvm::TargetMachine> tm;
+llvm::Error Compilation::optimize() {
   if (llvm::Error e = stages.run("llvm-opt", [&]() -> llvm::Error {
         llvm::Expected<std::unique_ptr<llvm::TargetMachine>> t =
             createNVPTXTargetMachine(options.arch);
@@ -229,29 +325,33 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
         optimizeModule(*llmod, *tm);
         return llvm::Error::success();
       }))
-    return std::move(e);
+    return e;
   stages.dump("llvm-after-opt.ll",
               [&](llvm::raw_ostream &os) { llmod->print(os, nullptr); });
   bool contractionAfter = false;
   countIRFacts(*llmod, out.ir.fmaAfterOpt, out.ir.fmaFoldable,
                contractionAfter);
-  out.ir.contractionAllowed = contraction || contractionAfter;
+  out.ir.contractionAllowed = out.ir.contractionAllowed || contractionAfter;
+  return llvm::Error::success();
+}
 
+llvm::Error Compilation::emitPTX() {
   if (llvm::Error e = stages.run("ptx", [&]() -> llvm::Error {
-        llvm::Expected<std::string> ptx = emitPTX(*llmod, *tm);
+        llvm::Expected<std::string> ptx = codegen::emitPTX(*llmod, *tm);
         if (!ptx)
           return ptx.takeError();
         out.ptx = std::move(*ptx);
         return llvm::Error::success();
       }))
-    return std::move(e);
+    return e;
   stages.dumpText("kernel.ptx", out.ptx);
-  if (!options.emitCubin)
-    return out;
+  return llvm::Error::success();
+}
 
+llvm::Error Compilation::assemble() {
   if (llvm::Error e = stages.run("cubin", [&]() -> llvm::Error {
         llvm::Expected<AssembledCubin> c =
-            assemble(out.ptx, options.arch, options.cubinTool);
+            codegen::assemble(out.ptx, options.arch, options.cubinTool);
         if (!c)
           return c.takeError();
         out.cubin = std::move(c->cubin);
@@ -259,7 +359,7 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
         out.assemblerLog = std::move(c->log);
         return llvm::Error::success();
       }))
-    return std::move(e);
+    return e;
   stages.dump("kernel.cubin", [&](llvm::raw_ostream &os) {
     os.write(out.cubin.data(), out.cubin.size());
   });
@@ -268,7 +368,39 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
     for (const StageTime &t : out.times)
       os << llvm::formatv("{0,-16} {1,8:f3} ms\n", t.stage, t.ms);
   });
-  return out;
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
+                                                const ShapeSpec &shape,
+                                                const TileConfig &config,
+                                                const CompileOptions &options) {
+  if (llvm::Error e = checkTargetArch(options.arch))
+    return std::move(e);
+  if (options.dumpDir)
+    if (llvm::Error e = prepareDumpDir(*options.dumpDir))
+      return std::move(e);
+  Compilation c(def, shape, config, options);
+  if (llvm::Error e = c.plan())
+    return std::move(e);
+  if (llvm::Error e = c.staticFacts())
+    return std::move(e);
+  if (llvm::Error e = c.buildMLIR())
+    return std::move(e);
+  if (llvm::Error e = c.lowerMLIR())
+    return std::move(e);
+  if (llvm::Error e = c.translate())
+    return std::move(e);
+  if (llvm::Error e = c.optimize())
+    return std::move(e);
+  if (llvm::Error e = c.emitPTX())
+    return std::move(e);
+  if (options.emitCubin)
+    if (llvm::Error e = c.assemble())
+      return std::move(e);
+  return c.result();
 }
 
 std::string codegen::toolchainVersion() {

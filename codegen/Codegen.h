@@ -14,6 +14,7 @@
 
 #include "dsl/IR.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,9 @@ struct ShapeSpec {
 struct CompileOptions {
   std::string arch = "sm_90"; ///< sm_80, sm_90, sm_100 ...
   bool emitCubin = true;      ///< false: stop at PTX.
-  std::string dumpDir;        ///< non-empty: write every stage there.
+  /// Set: write every stage's output there (created if missing). An
+  /// empty path, a file, or a folder that cannot be written is an error.
+  std::optional<std::string> dumpDir;
   /// PTX -> cubin tool: "" = automatic (see codegen/Assemble.h),
   /// "nvJitLink", "ptxas" or "driver".
   std::string cubinTool;
@@ -116,6 +119,17 @@ TileConfig defaultConfig(const dsl::KernelDef &def, const ShapeSpec &shape);
 /// Why `config` is not legal for `shape`, or success.
 llvm::Error checkConfig(const dsl::KernelDef &def, const ShapeSpec &shape,
                         const TileConfig &config);
+
+/// Oldest target codegen supports: sm_80. The lowering rounds to bf16 with
+/// cvt.rn.bf16{,x2}.f32, which PTX has from sm_80; CUDA 13's ptxas (and
+/// nvJitLink) start at sm_75, where that instruction is missing.
+inline constexpr int kMinSmVersion = 80;
+
+/// Whether `arch` ("sm_80", "sm_90a", "sm_100f" ...) is a target codegen can
+/// compile for: the spelling, at least sm_80, and known to LLVM's NVPTX
+/// backend. Errors name the arch and the minimum. compile() checks it first;
+/// the runtime calls it for a device before compiling.
+llvm::Error checkTargetArch(llvm::StringRef arch);
 
 /// Lower and assemble. Errors name the failing stage; with dumpDir set, the
 /// failing IR is kept there for a repro.

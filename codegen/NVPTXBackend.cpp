@@ -9,11 +9,14 @@
 
 #include "codegen/Backend.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Operator.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -25,13 +28,14 @@
 
 using namespace bitfold::codegen;
 
+static constexpr const char *kNVPTXTriple = "nvptx64-nvidia-cuda";
+
 extern "C" void LLVMInitializeNVPTXTarget();
 extern "C" void LLVMInitializeNVPTXTargetInfo();
 extern "C" void LLVMInitializeNVPTXTargetMC();
 extern "C" void LLVMInitializeNVPTXAsmPrinter();
 
-llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
-bitfold::codegen::createNVPTXTargetMachine(llvm::StringRef arch) {
+static llvm::Expected<const llvm::Target *> nvptxTarget() {
   static std::once_flag once;
   std::call_once(once, [] {
     LLVMInitializeNVPTXTargetInfo();
@@ -39,18 +43,59 @@ bitfold::codegen::createNVPTXTargetMachine(llvm::StringRef arch) {
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
   });
-  llvm::Triple triple("nvptx64-nvidia-cuda");
   std::string err;
-  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(llvm::Triple(kNVPTXTriple), err);
   if (!target)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "NVPTX target: " + err);
+  return target;
+}
+
+llvm::Error bitfold::codegen::checkTargetArch(llvm::StringRef arch) {
+  auto bad = [&](const llvm::Twine &why) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("target arch '{0}': {1} (bitfold needs sm_{2} or later, "
+                      "e.g. sm_80, sm_90, sm_100)",
+                      arch, why, kMinSmVersion));
+  };
+  llvm::StringRef rest = arch;
+  if (!rest.consume_front("sm_"))
+    return bad("not an NVIDIA GPU target of the form sm_XY");
+  llvm::StringRef digits = rest.take_while(llvm::isDigit);
+  llvm::StringRef suffix = rest.drop_front(digits.size());
+  unsigned sm = 0;
+  if (digits.empty() || digits.getAsInteger(10, sm) ||
+      !(suffix.empty() || suffix == "a" || suffix == "f"))
+    return bad("not an NVIDIA GPU target of the form sm_XY");
+  if (sm < unsigned(kMinSmVersion))
+    return bad(llvm::formatv("sm_{0} is older than the minimum", sm));
+  llvm::Expected<const llvm::Target *> target = nvptxTarget();
+  if (!target)
+    return target.takeError();
+  // Created for the default CPU: LLVM warns on stderr about an unknown one.
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      (*target)->createMCSubtargetInfo(llvm::Triple(kNVPTXTriple), "", ""));
+  if (!sti || !sti->isCPUStringValid(arch))
+    return bad("not a target LLVM " LLVM_VERSION_STRING "'s NVPTX backend knows");
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
+bitfold::codegen::createNVPTXTargetMachine(llvm::StringRef arch) {
+  if (llvm::Error e = checkTargetArch(arch))
+    return std::move(e);
+  llvm::Expected<const llvm::Target *> target = nvptxTarget();
+  if (!target)
+    return target.takeError();
+  llvm::Triple triple(kNVPTXTriple);
   llvm::TargetOptions opts;
   opts.AllowFPOpFusion = llvm::FPOpFusion::Strict;
   opts.NoInfsFPMath = false;
   opts.NoNaNsFPMath = false;
   opts.NoSignedZerosFPMath = false;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+  std::unique_ptr<llvm::TargetMachine> tm((*target)->createTargetMachine(
       triple, arch, /*Features=*/"", opts, llvm::Reloc::Static, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
   if (!tm)

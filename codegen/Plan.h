@@ -20,6 +20,8 @@
 
 #include "codegen/Codegen.h"
 
+#include <set>
+
 namespace bitfold::codegen {
 
 struct StagePlan {
@@ -64,6 +66,10 @@ struct Plan {
 /// Checks `config` against the program and shape; on success, the plan.
 llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const ShapeSpec &shape,
                               const TileConfig &config);
+
+/// Adds the operands whose loads appear in `root`'s cone (not looking
+/// through folds) to `out`.
+void loadsOf(const dsl::ExprNode *root, std::set<int> &out);
 
 /// Registers ptxas may use per thread with `ctaThreads` threads (.maxntid).
 int registerLimit(int ctaThreads);

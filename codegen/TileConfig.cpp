@@ -30,8 +30,9 @@ llvm::Error illegal(const TileConfig &c, const llvm::Twine &why) {
 
 bool pow2(int64_t v) { return v > 0 && std::has_single_bit(uint64_t(v)); }
 
-/// Inputs whose loads appear in `root`'s cone (not looking through folds).
-void loadsOf(const ExprNode *root, std::set<int> &out) {
+} // namespace
+
+void codegen::loadsOf(const ExprNode *root, std::set<int> &out) {
   std::vector<const ExprNode *> stack{root};
   std::set<const ExprNode *> seen;
   while (!stack.empty()) {
@@ -45,8 +46,6 @@ void loadsOf(const ExprNode *root, std::set<int> &out) {
       stack.push_back(a.get());
   }
 }
-
-} // namespace
 
 std::string TileConfig::str() const {
   return llvm::formatv("r{0}.t{1}.v{2}.p{3}", rowsPerCta, threadsPerRow,
@@ -106,14 +105,12 @@ int codegen::registerLimit(int ctaThreads) {
   return std::min(255, perThread & ~7);
 }
 
-llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
-                                       const ShapeSpec &shape,
-                                       const TileConfig &c) {
-  Plan plan;
-  plan.config = c;
+namespace {
+
+/// The shape against the program's guard, and the config's own limits.
+llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
+                                const TileConfig &c) {
   const int64_t D = shape.cols;
-  plan.cols = D;
-  const int P = c.threadsPerRow, R = c.rowsPerCta, W = c.vectorElems;
   if (D < def.minCols || D > def.maxCols || D % def.colsMultipleOf != 0)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -127,7 +124,7 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
         llvm::inconvertibleErrorCode(),
         llvm::formatv("shape gives {0} alignments for the {1} operands of '{2}'",
                       shape.alignBytes.size(), def.operands.size(), def.name));
-  if (!pow2(P) || !pow2(R) || !pow2(W))
+  if (!pow2(c.threadsPerRow) || !pow2(c.rowsPerCta) || !pow2(c.vectorElems))
     return illegal(c, "rows per CTA, threads per row and vector width must "
                       "be powers of two");
   if (c.ctaThreads() > 1024)
@@ -137,71 +134,81 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
     return illegal(c, llvm::formatv("{0} threads per CTA is not a whole number "
                                     "of warps",
                                     c.ctaThreads()));
-  if (W > 16)
+  if (c.vectorElems > 16)
     return illegal(c, "vector width above 16 elements");
   if (def.folds.empty() && c.twoPass)
     return illegal(c, "two passes need a fold");
-  plan.index64 = shape.maxElementOffset == 0 ||
-                 shape.maxElementOffset >= (int64_t(1) << 31);
+  return llvm::Error::success();
+}
 
-  // Fold mappings.
-  for (size_t f = 0; f < def.folds.size(); ++f) {
-    const dsl::FoldOrder &o = def.folds[f].order;
-    if (!c.twoPass && P > o.threads)
-      return illegal(c, llvm::formatv("one pass keeps the row in the {0} "
-                                      "threads of fold {1}; {2} threads per "
-                                      "row would idle (use two passes)",
-                                      o.threads, f, P));
-    FoldPlan fp;
-    fp.T = o.threads;
-    fp.V = o.vector;
-    fp.Pf = std::min(P, fp.T);
-    fp.k = fp.T / fp.Pf;
-    int wantA = W >= fp.V ? W / fp.V : 1;
-    if (W >= fp.V && W % fp.V != 0)
-      return illegal(c, llvm::formatv("vector width {0} is not a multiple of "
-                                      "fold {1}'s vector {2}",
-                                      W, f, fp.V));
-    if (W < fp.V && fp.V % W != 0)
-      return illegal(c, llvm::formatv("fold {0}'s vector {1} is not a multiple "
-                                      "of the vector width {2}",
-                                      f, fp.V, W));
-    if (wantA > fp.k) {
-      if (!c.twoPass || P <= fp.T)
-        return illegal(c, llvm::formatv(
-                              "vector width {0} needs {1} adjacent lanes of "
-                              "fold {2} per thread, but each of the {3} "
-                              "threads holds only {4} of its {5} lanes",
-                              W, wantA, f, fp.Pf, fp.k, fp.T));
-      wantA = fp.k; // two passes with idle threads: narrower fold reads.
+/// Where each tree stage of fold lanes mapped as `fp` moves its data.
+void planStages(const dsl::FoldOrder &o, FoldPlan &fp) {
+  for (const dsl::TreeStage &s : o.stages) {
+    StagePlan sp;
+    sp.offset = s.offset;
+    if (s.offset < fp.A) {
+      sp.where = StagePlan::RegisterLo;
+      sp.threadOffset = s.offset;
+    } else if (s.offset >= fp.A * fp.Pf) {
+      sp.where = StagePlan::RegisterHi;
+      sp.threadOffset = s.offset / (fp.A * fp.Pf);
+    } else {
+      sp.threadOffset = s.offset / fp.A;
+      sp.where = sp.threadOffset < 32 ? StagePlan::Shuffle : StagePlan::Shared;
     }
-    fp.A = wantA;
-    fp.access = std::min(W, fp.A * fp.V);
-    if (D % fp.access != 0)
-      return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
-                                      "fold's access width {1}",
-                                      D, fp.access));
-    int64_t vectors = (D + fp.V - 1) / fp.V;
-    fp.reps = (vectors + fp.T - 1) / fp.T;
-    for (const dsl::TreeStage &s : o.stages) {
-      StagePlan sp;
-      sp.offset = s.offset;
-      if (s.offset < fp.A) {
-        sp.where = StagePlan::RegisterLo;
-        sp.threadOffset = s.offset;
-      } else if (s.offset >= fp.A * fp.Pf) {
-        sp.where = StagePlan::RegisterHi;
-        sp.threadOffset = s.offset / (fp.A * fp.Pf);
-      } else {
-        sp.threadOffset = s.offset / fp.A;
-        sp.where = sp.threadOffset < 32 ? StagePlan::Shuffle : StagePlan::Shared;
-      }
-      fp.stages.push_back(sp);
-    }
-    plan.folds.push_back(fp);
+    fp.stages.push_back(sp);
   }
+}
 
-  // Output phase.
+/// Fold f's lanes on the config's threads (Plan.h).
+llvm::Expected<FoldPlan> planFold(const dsl::FoldOrder &o, size_t f,
+                                  const TileConfig &c, int64_t D) {
+  const int P = c.threadsPerRow, W = c.vectorElems;
+  if (!c.twoPass && P > o.threads)
+    return illegal(c, llvm::formatv("one pass keeps the row in the {0} "
+                                    "threads of fold {1}; {2} threads per "
+                                    "row would idle (use two passes)",
+                                    o.threads, f, P));
+  FoldPlan fp;
+  fp.T = o.threads;
+  fp.V = o.vector;
+  fp.Pf = std::min(P, fp.T);
+  fp.k = fp.T / fp.Pf;
+  int wantA = W >= fp.V ? W / fp.V : 1;
+  if (W >= fp.V && W % fp.V != 0)
+    return illegal(c, llvm::formatv("vector width {0} is not a multiple of "
+                                    "fold {1}'s vector {2}",
+                                    W, f, fp.V));
+  if (W < fp.V && fp.V % W != 0)
+    return illegal(c, llvm::formatv("fold {0}'s vector {1} is not a multiple "
+                                    "of the vector width {2}",
+                                    f, fp.V, W));
+  if (wantA > fp.k) {
+    if (!c.twoPass || P <= fp.T)
+      return illegal(c, llvm::formatv(
+                            "vector width {0} needs {1} adjacent lanes of "
+                            "fold {2} per thread, but each of the {3} "
+                            "threads holds only {4} of its {5} lanes",
+                            W, wantA, f, fp.Pf, fp.k, fp.T));
+    wantA = fp.k; // two passes with idle threads: narrower fold reads.
+  }
+  fp.A = wantA;
+  fp.access = std::min(W, fp.A * fp.V);
+  if (D % fp.access != 0)
+    return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
+                                    "fold's access width {1}",
+                                    D, fp.access));
+  int64_t vectors = (D + fp.V - 1) / fp.V;
+  fp.reps = (vectors + fp.T - 1) / fp.T;
+  planStages(o, fp);
+  return fp;
+}
+
+/// One pass reuses fold 0's mapping; otherwise W-element chunks.
+llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
+  const TileConfig &c = plan.config;
+  const int64_t D = plan.cols;
+  const int P = c.threadsPerRow, W = c.vectorElems;
   if (!def.folds.empty() && !c.twoPass) {
     const FoldPlan &f0 = plan.folds[0];
     for (size_t f = 1; f < plan.folds.size(); ++f)
@@ -214,17 +221,21 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
                                       "row would idle (use two passes)",
                                       f0.T, P));
     plan.outputUsesFoldMapping = true;
-  } else {
-    if (D % W != 0)
-      return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
-                                      "vector width {1}",
-                                      D, W));
-    plan.outChunks = (D + int64_t(P) * W - 1) / (int64_t(P) * W);
+    return llvm::Error::success();
   }
+  if (D % W != 0)
+    return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
+                                    "vector width {1}",
+                                    D, W));
+  plan.outChunks = (D + int64_t(P) * W - 1) / (int64_t(P) * W);
+  return llvm::Error::success();
+}
 
-  // Alignment: every access of an operand is min(width * bytes, 16) bytes
-  // and must be aligned to that.
-  int widest = plan.outputUsesFoldMapping ? 1 : W;
+/// Every access of an operand is min(width * bytes, 16) bytes and must be
+/// aligned to that.
+llvm::Error checkAlignment(const KernelDef &def, const ShapeSpec &shape,
+                           const Plan &plan) {
+  int widest = plan.outputUsesFoldMapping ? 1 : plan.config.vectorElems;
   for (const FoldPlan &fp : plan.folds)
     widest = std::max(widest, fp.access);
   for (size_t i = 0; i < def.operands.size(); ++i) {
@@ -232,29 +243,34 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
     int need = std::min(widest * b, 16);
     int have = shape.alignBytes.empty() ? 16 : shape.alignBytes[i];
     if (have < need)
-      return illegal(c, llvm::formatv("operand '{0}' is {1}-byte aligned; "
-                                      "{2}-element accesses need {3} bytes",
-                                      def.operands[i].name, have, widest,
-                                      need));
+      return illegal(plan.config,
+                     llvm::formatv("operand '{0}' is {1}-byte aligned; "
+                                   "{2}-element accesses need {3} bytes",
+                                   def.operands[i].name, have, widest, need));
   }
+  return llvm::Error::success();
+}
 
-  // Shared memory: per fold, a broadcast slot per row (P > 32) and an
-  // exchange buffer for cross-warp stages.
+/// Per fold, a broadcast slot per row (P > 32) and an exchange buffer for
+/// cross-warp stages.
+unsigned sharedMemory(const KernelDef &def, const Plan &plan) {
+  const unsigned P = unsigned(plan.config.threadsPerRow),
+                 R = unsigned(plan.config.rowsPerCta);
   unsigned smem = 0;
   for (size_t f = 0; f < plan.folds.size(); ++f) {
     unsigned F = unsigned(def.folds[f].combiner->numFields());
     if (P > 32)
-      smem += unsigned(R) * F * 4;
+      smem += R * F * 4;
     if (plan.folds[f].needsShared())
-      smem += unsigned(R) * unsigned(P) * unsigned(plan.folds[f].k) * F * 4;
+      smem += R * P * unsigned(plan.folds[f].k) * F * 4;
   }
-  plan.sharedBytes = smem;
-  if (smem > 48 * 1024)
-    return illegal(c, llvm::formatv("needs {0} bytes of shared memory (48 KiB "
-                                    "static limit)",
-                                    smem));
+  return smem;
+}
 
-  // Registers: a conservative estimate; ptxas -v confirms (tests).
+/// Registers: a conservative estimate; ptxas -v confirms (tests).
+int estimateRegisters(const KernelDef &def, const Plan &plan) {
+  const int64_t D = plan.cols;
+  const int P = plan.config.threadsPerRow;
   std::set<int> foldLoads, outLoads;
   for (const dsl::FoldDecl &f : def.folds)
     loadsOf(f.input.get(), foldLoads);
@@ -284,12 +300,43 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
     int64_t fp = (D + plan.folds[0].Pf - 1) / plan.folds[0].Pf;
     est += int(std::min<int64_t>(fp * bytes / 4, 1 << 20));
   }
-  plan.estimatedRegisters = est;
+  return est;
+}
+
+} // namespace
+
+llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
+                                       const ShapeSpec &shape,
+                                       const TileConfig &c) {
+  if (llvm::Error e = checkShapeAndConfig(def, shape, c))
+    return std::move(e);
+  Plan plan;
+  plan.config = c;
+  plan.cols = shape.cols;
+  plan.index64 = shape.maxElementOffset == 0 ||
+                 shape.maxElementOffset >= (int64_t(1) << 31);
+  for (size_t f = 0; f < def.folds.size(); ++f) {
+    llvm::Expected<FoldPlan> fp = planFold(def.folds[f].order, f, c, plan.cols);
+    if (!fp)
+      return fp.takeError();
+    plan.folds.push_back(std::move(*fp));
+  }
+  if (llvm::Error e = planOutputPhase(def, plan))
+    return std::move(e);
+  if (llvm::Error e = checkAlignment(def, shape, plan))
+    return std::move(e);
+  plan.sharedBytes = sharedMemory(def, plan);
+  if (plan.sharedBytes > 48 * 1024)
+    return illegal(c, llvm::formatv("needs {0} bytes of shared memory (48 KiB "
+                                    "static limit)",
+                                    plan.sharedBytes));
+  plan.estimatedRegisters = estimateRegisters(def, plan);
   plan.registerLimit = registerLimit(c.ctaThreads());
-  if (est > plan.registerLimit)
+  if (plan.estimatedRegisters > plan.registerLimit)
     return illegal(c, llvm::formatv("needs about {0} registers per thread; "
                                     "{1} threads per CTA allow {2}",
-                                    est, c.ctaThreads(), plan.registerLimit));
+                                    plan.estimatedRegisters, c.ctaThreads(),
+                                    plan.registerLimit));
   return plan;
 }
 
@@ -335,10 +382,8 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
           if (R * P < 32 || R * P > 1024 || R > 64)
             continue;
           TileConfig c{R, P, W, passes == 2};
-          if (!makePlan(def, shape, c)) {
-            llvm::consumeError(makePlan(def, shape, c).takeError());
+          if (llvm::errorToBool(checkConfig(def, shape, c)))
             continue;
-          }
           out.push_back(c);
         }
       }

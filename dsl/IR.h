@@ -19,6 +19,7 @@
 #include "dsl/Ops.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -403,6 +404,11 @@ void forEachNode(const KernelDef &def,
 
 /// Canonical text of a verified program: stable across runs and platforms.
 std::string printCanonical(const KernelDef &def);
+/// Each node's name in the canonical text: "%12" in the body, and
+/// "<combiner>.<push|combine|finish>.%3" in a combiner body (bodies are
+/// numbered on their own). Codegen uses them as source locations.
+using NodeNames = llvm::DenseMap<const ExprNode *, std::string>;
+NodeNames canonicalNodeNames(const KernelDef &def);
 /// Hex SHA-256 of a string.
 std::string contentHash(llvm::StringRef text);
 

@@ -32,8 +32,10 @@ namespace {
 class DagPrinter {
 public:
   DagPrinter(llvm::raw_ostream &os, llvm::StringRef indent,
-             const KernelDef *def)
-      : os(os), indent(indent), def(def) {}
+             const KernelDef *def, NodeNames *record = nullptr,
+             std::string prefix = "")
+      : os(os), indent(indent), def(def), record(record),
+        prefix(std::move(prefix)) {}
 
   /// Prints `e` (and what it needs, once) and returns its name.
   std::string print(const Expr &e) {
@@ -98,6 +100,8 @@ private:
       os << (i ? ", " : " ") << args[i];
     os << " : " << dtypeName(n->type) << "\n";
     names[n] = name;
+    if (record)
+      record->try_emplace(n, prefix + name);
     return name;
   }
 
@@ -105,10 +109,13 @@ private:
   std::string indent;
   const KernelDef *def;
   llvm::DenseMap<const ExprNode *, std::string> names;
+  NodeNames *record;
+  std::string prefix;
   int next = 0;
 };
 
-void printCombiner(llvm::raw_ostream &os, const Combiner &c) {
+void printCombiner(llvm::raw_ostream &os, const Combiner &c,
+                   NodeNames *record) {
   os << "  combiner " << c.name() << " (";
   for (size_t i = 0; i < c.numFields(); ++i)
     os << (i ? ", " : "") << c.fieldNames()[i];
@@ -122,7 +129,7 @@ void printCombiner(llvm::raw_ostream &os, const Combiner &c) {
   os << ")\n";
   auto body = [&](llvm::StringRef fn, const State &s) {
     os << "   " << fn << ":\n";
-    DagPrinter p(os, "     ", nullptr);
+    DagPrinter p(os, "     ", nullptr, record, c.name() + "." + fn.str() + ".");
     std::vector<std::string> outs;
     for (const Expr &e : s.fields)
       outs.push_back(p.print(e));
@@ -138,9 +145,8 @@ void printCombiner(llvm::raw_ostream &os, const Combiner &c) {
 
 } // namespace
 
-std::string bitfold::dsl::printCanonical(const KernelDef &def) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
+static void printProgram(llvm::raw_ostream &os, const KernelDef &def,
+                         NodeNames *record) {
   os << "bitfold.row_program " << def.name << " v1\n";
   os << "groups " << def.groups << "\n";
   os << llvm::formatv("guard cols % {0} == 0, {1} <= cols <= {2}\n",
@@ -170,7 +176,7 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
   }
 
   os << "body:\n";
-  DagPrinter body(os, "  ", &def);
+  DagPrinter body(os, "  ", &def, record);
   std::vector<bool> foldPrinted(def.folds.size(), false);
   body.onFold = [&](int index) {
     if (foldPrinted[index])
@@ -199,7 +205,7 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
       os << "] rows " << f.order.minRows << ".." << f.order.maxRows;
     }
     os << "\n";
-    printCombiner(os, *f.combiner);
+    printCombiner(os, *f.combiner, record);
   };
   for (const OperandDecl &o : def.operands) {
     if (!o.isOutput)
@@ -211,7 +217,20 @@ std::string bitfold::dsl::printCanonical(const KernelDef &def) {
       os << " align " << o.guardAlignElems;
     os << " = " << v << "\n";
   }
+}
+
+std::string bitfold::dsl::printCanonical(const KernelDef &def) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  printProgram(os, def, nullptr);
   return text;
+}
+
+NodeNames bitfold::dsl::canonicalNodeNames(const KernelDef &def) {
+  NodeNames names;
+  llvm::raw_null_ostream os;
+  printProgram(os, def, &names);
+  return names;
 }
 
 std::string bitfold::dsl::contentHash(llvm::StringRef text) {

@@ -1,0 +1,224 @@
+//===- codegen/EmitFold.cpp - A fold: pushes, tree stages, broadcast ------===//
+//
+// The fold evaluates the interpreter's DAG: each lane pushes its elements
+// in order, each tree stage updates exactly the lanes whose offset bit is
+// clear, and lane 0's state is broadcast (README.md, "Fold lanes"). The
+// fold-knowledge stage (FoldKnowledge.h) says which registers are
+// constants and which keep-selects are dead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+using namespace bitfold;
+using namespace bitfold::codegen;
+
+namespace {
+
+bool isConst(Value v) { return bool(v.getDefiningOp<arith::ConstantOp>()); }
+
+} // namespace
+
+Value KernelBuilder::sharedArray(StringRef name, int64_t floats) {
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto arrTy = LLVM::LLVMArrayType::get(f32, floats);
+    LLVM::GlobalOp::create(b, loc, arrTy, /*isConstant=*/false,
+                           LLVM::Linkage::Internal, name, Attribute(),
+                           /*alignment=*/16, /*addrSpace=*/3);
+  }
+  return LLVM::AddressOfOp::create(b, loc, ptrShared, name);
+}
+
+Value KernelBuilder::sharedAddr(Value buf, Value index) {
+  return LLVM::GEPOp::create(b, loc, ptrShared, f32, buf, ValueRange{index});
+}
+
+void KernelBuilder::combineInto(const dsl::Combiner &cb,
+                                std::vector<Value> &self,
+                                const std::vector<Value> &other, Value cond) {
+  std::vector<Value> args = self;
+  args.insert(args.end(), other.begin(), other.end());
+  std::vector<Value> r = evalBody(cb.combineBody(), args);
+  for (size_t i = 0; i < self.size(); ++i)
+    self[i] = cond ? sel(cond, r[i], self[i]) : r[i];
+}
+
+void KernelBuilder::substituteConstants(size_t f, size_t point,
+                                        LaneStates &st) {
+  const FoldFacts &ff = facts[f];
+  for (int L = 0; L < int(st.size()); ++L)
+    for (int i = 0; i < ff.fields; ++i)
+      if (std::optional<uint32_t> c = ff.constant(point, L, i))
+        st[L][i] = cF32Bits(*c);
+}
+
+void KernelBuilder::emitPushes(size_t f, const std::vector<Access> &accs,
+                               LaneStates &st) {
+  // Lane (lo, hi) pushes vectors m = 0, 1, ..., elements in order.
+  const FoldPlan &fp = plan.folds[f];
+  const dsl::FoldDecl &decl = def.folds[f];
+  const int perChunk = fp.A * fp.V / fp.access;
+  for (int hi = 0; hi < fp.k / fp.A; ++hi)
+    for (int lo = 0; lo < fp.A; ++lo) {
+      std::vector<Value> &s = st[lo + fp.A * hi];
+      for (int64_t m = 0; m < fp.reps; ++m)
+        for (int e = 0; e < fp.V; ++e) {
+          int off = lo * fp.V + e;
+          const Access &a =
+              accs[(hi * fp.reps + m) * perChunk + off / fp.access];
+          if (!a.col)
+            continue; // never in range
+          Value x = elemValue(decl.input.get(), a, off % fp.access);
+          std::vector<Value> args = s;
+          args.push_back(x);
+          std::vector<Value> next = evalBody(decl.combiner->pushBody(), args);
+          if (a.inRange)
+            for (size_t i = 0; i < s.size(); ++i)
+              next[i] = sel(a.inRange, next[i], s[i]);
+          s = std::move(next);
+        }
+    }
+}
+
+void KernelBuilder::emitSharedStage(size_t f, const StagePlan &sp,
+                                    LaneStates &st, Value exchange) {
+  const FoldPlan &fp = plan.folds[f];
+  const int F = facts[f].fields, P = plan.config.threadsPerRow;
+  auto slot = [&](Value thread, int L, int field) {
+    // ((row * P + thread) * k + L) * F + field, in i32.
+    Value v = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, rowInCta, cI32(P)), thread);
+    v = arith::MulIOp::create(b, loc, v, cI32(fp.k * F));
+    return arith::AddIOp::create(b, loc, v, cI32(L * F + field));
+  };
+  int q = sp.threadOffset;
+  for (int L = 0; L < fp.k; ++L)
+    for (int i = 0; i < F; ++i)
+      LLVM::StoreOp::create(b, loc, st[L][i],
+                            sharedAddr(exchange, slot(laneInRow, L, i)), 4);
+  barrier();
+  Value clear = cmpI(arith::CmpIPredicate::eq,
+                     arith::AndIOp::create(b, loc, laneInRow, cI32(q)), cI32(0));
+  // Threads with the bit set read themselves (their result is unused).
+  Value partner =
+      sel(clear, arith::AddIOp::create(b, loc, laneInRow, cI32(q)), laneInRow);
+  for (int L = 0; L < fp.k; ++L) {
+    std::vector<Value> other;
+    for (int i = 0; i < F; ++i)
+      other.push_back(LLVM::LoadOp::create(
+          b, loc, f32, sharedAddr(exchange, slot(partner, L, i)), 4));
+    combineInto(*def.folds[f].combiner, st[L], other, clear);
+  }
+  barrier();
+}
+
+void KernelBuilder::emitStage(size_t f, size_t si, LaneStates &st,
+                              Value exchange) {
+  const FoldPlan &fp = plan.folds[f];
+  const dsl::Combiner &cb = *def.folds[f].combiner;
+  const StagePlan &sp = fp.stages[si];
+  switch (sp.where) {
+  case StagePlan::RegisterLo: {
+    int o = sp.threadOffset;
+    for (int hi = 0; hi < fp.k / fp.A; ++hi)
+      for (int lo = 0; lo + o < fp.A; ++lo)
+        if (!(lo & o))
+          combineInto(cb, st[lo + fp.A * hi], st[lo + o + fp.A * hi], Value());
+    return;
+  }
+  case StagePlan::RegisterHi: {
+    int m = sp.threadOffset;
+    for (int hi = 0; hi + m < fp.k / fp.A; ++hi)
+      if (!(hi & m))
+        for (int lo = 0; lo < fp.A; ++lo)
+          combineInto(cb, st[lo + fp.A * hi], st[lo + fp.A * (hi + m)],
+                      Value());
+    return;
+  }
+  case StagePlan::Shuffle: {
+    int q = sp.threadOffset;
+    Value clear =
+        cmpI(arith::CmpIPredicate::eq,
+             arith::AndIOp::create(b, loc, laneInRow, cI32(q)), cI32(0));
+    for (int L = 0; L < fp.k; ++L) {
+      std::vector<Value> other;
+      for (Value v : st[L])
+        other.push_back(isConst(v) ? v // the same in every thread
+                                   : NVVM::ShflOp::create(
+                                         b, loc, f32, cI32(-1), v, cI32(q),
+                                         cI32(0x1f), NVVM::ShflKind::down,
+                                         UnitAttr()));
+      combineInto(cb, st[L], other, facts[f].keep[si][L] ? clear : Value());
+    }
+    return;
+  }
+  case StagePlan::Shared: emitSharedStage(f, sp, st, exchange); return;
+  }
+}
+
+std::vector<Value> KernelBuilder::broadcastLane0(size_t f,
+                                                 const LaneStates &st) {
+  // Lane 0's state: thread 0 of the row, register lane 0.
+  const int F = facts[f].fields, P = plan.config.threadsPerRow;
+  std::vector<Value> state(F);
+  if (P <= 32) {
+    Value src = arith::AndIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, tid, cI32(31)), cI32(~(P - 1)));
+    for (int i = 0; i < F; ++i)
+      state[i] = isConst(st[0][i])
+                     ? st[0][i]
+                     : NVVM::ShflOp::create(b, loc, f32, cI32(-1), st[0][i],
+                                            src, cI32(0x1f),
+                                            NVVM::ShflKind::idx, UnitAttr());
+    return state;
+  }
+  Value buf = sharedArray("bf_broadcast_" + std::to_string(f),
+                          int64_t(plan.config.rowsPerCta) * F);
+  auto at = [&](int i) {
+    return sharedAddr(
+        buf, arith::AddIOp::create(
+                 b, loc, arith::MulIOp::create(b, loc, rowInCta, cI32(F)),
+                 cI32(i)));
+  };
+  Value first = cmpI(arith::CmpIPredicate::eq, laneInRow, cI32(0));
+  auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    for (int i = 0; i < F; ++i)
+      LLVM::StoreOp::create(b, loc, st[0][i], at(i), 4);
+  }
+  barrier();
+  for (int i = 0; i < F; ++i)
+    state[i] = isConst(st[0][i]) ? st[0][i]
+                                 : LLVM::LoadOp::create(b, loc, f32, at(i), 4);
+  return state;
+}
+
+void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
+  const FoldPlan &fp = plan.folds[f];
+  const dsl::Combiner &cb = *def.folds[f].combiner;
+  // Register lane L = lo + A * hi of this thread; initial state: empty.
+  LaneStates st(fp.k);
+  for (auto &s : st)
+    for (float v : cb.emptyState())
+      s.push_back(cF32(v));
+  emitPushes(f, accs, st);
+  substituteConstants(f, 0, st);
+  Value exchange;
+  if (fp.needsShared())
+    exchange = sharedArray("bf_exchange_" + std::to_string(f),
+                           int64_t(plan.config.rowsPerCta) *
+                               plan.config.threadsPerRow * fp.k *
+                               facts[f].fields);
+  for (size_t si = 0; si < fp.stages.size(); ++si) {
+    emitStage(f, si, st, exchange);
+    substituteConstants(f, si + 1, st);
+  }
+  foldResults[f] = evalBody(cb.finishBody(), broadcastLane0(f, st));
+}

@@ -1,0 +1,251 @@
+//===- codegen/EmitOps.cpp - One DSL op -> its exact lowering -------------===//
+//
+// The op table: one entry per dsl::Op. Every op becomes exactly one IEEE op
+// or a fixed sequence that computes exactly the interpreter's function
+// (dsl/Interp.cpp), with no fast-math flags anywhere. Leaves (loads,
+// scalars, dims, fold values, placeholders) have no entry of their own:
+// the value builders bind them (LowerToMLIR.cpp).
+//
+// MLIR 22's typed NVVM ops are used where they exist for the f32 forms
+// and translate to the same intrinsic (nvvm.rcp.approx.ftz.f, and
+// nvvm.convert.f32x2.to.{bf16,f16}x2 with rnd = rn for the paired cvt.rn;
+// scripts/ptx-hashes.sh shows the PTX unchanged). The rest stay intrinsic
+// calls by name because MLIR 22 has no typed op for them: sqrt.rn.f,
+// div.rn.f, rsqrt.approx.ftz.f, ex2.approx.ftz.f32, fma.rm.f, and the
+// single-value f2bf16.rn / f2h.rn.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelBuilder.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <array>
+
+using namespace mlir;
+using namespace bitfold;
+using namespace bitfold::codegen;
+using dsl::DType;
+using dsl::ExprNode;
+using DOp = dsl::Op;
+using P = arith::CmpFPredicate;
+
+struct KernelBuilder::OpLowering {
+  DOp op;
+  /// Null for leaves, which the value builders bind.
+  Value (*emit)(KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a);
+};
+
+/// An entry whose lowering is one expression of `kb` and the arguments `a`.
+#define EMIT(OP, CREATE)                                                       \
+  {DOp::OP, [](KernelBuilder &kb, const ExprNode *, ArrayRef<Value> a) {        \
+     return Value(CREATE);                                                     \
+   }}
+#define CMP(OP, PRED) EMIT(OP, kb.cmp(P::PRED, a[0], a[1]))
+
+const KernelBuilder::OpLowering KernelBuilder::opTable[] = {
+    {DOp::Const,
+     [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value>) {
+       return kb.cF32Bits(n->bits);
+     }},
+    {DOp::Scalar, nullptr},
+    {DOp::Dim, nullptr},
+    {DOp::Load, nullptr},
+    {DOp::FoldValue, nullptr},
+    {DOp::Placeholder, nullptr},
+    {DOp::Invalid, nullptr}, // never verifies
+    EMIT(Neg, arith::NegFOp::create(kb.b, kb.loc, a[0])),
+    EMIT(Abs, LLVM::FAbsOp::create(kb.b, kb.loc, a[0])),
+    EMIT(Sqrt, kb.intrinsic("llvm.nvvm.sqrt.rn.f", {a[0]})),
+    EMIT(RcpApproxFtz, NVVM::RcpApproxFtzF32Op::create(kb.b, kb.loc, kb.f32,
+                                                         a[0])),
+    EMIT(RsqrtApproxFtz,
+           kb.intrinsic("llvm.nvvm.rsqrt.approx.ftz.f", {a[0]})),
+    EMIT(Ex2ApproxFtz, kb.intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {a[0]})),
+    EMIT(ExpLibdevice, kb.expLibdevice(a[0])),
+    EMIT(Saturate, kb.saturate(a[0])),
+    {DOp::Round,
+     [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a) {
+       return kb.emitRound(n, a[0]);
+     }},
+    EMIT(Extend, kb.emitExtend(a[0])),
+    // Folded where both operands are constants (APFloat, round to nearest
+    // even: the IEEE result), so exact rewrites can see constant arguments.
+    EMIT(Add, kb.b.createOrFold<arith::AddFOp>(kb.loc, a[0], a[1])),
+    EMIT(Sub, kb.b.createOrFold<arith::SubFOp>(kb.loc, a[0], a[1])),
+    EMIT(Mul, kb.b.createOrFold<arith::MulFOp>(kb.loc, a[0], a[1])),
+    EMIT(SubFtz, kb.subFtz(a[0], a[1])),
+    EMIT(Div, kb.intrinsic("llvm.nvvm.div.rn.f", {a[0], a[1]})),
+    EMIT(MinNum, kb.minMax(DOp::MinNum, a[0], a[1])),
+    EMIT(MaxNum, kb.minMax(DOp::MaxNum, a[0], a[1])),
+    EMIT(MinNaN, kb.minMax(DOp::MinNaN, a[0], a[1])),
+    EMIT(MaxNaN, kb.minMax(DOp::MaxNaN, a[0], a[1])),
+    CMP(CmpLT, OLT),
+    CMP(CmpLE, OLE),
+    CMP(CmpGT, OGT),
+    CMP(CmpGE, OGE),
+    CMP(CmpEQ, OEQ),
+    CMP(CmpNE, UNE), // unordered: true on NaN, as the interpreter
+    EMIT(And, arith::AndIOp::create(kb.b, kb.loc, a[0], a[1])),
+    EMIT(Or, arith::OrIOp::create(kb.b, kb.loc, a[0], a[1])),
+    EMIT(Not, arith::XOrIOp::create(kb.b, kb.loc, a[0], kb.cBool(true))),
+    {DOp::Fma,
+     [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a) {
+       return kb.emitFma(n, a);
+     }},
+    EMIT(Select, kb.sel(a[0], a[1], a[2])),
+};
+
+#undef CMP
+#undef EMIT
+
+Value KernelBuilder::emitOp(const ExprNode *n, ArrayRef<Value> a) {
+  constexpr size_t numOps = size_t(DOp::Select) + 1;
+  // Op -> entry, checked once: every op has exactly one entry.
+  static const std::array<const OpLowering *, numOps> byOp = [] {
+    std::array<const OpLowering *, numOps> m{};
+    for (const OpLowering &l : opTable) {
+      if (size_t(l.op) >= numOps || m[size_t(l.op)])
+        llvm::report_fatal_error("codegen op table: duplicate or unknown op");
+      m[size_t(l.op)] = &l;
+    }
+    for (const OpLowering *l : m)
+      if (!l)
+        llvm::report_fatal_error("codegen op table: an op has no entry");
+    return m;
+  }();
+  const OpLowering *l = byOp[size_t(n->op)];
+  if (!l->emit)
+    llvm_unreachable("leaf op reached emitOp");
+  return l->emit(*this, n, a);
+}
+
+Value KernelBuilder::emitRound(const ExprNode *n, Value x) {
+  // cvt.rn through the NVVM intrinsics, not fptrunc: LLVM would fold
+  // fptrunc(fmul(fpext, fpext)) into bf16 arithmetic (exact, but then the
+  // PTX no longer shows the program's f32 ops and cvt.rn).
+  if (n->roundTo == DType::BF16)
+    return intrinsic("llvm.nvvm.f2bf16.rn", {x}, b.getBF16Type());
+  return arith::BitcastOp::create(
+      b, loc, b.getF16Type(), intrinsic("llvm.nvvm.f2h.rn", {x}, b.getI16Type()));
+}
+
+Value KernelBuilder::emitExtend(Value x) {
+  if (x.getType() == f32)
+    return x;
+  if (auto it = widened.find(x); it != widened.end())
+    return it->second;
+  if (auto call = x.getDefiningOp<LLVM::CallIntrinsicOp>();
+      call && call.getIntrin() == "llvm.nvvm.f2bf16.rn") {
+    // extend(round_bf16(v)) in one instruction: cvt.rn.bf16x2.f32 d, v, 0
+    // puts rnd(v) in the upper half and +0 in the lower one, which are the
+    // bits of the widened value. Same rounding (cvt.rn) as f2bf16.rn;
+    // ptxas emits both as F2FP (it already packs pairs of f2bf16.rn).
+    Value pair = cvtRnPair(DType::BF16, call.getOperand(0), cF32(0.0f));
+    return LLVM::BitcastOp::create(b, loc, f32, pair);
+  }
+  return arith::ExtFOp::create(b, loc, f32, x);
+}
+
+Value KernelBuilder::cvtRnPair(DType t, Value hi, Value lo) {
+  // cvt.rn.{bf16,f16}x2.f32 d, hi, lo: hi in the upper half (element 1).
+  Type ty = VectorType::get({2}, storageType(t));
+  if (t == DType::BF16)
+    return NVVM::ConvertF32x2ToBF16x2Op::create(b, loc, ty, hi, lo, Value(),
+                                                NVVM::FPRoundingMode::RN);
+  return NVVM::ConvertF32x2ToF16x2Op::create(b, loc, ty, hi, lo, Value(),
+                                             NVVM::FPRoundingMode::RN);
+}
+
+Value KernelBuilder::emitFma(const ExprNode *n, ArrayRef<Value> a) {
+  // nvcc's reciprocal of a constant integer (ExactRewrites.h): the divisor
+  // is a constant once built (a folded constant or the column count).
+  if (rewrites.nvccReciprocal.count(n))
+    if (auto rcp = a[0].getDefiningOp<NVVM::RcpApproxFtzF32Op>())
+      if (auto cst = rcp.getArg().getDefiningOp<arith::ConstantOp>())
+        if (std::optional<float> r = nvccReciprocalValue(
+                llvm::cast<FloatAttr>(cst.getValue()).getValue().convertToFloat()))
+          return cF32(*r);
+  ++stats.fmaWritten;
+  return LLVM::FMAOp::create(b, loc, a[0], a[1], a[2]);
+}
+
+Value KernelBuilder::subFtz(Value x, Value y) {
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, f32, ValueRange{x, y}, "sub.rn.ftz.f32 $0, $1, $2;", "=f,f,f",
+      /*has_side_effects=*/false, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None, LLVM::AsmDialectAttr(),
+      ArrayAttr());
+  return op.getResult(0);
+}
+
+Value KernelBuilder::saturate(Value x) {
+  // x > 0 ? (x < 1 ? x : 1) : 0   (NaN -> 0, -0 -> +0), as the interpreter.
+  Value inner = sel(cmp(P::OLT, x, cF32(1.0f)), x, cF32(1.0f));
+  return sel(cmp(P::OGT, x, cF32(0.0f)), inner, cF32(0.0f));
+}
+
+Value KernelBuilder::expLibdevice(Value a) {
+  // libdevice __nv_expf (ftz off), the sequence of dsl::expLibdevice.
+  const float log2eHi = std::bit_cast<float>(uint32_t(1069066811));
+  const float log2eLo = std::bit_cast<float>(uint32_t(849703008));
+  const float magic = std::bit_cast<float>(uint32_t(1262485504));
+  volatile float step = log2eHi / 252.0f;
+  volatile float bias = (-126.0f + magic) + 127.0f;
+  volatile float magic127 = magic + 127.0f;
+  Value t = LLVM::FMAOp::create(b, loc, a, cF32(step), cF32(0.5f));
+  Value s = saturate(t);
+  Value j = intrinsic("llvm.nvvm.fma.rm.f", {s, cF32(252.0f), cF32(bias)});
+  Value k = arith::NegFOp::create(
+      b, loc, arith::SubFOp::create(b, loc, j, cF32(magic127)));
+  Value r = LLVM::FMAOp::create(b, loc, a, cF32(log2eHi), k);
+  r = LLVM::FMAOp::create(b, loc, a, cF32(log2eLo), r);
+  stats.fmaWritten += 3;
+  Value jBits = arith::BitcastOp::create(b, loc, i32, j);
+  Value sBits = arith::ShLIOp::create(b, loc, jBits, cI32(23));
+  Value scale = arith::BitcastOp::create(b, loc, f32, sBits);
+  Value e = intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {r});
+  return arith::MulFOp::create(b, loc, e, scale);
+}
+
+Value KernelBuilder::minMax(DOp op, Value x, Value y) {
+  // The interpreter's minMax: NaN handling first, then -0 below +0, then <.
+  bool isMax = op == DOp::MaxNum || op == DOp::MaxNaN;
+  Value xNaN = cmp(P::UNO, x, x);
+  Value yNaN = cmp(P::UNO, y, y);
+  Value xNeg = cmpI(arith::CmpIPredicate::slt,
+                    arith::BitcastOp::create(b, loc, i32, x), cI32(0));
+  Value bothZero =
+      andI(cmp(P::OEQ, x, cF32(0.0f)), cmp(P::OEQ, y, cF32(0.0f)));
+  Value zeroPick = isMax ? sel(xNeg, y, x) : sel(xNeg, x, y);
+  Value ordPick = isMax ? sel(cmp(P::OGT, x, y), x, y)
+                        : sel(cmp(P::OLT, x, y), x, y);
+  Value v = sel(bothZero, zeroPick, ordPick);
+  if (op == DOp::MinNaN || op == DOp::MaxNaN) {
+    Value anyNaN = arith::OrIOp::create(b, loc, xNaN, yNaN);
+    return sel(anyNaN, cF32Bits(0x7fc00000u), v);
+  }
+  return sel(xNaN, y, sel(yNaN, x, v));
+}
+
+Value KernelBuilder::emitNarrowArith(
+    const NarrowArith &m, DType t,
+    llvm::function_ref<Value(const ExprNode *)> valueOf) {
+  Type ty = storageType(t);
+  auto operand = [&](const ExprNode *x) -> Value {
+    if (x->op != DOp::Const)
+      return valueOf(x);
+    llvm::APFloat v(std::bit_cast<float>(x->bits));
+    bool losesInfo = false;
+    v.convert(llvm::cast<FloatType>(ty).getFloatSemantics(),
+              llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+    return arith::ConstantOp::create(b, loc, ty, b.getFloatAttr(ty, v));
+  };
+  Value l = operand(m.lhs), r = operand(m.rhs);
+  ++stats.narrowArith;
+  switch (m.op) {
+  case DOp::Add: return arith::AddFOp::create(b, loc, l, r);
+  case DOp::Sub: return arith::SubFOp::create(b, loc, l, r);
+  default: return arith::MulFOp::create(b, loc, l, r);
+  }
+}

@@ -1,0 +1,84 @@
+//===- codegen/EmitOutputs.cpp - Output scheduling ------------------------===//
+//
+// Accesses go in groups: first every value of the group (so all its loads
+// are issued together), then its stores. A store may alias a later load (an
+// output may be an input), so LLVM keeps loads behind earlier stores; one
+// access at a time left a thread with a single access's loads in flight.
+// The group is bounded by the bytes it loads (registers; 128 made ptxas
+// spill a 64-bit address in residual_gate per_batch r2.t64).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <set>
+
+using namespace mlir;
+using namespace bitfold;
+using namespace bitfold::codegen;
+
+namespace {
+
+constexpr int64_t kGroupLoadBytes = 192;
+
+/// Operands the outputs load (not looking through folds).
+std::set<int> outputLoads(const dsl::KernelDef &def) {
+  std::set<int> out;
+  for (const dsl::OperandDecl &o : def.operands)
+    if (o.isOutput)
+      loadsOf(o.value.get(), out);
+  return out;
+}
+
+/// One access's output values: (operand, its elements) per output.
+struct Pending {
+  const Access *acc;
+  std::vector<std::pair<int, std::vector<Value>>> values;
+};
+
+} // namespace
+
+void KernelBuilder::emitOutputs(const std::vector<Access> &accs) {
+  const std::set<int> outLoads = outputLoads(def);
+  size_t i = 0;
+  while (i < accs.size()) {
+    std::vector<Pending> group;
+    int64_t bytes = 0;
+    size_t j = i;
+    for (; j < accs.size(); ++j) {
+      const Access &a = accs[j];
+      if (!a.col)
+        continue;
+      int64_t need = 0;
+      for (int op : outLoads)
+        if (!loads.count({op, a.id}))
+          need += int64_t(a.width) *
+                  int64_t(dsl::dtypeBytes(def.operands[op].dtype));
+      if (!group.empty() && bytes + need > kGroupLoadBytes)
+        break;
+      bytes += need;
+      Pending pd{&a, {}};
+      for (size_t o = 0; o < def.operands.size(); ++o) {
+        const dsl::OperandDecl &od = def.operands[o];
+        if (!od.isOutput)
+          continue;
+        std::vector<Value> v;
+        for (int e = 0; e < a.width; ++e)
+          v.push_back(elemValue(od.value.get(), a, e));
+        pd.values.push_back({int(o), std::move(v)});
+      }
+      group.push_back(std::move(pd));
+    }
+    i = j;
+    for (Pending &pd : group) {
+      Value cond = andI(rowValid, pd.acc->inRange);
+      auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      for (auto &[oi, v] : pd.values)
+        storeAccess(oi, *pd.acc, v);
+    }
+  }
+}

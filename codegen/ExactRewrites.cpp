@@ -1,0 +1,104 @@
+//===- codegen/ExactRewrites.cpp - Exact rewrites of the lowering ---------===//
+
+#include "codegen/ExactRewrites.h"
+
+#include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <bit>
+#include <cmath>
+
+using namespace bitfold;
+using namespace bitfold::codegen;
+using dsl::DType;
+using dsl::ExprNode;
+using DOp = dsl::Op;
+
+namespace {
+
+/// True when the f32 constant `bits` is exactly a value of `t` (BF16/F16).
+bool exactIn(uint32_t bits, DType t) {
+  llvm::APFloat v(std::bit_cast<float>(bits));
+  bool losesInfo = false;
+  llvm::APFloat::opStatus s = v.convert(
+      t == DType::BF16 ? llvm::APFloat::BFloat() : llvm::APFloat::IEEEhalf(),
+      llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+  return s == llvm::APFloat::opOK && !losesInfo && !v.isNaN();
+}
+
+bool isConst(const ExprNode *m, uint32_t bits) {
+  return m->op == DOp::Const && m->bits == bits;
+}
+
+} // namespace
+
+std::optional<NarrowArith> codegen::matchNarrowArith(const ExprNode *n,
+                                                     int smVersion) {
+  if (n->op != DOp::Round || (n->roundTo == DType::BF16 && smVersion < 90))
+    return std::nullopt;
+  const ExprNode *m = n->args[0].get();
+  if (m->op != DOp::Add && m->op != DOp::Sub && m->op != DOp::Mul)
+    return std::nullopt;
+  auto source = [&](const ExprNode *x) -> const ExprNode * {
+    if (x->op == DOp::Extend && x->args[0]->type == n->roundTo)
+      return x->args[0].get();
+    if (x->op == DOp::Const && exactIn(x->bits, n->roundTo))
+      return x;
+    return nullptr;
+  };
+  const ExprNode *l = source(m->args[0].get()), *r = source(m->args[1].get());
+  if (!l || !r || (l->op == DOp::Const && r->op == DOp::Const))
+    return std::nullopt;
+  return NarrowArith{m->op, l, r};
+}
+
+const ExprNode *codegen::matchNvccReciprocal(const ExprNode *n) {
+  if (n->op != DOp::Fma || n->args[0].get() != n->args[2].get())
+    return nullptr;
+  const ExprNode *r = n->args[0].get();
+  const ExprNode *e = n->args[1].get();
+  if (r->op != DOp::RcpApproxFtz || e->op != DOp::SubFtz ||
+      !isConst(e->args[0].get(), 0x80000000u))
+    return nullptr;
+  const ExprNode *f = e->args[1].get();
+  if (f->op != DOp::Fma || f->args[0].get() != r->args[0].get() ||
+      f->args[1].get() != r || !isConst(f->args[2].get(), 0xbf800000u))
+    return nullptr;
+  return r->args[0].get();
+}
+
+std::optional<float> codegen::nvccReciprocalValue(float x) {
+  if (!(x >= 1.0f && x < 2097152.0f) || x != std::floor(x))
+    return std::nullopt;
+  return 1.0f / x;
+}
+
+Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
+  Rewrites r;
+  dsl::forEachNode(def, [&](const ExprNode &n) {
+    if (std::optional<NarrowArith> m = matchNarrowArith(&n, smVersion))
+      r.narrow.try_emplace(&n, *m);
+    if (const ExprNode *x = matchNvccReciprocal(&n))
+      r.nvccReciprocal.try_emplace(&n, x);
+  });
+  return r;
+}
+
+void codegen::printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,
+                            const Rewrites &rewrites) {
+  dsl::NodeNames names = dsl::canonicalNodeNames(def);
+  std::vector<std::string> lines;
+  for (const auto &[n, m] : rewrites.narrow)
+    lines.push_back((names.lookup(n) + ": round to " +
+                     dsl::dtypeName(n->roundTo) + " of " + dsl::opName(m.op) +
+                     " -> " + dsl::opName(m.op) + " in " +
+                     dsl::dtypeName(n->roundTo))
+                        .str());
+  for (const auto &[n, x] : rewrites.nvccReciprocal)
+    lines.push_back(names.lookup(n) + ": nvcc reciprocal of " +
+                    names.lookup(x) +
+                    " -> RN(1/x) where x is an integer constant in [1, 2^21)");
+  llvm::sort(lines);
+  for (const std::string &l : lines)
+    os << l << "\n";
+}

@@ -1,0 +1,62 @@
+//===- codegen/ExactRewrites.h - Exact rewrites of the lowering -*- C++ -*-===//
+//
+// The rewrites the lowering applies instead of a DSL op's plain lowering,
+// each proven exact in docs/design-notes.md ("Exact rewrites in codegen").
+// Pattern matching on the DSL DAG only (no MLIR), so the list of rewrites a
+// program gets can be computed and dumped before any IR is built.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_CODEGEN_EXACTREWRITES_H
+#define BITFOLD_CODEGEN_EXACTREWRITES_H
+
+#include "dsl/IR.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+
+namespace bitfold::codegen {
+
+/// `round_t(op(x, y))` with op add/sub/mul and x, y exactly values of t
+/// (widened t values or t-exact constants) is t's own IEEE op on the narrow
+/// values: rounding the exact result to f32 first and then to t gives the
+/// same bits whenever 24 >= 2p + 2 (p = 8 for bf16, 11 for f16; Figueroa,
+/// "When is double rounding innocuous?", 1995). On sm_90 it is one
+/// add/mul.rn.bf16x2 per pair instead of widen, op, cvt.rn per element.
+/// bf16 add/mul exist from sm_90 (sm_80 spells them as fma with a 1.0 or
+/// -0.0 register, which the PTX audit cannot tell from a contraction), f16
+/// ones from sm_53.
+struct NarrowArith {
+  dsl::Op op;
+  const dsl::ExprNode *lhs, *rhs; ///< t-typed nodes, or t-exact f32 constants.
+};
+std::optional<NarrowArith> matchNarrowArith(const dsl::ExprNode *n,
+                                            int smVersion);
+
+/// nvcc's reciprocal `r = rcp.approx.ftz(x); fma(r, sub.ftz(-0, fma(x, r,
+/// -1)), r)` of a compile-time integer 1 <= x < 2^21 is RN(1/x): rcp.approx
+/// is within 1 ulp (PTX ISA), the Newton step's exact value is within 2^-46
+/// of 1/x relatively, and 1/x is at least 2^-25/x away from every rounding
+/// midpoint. Returns x's node where `n` has that shape; whether x is such a
+/// constant is known only once its value is built (a folded constant, the
+/// column count), see `nvccReciprocalValue`.
+const dsl::ExprNode *matchNvccReciprocal(const dsl::ExprNode *n);
+/// RN(1/x) when x is an integer in [1, 2^21), else nothing.
+std::optional<float> nvccReciprocalValue(float x);
+
+/// The rewrite stage's result: the nodes the lowering rewrites.
+struct Rewrites {
+  llvm::DenseMap<const dsl::ExprNode *, NarrowArith> narrow;
+  /// fma nodes of nvcc's reciprocal shape -> the divisor's node.
+  llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> nvccReciprocal;
+};
+Rewrites findRewrites(const dsl::KernelDef &def, int smVersion);
+
+/// The stage's dump, by the canonical text's node names.
+void printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,
+                   const Rewrites &rewrites);
+
+} // namespace bitfold::codegen
+
+#endif // BITFOLD_CODEGEN_EXACTREWRITES_H

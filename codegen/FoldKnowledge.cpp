@@ -1,0 +1,206 @@
+//===- codegen/FoldKnowledge.cpp - Static facts of a fold -----------------===//
+
+#include "codegen/FoldKnowledge.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <bit>
+#include <cmath>
+#include <functional>
+
+using namespace bitfold;
+using namespace bitfold::codegen;
+using dsl::ExprNode;
+using DOp = dsl::Op;
+
+namespace {
+
+using Known = std::vector<std::optional<float>>;
+
+/// The exact ops on known arguments; anything else (approximate, or not
+/// modelled) is unknown. dsl exposes no per-op evaluator yet: once its op
+/// table has the interpreter's hooks, this switch should call them.
+std::optional<float> evalExact(DOp op, llvm::ArrayRef<float> a) {
+  switch (op) {
+  case DOp::Neg: return -a[0];
+  case DOp::Abs: return std::fabs(a[0]);
+  case DOp::Extend: return a[0];
+  case DOp::Add: return a[0] + a[1];
+  case DOp::Sub: return a[0] - a[1];
+  case DOp::Mul: return a[0] * a[1];
+  case DOp::Fma: return std::fma(a[0], a[1], a[2]);
+  case DOp::CmpLT: return a[0] < a[1] ? 1.0f : 0.0f;
+  case DOp::CmpLE: return a[0] <= a[1] ? 1.0f : 0.0f;
+  case DOp::CmpGT: return a[0] > a[1] ? 1.0f : 0.0f;
+  case DOp::CmpGE: return a[0] >= a[1] ? 1.0f : 0.0f;
+  case DOp::CmpEQ: return a[0] == a[1] ? 1.0f : 0.0f;
+  case DOp::CmpNE: return a[0] != a[1] ? 1.0f : 0.0f;
+  case DOp::And: return (a[0] != 0.0f && a[1] != 0.0f) ? 1.0f : 0.0f;
+  case DOp::Or: return (a[0] != 0.0f || a[1] != 0.0f) ? 1.0f : 0.0f;
+  case DOp::Not: return a[0] == 0.0f ? 1.0f : 0.0f;
+  default: return std::nullopt;
+  }
+}
+
+Known evalKnown(const dsl::State &body, const Known &args) {
+  llvm::DenseMap<const ExprNode *, std::optional<float>> memo;
+  std::function<std::optional<float>(const ExprNode *)> ev =
+      [&](const ExprNode *n) -> std::optional<float> {
+    if (auto it = memo.find(n); it != memo.end())
+      return it->second;
+    std::optional<float> r;
+    if (n->op == DOp::Placeholder) {
+      r = args[n->index];
+    } else if (n->op == DOp::Const) {
+      r = std::bit_cast<float>(n->bits);
+    } else if (n->op == DOp::Select) {
+      if (std::optional<float> c = ev(n->args[0].get()))
+        r = ev(n->args[*c != 0.0f ? 1 : 2].get());
+    } else {
+      llvm::SmallVector<float, 3> a;
+      for (const dsl::Expr &x : n->args)
+        if (std::optional<float> v = ev(x.get()))
+          a.push_back(*v);
+      if (a.size() == n->args.size())
+        r = evalExact(n->op, a);
+    }
+    memo[n] = r;
+    return r;
+  };
+  Known out;
+  for (const dsl::Expr &e : body.fields)
+    out.push_back(ev(e.get()));
+  return out;
+}
+
+bool updated(int t, int o, int T) { return !(t & o) && t + o < T; }
+
+/// live[s][t]: lane t's state before stage s still reaches lane 0's final
+/// state (live[stages]: after the last stage).
+std::vector<std::vector<bool>> liveness(const FoldPlan &fp) {
+  const size_t n = fp.stages.size();
+  std::vector<std::vector<bool>> live(n + 1, std::vector<bool>(fp.T));
+  live[n][0] = true;
+  for (size_t si = n; si-- > 0;) {
+    int o = fp.stages[si].offset;
+    for (int t = 0; t < fp.T; ++t)
+      if (live[si + 1][t]) {
+        live[si][t] = true;
+        if (updated(t, o, fp.T))
+          live[si][t + o] = true;
+      }
+  }
+  return live;
+}
+
+int laneOf(const FoldPlan &fp, int p, int L) {
+  return L % fp.A + fp.A * (p + fp.Pf * (L / fp.A));
+}
+
+/// The registers whose live lanes all hold one known value.
+std::vector<std::optional<uint32_t>>
+constantsAt(const FoldPlan &fp, const std::vector<Known> &known,
+            const std::vector<bool> &live, int F) {
+  std::vector<std::optional<uint32_t>> out(size_t(fp.k) * F);
+  for (int L = 0; L < fp.k; ++L)
+    for (int i = 0; i < F; ++i) {
+      std::optional<uint32_t> bits;
+      bool ok = true, any = false;
+      for (int p = 0; p < fp.Pf && ok; ++p) {
+        int t = laneOf(fp, p, L);
+        if (t >= fp.T || !live[t])
+          continue;
+        any = true;
+        if (!known[t][i]) {
+          ok = false;
+          break;
+        }
+        uint32_t bt = std::bit_cast<uint32_t>(*known[t][i]);
+        if (bits && *bits != bt)
+          ok = false;
+        bits = bt;
+      }
+      if (ok && any)
+        out[size_t(L) * F + i] = bits;
+    }
+  return out;
+}
+
+/// Lane states after the pushes: lane t pushes the elements of vectors t,
+/// t + T, ... (values unknown, only their count matters).
+std::vector<Known> pushedStates(const FoldPlan &fp, const dsl::Combiner &cb,
+                                int64_t cols) {
+  std::vector<Known> known(fp.T);
+  for (int t = 0; t < fp.T; ++t) {
+    for (float v : cb.emptyState())
+      known[t].push_back(v);
+    for (int64_t v = t; v * fp.V < cols; v += fp.T)
+      for (int e = 0; e < fp.V && v * fp.V + e < cols; ++e) {
+        Known args = known[t];
+        args.push_back(std::nullopt);
+        known[t] = evalKnown(cb.pushBody(), args);
+      }
+  }
+  return known;
+}
+
+} // namespace
+
+FoldFacts codegen::analyseFold(const FoldPlan &fp, const dsl::Combiner &cb,
+                               int64_t cols, int threadsPerRow) {
+  FoldFacts facts;
+  const int F = int(cb.numFields());
+  facts.fields = F;
+  std::vector<std::vector<bool>> live = liveness(fp);
+  std::vector<Known> known = pushedStates(fp, cb, cols);
+  facts.constants.push_back(constantsAt(fp, known, live[0], F));
+  for (size_t si = 0; si < fp.stages.size(); ++si) {
+    const StagePlan &sp = fp.stages[si];
+    std::vector<bool> keep(fp.k, false);
+    for (int L = 0; L < fp.k; ++L)
+      for (int p = 0; p < threadsPerRow && p < fp.Pf; ++p) {
+        int t = laneOf(fp, p, L);
+        if ((p & sp.threadOffset) && t < fp.T && live[si + 1][t])
+          keep[L] = true;
+      }
+    facts.keep.push_back(std::move(keep));
+    // The interpreter's stage on the static knowledge.
+    std::vector<Known> next = known;
+    for (int t = 0; t < fp.T; ++t)
+      if (updated(t, sp.offset, fp.T)) {
+        Known args = known[t];
+        args.insert(args.end(), known[t + sp.offset].begin(),
+                    known[t + sp.offset].end());
+        next[t] = evalKnown(cb.combineBody(), args);
+      }
+    known = std::move(next);
+    facts.constants.push_back(constantsAt(fp, known, live[si + 1], F));
+  }
+  return facts;
+}
+
+void codegen::printFoldFacts(llvm::raw_ostream &os, const Plan &plan,
+                             llvm::ArrayRef<FoldFacts> facts) {
+  for (size_t f = 0; f < facts.size(); ++f) {
+    const FoldFacts &ff = facts[f];
+    const FoldPlan &fp = plan.folds[f];
+    os << llvm::formatv("fold {0}: T={1} V={2} Pf={3} k={4} A={5}\n", f, fp.T,
+                        fp.V, fp.Pf, fp.k, fp.A);
+    for (size_t point = 0; point < ff.constants.size(); ++point) {
+      os << (point ? llvm::formatv("  after stage {0} (offset {1}):", point - 1,
+                                   fp.stages[point - 1].offset)
+                         .str()
+                   : std::string("  after pushes:"));
+      for (int L = 0; L < fp.k; ++L)
+        for (int i = 0; i < ff.fields; ++i)
+          if (std::optional<uint32_t> c = ff.constant(point, L, i))
+            os << llvm::formatv(" L{0}.f{1}=0x{2:x-8}", L, i, *c);
+      if (point > 0 && fp.stages[point - 1].where == StagePlan::Shuffle)
+        for (int L = 0; L < fp.k; ++L)
+          if (!ff.keep[point - 1][L])
+            os << " L" << L << ":no-keep";
+      os << "\n";
+    }
+  }
+}

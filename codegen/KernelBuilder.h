@@ -1,0 +1,205 @@
+//===- codegen/KernelBuilder.h - The MLIR kernel builder (private) -*- C++ -*-===//
+//
+// One kernel per (program, shape, config), built by one KernelBuilder whose
+// parts live in files of their own:
+//   LowerToMLIR.cpp   the kernel: signature, row set-up, phases, values
+//   EmitOps.cpp       one table entry per dsl::Op: the op's exact lowering
+//   VectorAccess.cpp  which columns a thread touches; loads and stores
+//   EmitFold.cpp      a fold: pushes, tree stages, broadcast, finish
+//   EmitOutputs.cpp   output scheduling: grouped loads, then stores
+// Everything is unrolled at build time (the column count is baked in).
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_CODEGEN_KERNELBUILDER_H
+#define BITFOLD_CODEGEN_KERNELBUILDER_H
+
+#include "codegen/Lowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <bit>
+#include <map>
+
+namespace bitfold::codegen {
+
+/// One memory access of a phase: `width` contiguous elements at column `col`
+/// (already clamped to 0 where out of range) of the current row.
+struct Access {
+  int id = 0;
+  int width = 1;
+  mlir::Value col;     ///< index type, clamped; null: never in range.
+  mlir::Value inRange; ///< i1, or null when statically in range.
+};
+
+class KernelBuilder {
+public:
+  KernelBuilder(mlir::MLIRContext &ctx, const dsl::KernelDef &def,
+                const Plan &plan, const LoweringFacts &facts,
+                LoweringStats &stats);
+
+  mlir::OwningOpRef<mlir::ModuleOp> build(llvm::StringRef entryName);
+
+private:
+  using Value = mlir::Value;
+  using ExprNode = dsl::ExprNode;
+
+  // ---- Small builders (at the current location `loc`) ----
+  Value cF32(float v) {
+    return mlir::arith::ConstantOp::create(b, loc, f32, b.getF32FloatAttr(v));
+  }
+  Value cF32Bits(uint32_t bits) { return cF32(std::bit_cast<float>(bits)); }
+  Value cInt(mlir::Type t, int64_t v) {
+    return mlir::arith::ConstantOp::create(b, loc, t, b.getIntegerAttr(t, v));
+  }
+  Value cIdx(int64_t v) { return cInt(idx, v); }
+  Value cI32(int64_t v) { return cInt(i32, v); }
+  Value cI64(int64_t v) { return cInt(i64, v); }
+  Value cBool(bool v) {
+    return mlir::arith::ConstantOp::create(b, loc, i1, b.getBoolAttr(v));
+  }
+  Value toIdx(Value v);
+  Value intrinsic(llvm::StringRef name, mlir::ValueRange args,
+                  mlir::Type result = {});
+  Value sel(Value c, Value t, Value f) {
+    return mlir::arith::SelectOp::create(b, loc, c, t, f);
+  }
+  Value cmp(mlir::arith::CmpFPredicate p, Value x, Value y) {
+    return mlir::arith::CmpFOp::create(b, loc, p, x, y);
+  }
+  Value cmpI(mlir::arith::CmpIPredicate p, Value x, Value y) {
+    return mlir::arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value andI(Value x, Value y);
+  mlir::Type storageType(dsl::DType t);
+  void barrier() { mlir::NVVM::Barrier0Op::create(b, loc); }
+
+  // ---- Locations: every op names the DSL node or structure it comes from.
+  /// Sets `loc` for a scope: a DSL node's (nodeLoc) or, with `structure`,
+  /// the enclosing structure's, which node locations then nest in.
+  class AtLoc {
+  public:
+    AtLoc(KernelBuilder &kb, mlir::Location l, bool structure = false)
+        : kb(kb), savedLoc(kb.loc), savedStructure(kb.structure) {
+      kb.loc = l;
+      if (structure)
+        kb.structure = l;
+    }
+    ~AtLoc() {
+      kb.loc = savedLoc;
+      kb.structure = savedStructure;
+    }
+
+  private:
+    KernelBuilder &kb;
+    mlir::Location savedLoc, savedStructure;
+  };
+  /// A structure's location: loc("fold 0").
+  mlir::Location structLoc(const llvm::Twine &what);
+  /// A node's location inside the current structure: loc("%12"("fold 0")).
+  mlir::Location nodeLoc(const ExprNode *n);
+
+  // ---- Ops (EmitOps.cpp) ----
+  Value emitOp(const ExprNode *n, llvm::ArrayRef<Value> a);
+  Value emitNarrowArith(const NarrowArith &m, dsl::DType t,
+                        llvm::function_ref<Value(const ExprNode *)> valueOf);
+  Value emitExtend(Value x);
+  Value emitRound(const ExprNode *n, Value x);
+  Value emitFma(const ExprNode *n, llvm::ArrayRef<Value> a);
+  Value cvtRnPair(dsl::DType t, Value hi, Value lo);
+  Value minMax(dsl::Op op, Value x, Value y);
+  Value expLibdevice(Value x);
+  Value saturate(Value x);
+  Value subFtz(Value x, Value y);
+  struct OpLowering;
+  static const OpLowering opTable[];
+
+  // ---- Values (LowerToMLIR.cpp) ----
+  bool isElem(const ExprNode *n);
+  Value rowValue(const ExprNode *n);
+  Value rowLeaf(const ExprNode *n);
+  Value elemValue(const ExprNode *n, const Access &acc, int e);
+  Value roundPair(const ExprNode *n, const Access &acc, int e);
+  const NarrowArith *narrowArith(const ExprNode *n) const {
+    auto it = rewrites.narrow.find(n);
+    return it == rewrites.narrow.end() ? nullptr : &it->second;
+  }
+  std::vector<Value> evalBody(const dsl::State &body,
+                              llvm::ArrayRef<Value> args);
+
+  // ---- Accesses (VectorAccess.cpp) ----
+  std::vector<Access> foldAccesses(const FoldPlan &fp);
+  std::vector<Access> outputAccesses();
+  Access makeAccess(int id, int width, Value col, int64_t maxCol,
+                    bool threadsIdle, Value threadActive);
+  std::vector<Value> &loadAccess(int operand, const Access &acc);
+  void loadBf16Words(Value addr, int piece, std::vector<Value> &out);
+  void storeAccess(int operand, const Access &acc, llvm::ArrayRef<Value> v);
+  /// Elements one load or store of `operand` moves: at most 16 bytes.
+  int pieceElems(int operand, const Access &acc) const {
+    return std::min(acc.width,
+                    16 / int(dsl::dtypeBytes(def.operands[operand].dtype)));
+  }
+  /// Address of element `start` of `acc` in `operand`'s row.
+  Value pieceAddr(int operand, const Access &acc, int start);
+
+  // ---- Folds (EmitFold.cpp) ----
+  using LaneStates = std::vector<std::vector<Value>>; ///< [register lane][field]
+  void emitFold(size_t f, const std::vector<Access> &accs);
+  void emitPushes(size_t f, const std::vector<Access> &accs, LaneStates &st);
+  void emitStage(size_t f, size_t si, LaneStates &st, Value exchange);
+  void emitSharedStage(size_t f, const StagePlan &sp, LaneStates &st,
+                       Value exchange);
+  std::vector<Value> broadcastLane0(size_t f, const LaneStates &st);
+  void substituteConstants(size_t f, size_t point, LaneStates &st);
+  void combineInto(const dsl::Combiner &cb, std::vector<Value> &self,
+                   const std::vector<Value> &other, Value cond);
+  Value sharedArray(llvm::StringRef name, int64_t floats);
+  Value sharedAddr(Value buf, Value index);
+
+  // ---- Outputs (EmitOutputs.cpp) ----
+  void emitOutputs(const std::vector<Access> &accs);
+
+  // ---- Kernel structure (LowerToMLIR.cpp) ----
+  mlir::LLVM::LLVMFuncOp declareKernel(llvm::StringRef entryName);
+  void emitGridDependencyControl();
+  void setupRow(mlir::LLVM::LLVMFuncOp fn);
+  Value rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
+                Value local);
+  void newPhase();
+
+  mlir::MLIRContext &ctx;
+  mlir::OpBuilder b;
+  mlir::Location loc, structure;
+  const dsl::KernelDef &def;
+  const Plan &plan;
+  const Rewrites &rewrites;
+  llvm::ArrayRef<FoldFacts> facts;
+  LoweringStats &stats;
+  dsl::NodeNames names;
+  mlir::ModuleOp module;
+  mlir::Type f32, i1, i32, i64, idx, ptrGen, ptrGlobal, ptrShared;
+
+  // Row set-up.
+  Value tid, laneInRow /*i32*/, rowInCta /*i32*/, pIdx /*idx*/, rowValid;
+  Value groupRowsF;              ///< rows of the row's group (i64).
+  std::vector<Value> base;       ///< per operand: ptr<1> to its row start.
+  std::vector<Value> dimValues;  ///< i64.
+  std::vector<Value> scalarValues;
+  std::vector<std::vector<Value>> foldResults;
+
+  llvm::DenseMap<const ExprNode *, bool> elemMemo;
+  llvm::DenseMap<const ExprNode *, Value> rowMemo;
+  std::map<std::pair<const ExprNode *, int64_t>, Value> elemValues;
+  std::map<std::pair<int, int>, std::vector<Value>> loads;
+  /// Loaded bf16 values -> their exact f32 widening from the loaded word.
+  llvm::DenseMap<Value, Value> widened;
+};
+
+} // namespace bitfold::codegen
+
+#endif // BITFOLD_CODEGEN_KERNELBUILDER_H

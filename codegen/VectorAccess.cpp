@@ -1,0 +1,156 @@
+//===- codegen/VectorAccess.cpp - Which columns a thread touches ----------===//
+//
+// The accesses of a phase (fold or output mapping) and their loads and
+// stores: pieces of at most 16 bytes, bf16 pairs as 32-bit words.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelBuilder.h"
+
+using namespace mlir;
+using namespace bitfold;
+using namespace bitfold::codegen;
+using dsl::DType;
+
+Access KernelBuilder::makeAccess(int id, int width, Value col, int64_t maxCol,
+                                 bool threadsIdle, Value threadActive) {
+  Access a;
+  a.id = id;
+  a.width = width;
+  const int64_t D = plan.cols;
+  if (maxCol < D && !threadsIdle) {
+    a.col = col;
+    return a;
+  }
+  Value in = cmpI(arith::CmpIPredicate::ult, col, cIdx(D));
+  if (threadsIdle)
+    in = andI(in, threadActive);
+  a.inRange = in;
+  a.col = sel(in, col, cIdx(0));
+  return a;
+}
+
+std::vector<Access> KernelBuilder::foldAccesses(const FoldPlan &fp) {
+  // Chunk (hi, m): columns (A * (p + Pf * hi) + T * m) * V + [0, A * V).
+  std::vector<Access> accs;
+  const int64_t D = plan.cols;
+  const int chunk = fp.A * fp.V, perChunk = chunk / fp.access;
+  bool idle = plan.config.threadsPerRow > fp.Pf;
+  Value active;
+  if (idle)
+    active = cmpI(arith::CmpIPredicate::ult, pIdx, cIdx(fp.Pf));
+  Value pCol = arith::MulIOp::create(b, loc, pIdx, cIdx(chunk));
+  for (int hi = 0; hi < fp.k / fp.A; ++hi)
+    for (int64_t m = 0; m < fp.reps; ++m)
+      for (int j = 0; j < perChunk; ++j) {
+        int id = int((hi * fp.reps + m) * perChunk + j);
+        int64_t cs = (int64_t(fp.A) * fp.Pf * hi + fp.T * m) * fp.V +
+                     int64_t(j) * fp.access;
+        if (cs >= D) {
+          accs.push_back(Access{id, 0, Value(), Value()}); // never in range
+          continue;
+        }
+        Value col = arith::AddIOp::create(b, loc, pCol, cIdx(cs));
+        accs.push_back(makeAccess(id, fp.access, col,
+                                  cs + int64_t(chunk) * (fp.Pf - 1), idle,
+                                  active));
+      }
+  return accs;
+}
+
+std::vector<Access> KernelBuilder::outputAccesses() {
+  std::vector<Access> accs;
+  const int64_t D = plan.cols;
+  const int P = plan.config.threadsPerRow, W = plan.config.vectorElems;
+  Value pCol = arith::MulIOp::create(b, loc, pIdx, cIdx(W));
+  for (int64_t j = 0; j < plan.outChunks; ++j) {
+    int64_t cs = int64_t(P) * W * j;
+    if (cs >= D)
+      continue;
+    Value col = arith::AddIOp::create(b, loc, pCol, cIdx(cs));
+    accs.push_back(
+        makeAccess(int(j), W, col, cs + int64_t(W) * (P - 1), false, Value()));
+  }
+  return accs;
+}
+
+Value KernelBuilder::pieceAddr(int operand, const Access &acc, int start) {
+  Value col =
+      start ? arith::AddIOp::create(b, loc, acc.col, cIdx(start)) : acc.col;
+  return LLVM::GEPOp::create(b, loc, ptrGlobal,
+                             storageType(def.operands[operand].dtype),
+                             base[operand], ValueRange{col});
+}
+
+void KernelBuilder::loadBf16Words(Value addr, int piece,
+                                  std::vector<Value> &out) {
+  // bf16 pairs as 32-bit words; widening is then one shl (low half) or one
+  // and (high half), where extracting the high half first costs a prmt.
+  // Both are exact: the bf16 bits become the f32's upper half.
+  Type elemTy = b.getBF16Type();
+  auto wordsTy = VectorType::get({piece / 2}, i32);
+  Value words = LLVM::LoadOp::create(b, loc, wordsTy, addr, piece * 2);
+  for (int e = 0; e < piece; ++e) {
+    Value w = LLVM::ExtractElementOp::create(b, loc, words, cI32(e / 2));
+    Value hi16 = w;
+    if (e % 2)
+      hi16 = arith::ShRUIOp::create(b, loc, w, cI32(16));
+    Value v = arith::BitcastOp::create(
+        b, loc, elemTy, arith::TruncIOp::create(b, loc, b.getI16Type(), hi16));
+    Value wide;
+    if (e % 2)
+      wide = arith::AndIOp::create(b, loc, w, cI32(int32_t(0xffff0000u)));
+    else
+      wide = arith::ShLIOp::create(b, loc, w, cI32(16));
+    widened[v] = arith::BitcastOp::create(b, loc, f32, wide);
+    out.push_back(v);
+  }
+}
+
+std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
+  auto key = std::make_pair(operand, acc.id);
+  auto it = loads.find(key);
+  if (it != loads.end())
+    return it->second;
+  DType dt = def.operands[operand].dtype;
+  Type elemTy = storageType(dt);
+  int bytes = int(dsl::dtypeBytes(dt));
+  int piece = pieceElems(operand, acc);
+  std::vector<Value> out;
+  for (int start = 0; start < acc.width; start += piece) {
+    Value addr = pieceAddr(operand, acc, start);
+    if (piece == 1) {
+      out.push_back(LLVM::LoadOp::create(b, loc, elemTy, addr, bytes));
+      continue;
+    }
+    if (dt == DType::BF16) {
+      loadBf16Words(addr, piece, out);
+      continue;
+    }
+    auto vecTy = VectorType::get({piece}, elemTy);
+    Value vec = LLVM::LoadOp::create(b, loc, vecTy, addr, piece * bytes);
+    for (int e = 0; e < piece; ++e)
+      out.push_back(LLVM::ExtractElementOp::create(b, loc, vec, cI32(e)));
+  }
+  return loads[key] = std::move(out);
+}
+
+void KernelBuilder::storeAccess(int operand, const Access &acc,
+                                ArrayRef<Value> v) {
+  DType dt = def.operands[operand].dtype;
+  Type elemTy = storageType(dt);
+  int bytes = int(dsl::dtypeBytes(dt));
+  int piece = pieceElems(operand, acc);
+  for (int start = 0; start < acc.width; start += piece) {
+    Value addr = pieceAddr(operand, acc, start);
+    if (piece == 1) {
+      LLVM::StoreOp::create(b, loc, v[start], addr, bytes);
+      continue;
+    }
+    auto vecTy = VectorType::get({piece}, elemTy);
+    Value vec = LLVM::PoisonOp::create(b, loc, vecTy);
+    for (int e = 0; e < piece; ++e)
+      vec = LLVM::InsertElementOp::create(b, loc, vec, v[start + e], cI32(e));
+    LLVM::StoreOp::create(b, loc, vec, addr, piece * bytes);
+  }
+}
