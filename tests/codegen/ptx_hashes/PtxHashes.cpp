@@ -15,6 +15,7 @@
 #include "codegen/Codegen.h"
 #include "codegen/CompileCommand.h"
 #include "templates/Problem.h"
+#include "templates/Registry.h"
 #include "templates/Templates.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -110,12 +111,13 @@ void emit(llvm::raw_ostream &os, llvm::StringRef prefix,
 int main(int argc, char **argv) {
   llvm::StringRef only = argc > 1 ? argv[1] : "";
   llvm::raw_ostream &os = llvm::outs();
-  for (const templates::TemplateInfo &t : templates::allTemplates()) {
-    if (!only.empty() && only != t.name)
+  for (const templates::DescriptorRef &t :
+       templates::Registry::global().all()) {
+    if (!only.empty() && only != t->name)
       continue;
-    for (const Variant &v : variants(t.name))
-      for (const std::string &shape : templates::seedShapes(t.name)) {
-        std::string prefix = t.name + ' ' + v.params + ' ' + shape;
+    for (const Variant &v : variants(t->name))
+      for (const std::string &shape : t->seedShapes) {
+        std::string prefix = t->name + ' ' + v.params + ' ' + shape;
         llvm::Expected<codegen::ShapedTemplate> st = specialise(v, shape);
         if (!st) {
           os << prefix << " - error:"
