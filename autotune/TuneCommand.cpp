@@ -181,8 +181,9 @@ std::vector<Task> planTasks(llvm::ArrayRef<ShapeRequest> requests,
     }
     t.def = *def;
     t.shape = *shape;
-    t.spec = denseShapeSpec(**def, *shape);
-    t.shapeClass = shapeClass(t.spec.str(), shape->totalRows());
+    auto cls = tunedShapeClass(**def, *shape);
+    t.spec = cls.shapeSpec();
+    t.shapeClass = cls.str();
     // One tuning per (kernel, shape class): later shapes of a class reuse it.
     if (!seen.insert(t.def->hash + "\n" + t.shapeClass).second)
       continue;
@@ -343,7 +344,7 @@ int tuneHere(const Args &args, std::vector<Task> &all, int device,
         -> llvm::Expected<codegen::CompiledKernel> {
       // The runtime's own key function: a launch finds exactly this entry.
       runtime::CacheKey ck =
-          runtime::makeCacheKey(def, spec.str(), c.str(), options, toolchain);
+          runtime::makeCacheKey(def, spec, c, options, toolchain);
       auto k = cache.getOrCompile(
           ck, [&] { return comp.compile(def, spec, c, options); });
       if (!k)
@@ -365,7 +366,7 @@ int tuneHere(const Args &args, std::vector<Task> &all, int device,
       status = std::max(status, bits ? 2 : 1);
       continue;
     }
-    TuneKey key = tuneKeyFor(def, spec.str(), t.shape.totalRows(), env);
+    TuneKey key = tuneKeyFor(def, t.shapeClass, env);
     db.record(key, dflt.str(), result->measurements);
     for (const Measurement &m : result->measurements)
       row.cut += m.cut ? 1 : 0;

@@ -122,10 +122,7 @@ llvm::Expected<CompiledKernel> codegen::compile(const dsl::KernelDef &def,
   CompiledKernel out;
   out.config = config;
   out.entryName = entryNameFor(def, config);
-  out.abi.numGroups = def.groups;
-  out.abi.numOperands = int(def.operands.size());
-  out.abi.numDims = int(def.dims.size());
-  out.abi.numScalars = int(def.scalars.size());
+  out.abi = KernelABI::of(def);
   Stages stages(options, out);
 
   stages.dumpText("program.txt", def.canonicalText);

@@ -44,7 +44,6 @@ codegen::shapeTemplate(const TemplateRequest &req) {
     return ps.takeError();
   ShapedTemplate out;
   const int64_t cols = ps->cols;
-  const int64_t rows = ps->groupRows.front(); // per group
   templates::TemplateArgs args;
   args.dtype = req.dtype;
   args.biasDtype = req.biasDtype;
@@ -60,16 +59,10 @@ codegen::shapeTemplate(const TemplateRequest &req) {
   out.def = *def;
   out.dims.assign(out.def->dims.size(), ps->rowsPerBatch);
   out.groupRows = ps->groupRows;
-  out.shape.cols = cols;
-  int64_t maxOff = 0;
-  for (const dsl::OperandDecl &o : out.def->operands) {
-    int bytes = int(dsl::dtypeBytes(o.dtype));
-    // Contiguous tensors from a caching allocator: 16-byte base; the row
-    // stride (cols elements) decides the rest.
-    out.shape.alignBytes.push_back(int(std::gcd(int64_t(16), cols * bytes)));
-    maxOff = std::max(maxOff, rows * cols);
-  }
-  out.shape.maxElementOffset = maxOff;
+  // What a launch on dense tensors of this shape compiles.
+  out.shape = spec::denseShapeClass(*out.def, cols, ps->groupRows,
+                                    ps->rowsPerBatch, /*bucketRows=*/false)
+                  .shapeSpec();
   return out;
 }
 

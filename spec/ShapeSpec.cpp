@@ -1,0 +1,108 @@
+//===- spec/ShapeSpec.cpp - What a kernel is specialised on ---------------===//
+
+#include "spec/ShapeSpec.h"
+
+#include "llvm/ADT/Hashing.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <bit>
+#include <climits>
+
+using namespace bitfold;
+using namespace bitfold::spec;
+
+std::string ShapeSpec::str() const {
+  std::string s = llvm::formatv("c{0}.a", cols);
+  for (size_t i = 0; i < alignBytes.size(); ++i)
+    s += (i ? "-" : "") + std::to_string(alignBytes[i]);
+  s += llvm::formatv(".o{0}", maxElementOffset >= (int64_t(1) << 31) ||
+                                      maxElementOffset == 0
+                                  ? 64
+                                  : 32);
+  return s;
+}
+
+int spec::viewAlignBytes(uint64_t base, int64_t rows,
+                         uint64_t rowStrideBytes) {
+  int align = 16;
+  while (align > 1 && (base % unsigned(align) ||
+                       (rows > 1 && rowStrideBytes % unsigned(align))))
+    align /= 2;
+  return align;
+}
+
+bool spec::lastElementOffset(int64_t rows, int64_t rowStride, int64_t cols,
+                             int64_t &out) {
+  out = 0;
+  if (rows <= 0 || cols <= 0)
+    return true;
+  return !__builtin_mul_overflow(rows - 1, rowStride, &out) &&
+         !__builtin_add_overflow(out, cols - 1, &out);
+}
+
+int64_t spec::rowBucket(int64_t rows) {
+  if (rows <= 1)
+    return 1;
+  return int64_t(std::bit_floor(uint64_t(rows)));
+}
+
+ShapeSpec ShapeClass::shapeSpec() const {
+  ShapeSpec s;
+  s.cols = cols;
+  s.alignBytes.assign(alignBytes.begin(), alignBytes.begin() + numOperands);
+  s.maxElementOffset = index64 ? int64_t(1) << 62 : int64_t(INT32_MAX);
+  return s;
+}
+
+std::string ShapeClass::str() const {
+  std::string s = shapeSpec().str();
+  if (rowBucket)
+    s += "/r" + std::to_string(rowBucket);
+  return s;
+}
+
+size_t ShapeClass::hash() const {
+  return llvm::hash_combine(
+      cols, rowBucket, index64,
+      llvm::hash_combine_range(alignBytes.begin(),
+                               alignBytes.begin() + numOperands));
+}
+
+ShapeClass spec::classifyShape(int64_t cols, llvm::ArrayRef<int> alignBytes,
+                               int64_t maxElementOffset, int64_t totalRows,
+                               bool bucketRows) {
+  ShapeClass c;
+  c.cols = cols;
+  c.rowBucket = bucketRows ? rowBucket(totalRows) : 0;
+  c.index64 = maxElementOffset > int64_t(INT32_MAX);
+  c.numOperands = uint8_t(std::min<size_t>(alignBytes.size(), kMaxOperands));
+  for (size_t i = 0; i < c.numOperands; ++i)
+    c.alignBytes[i] = uint8_t(alignBytes[i]);
+  return c;
+}
+
+ShapeClass spec::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
+                                 llvm::ArrayRef<int64_t> groupRows,
+                                 int64_t rowsPerBatch, bool bucketRows) {
+  std::vector<int> align(def.operands.size(), 16);
+  int64_t maxOffset = 0, totalRows = 0;
+  for (int64_t groupR : groupRows) {
+    totalRows += groupR;
+    for (size_t i = 0; i < def.operands.size(); ++i) {
+      const dsl::OperandDecl &op = def.operands[i];
+      int64_t rows = op.map == dsl::IndexMap::PerColumn ? 1
+                     : op.map == dsl::IndexMap::PerBatch
+                         ? (groupR + rowsPerBatch - 1) /
+                               std::max<int64_t>(rowsPerBatch, 1)
+                         : groupR;
+      uint64_t rowBytes = uint64_t(cols) * dsl::dtypeBytes(op.dtype);
+      align[i] = std::min(align[i], viewAlignBytes(0, rows, rowBytes));
+      int64_t last = 0;
+      if (!lastElementOffset(rows, cols, cols, last))
+        last = INT64_MAX;
+      maxOffset = std::max(maxOffset, last);
+    }
+  }
+  return classifyShape(cols, align, maxOffset, totalRows, bucketRows);
+}

@@ -1,0 +1,94 @@
+//===- spec/ShapeSpec.h - What a kernel is specialised on --------*- C++ -*-===//
+//
+// A kernel is compiled for a ShapeSpec: the column count, each operand's
+// alignment and the index width. Row counts are launch arguments and never
+// change the code. A ShapeClass is the same facts in a fixed-size form (the
+// runtime hashes it on every launch) plus, where configs are tuned per row
+// count, a power-of-two row bucket: rows in [2^k, 2^(k+1)) share bucket 2^k,
+// because rows change which config is fastest (grid size vs SM count).
+//
+// Derivation, one path for everyone:
+//   launch facts (cols, per-operand alignment, largest element offset, rows)
+//     -> classifyShape() -> ShapeClass -> ShapeClass::shapeSpec()
+// The runtime feeds it the facts of the bound tensors (TensorBinding.h);
+// the tuner and `bitfold compile` feed it dense tensors' facts through
+// denseShapeClass(), computed with the same two rules (viewAlignBytes,
+// lastElementOffset), so the tuner keys exactly what a launch looks up.
+//
+// Text: ShapeSpec "c4096.a16-16-16-16.o32"; ShapeClass adds "/r4096" when
+// rows are bucketed (the tune DB's shape class).
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_SPEC_SHAPESPEC_H
+#define BITFOLD_SPEC_SHAPESPEC_H
+
+#include "spec/KernelABI.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bitfold::spec {
+
+struct ShapeSpec {
+  int64_t cols = 0;
+  /// Per operand (KernelDef order): base address and row stride (in bytes)
+  /// are multiples of this many bytes (1, 2, 4, 8 or 16). Wider vectors are
+  /// legal only where all operands allow them.
+  std::vector<int> alignBytes;
+  /// Largest element offset any operand can reach; above 2^31 - 1 (or 0,
+  /// unknown) the kernel indexes with 64-bit arithmetic.
+  int64_t maxElementOffset = 0;
+  std::string str() const; ///< stable text for keys.
+};
+
+/// Largest of 16/8/4/2/1 dividing `base` and, when the operand has more
+/// than one row, its row stride in bytes.
+int viewAlignBytes(uint64_t base, int64_t rows, uint64_t rowStrideBytes);
+
+/// Element offset of the last element of `rows` rows of `cols` elements,
+/// `rowStride` elements apart (0 when empty). False when it exceeds int64.
+bool lastElementOffset(int64_t rows, int64_t rowStride, int64_t cols,
+                       int64_t &out);
+
+/// Largest power of two <= rows (1 for rows <= 1).
+int64_t rowBucket(int64_t rows);
+
+struct ShapeClass {
+  int64_t cols = 0;
+  int64_t rowBucket = 0; ///< 0: rows not bucketed.
+  bool index64 = false;  ///< some element offset exceeds 2^31 - 1.
+  uint8_t numOperands = 0;
+  std::array<uint8_t, kMaxOperands> alignBytes{};
+
+  /// The ShapeSpec compiled for this class; its maxElementOffset is the
+  /// class bound (2^31 - 1 or 2^62), never a row-dependent offset, so row
+  /// counts never split the cache.
+  ShapeSpec shapeSpec() const;
+  /// shapeSpec().str(), then "/r<bucket>" when rows are bucketed.
+  std::string str() const;
+  size_t hash() const;
+  bool operator==(const ShapeClass &) const = default;
+};
+
+/// The class of a launch: `alignBytes` per operand (at most kMaxOperands),
+/// the largest element offset any operand reaches, and the total rows
+/// (bucketed only when `bucketRows`).
+ShapeClass classifyShape(int64_t cols, llvm::ArrayRef<int> alignBytes,
+                         int64_t maxElementOffset, int64_t totalRows,
+                         bool bucketRows);
+
+/// The class the runtime derives for dense, freshly allocated tensors
+/// (256-byte aligned bases, packed rows) of a problem with `groupRows` rows
+/// per group and `rowsPerBatch` rows per batch (per-batch operands hold one
+/// row per batch, per-column operands one row).
+ShapeClass denseShapeClass(const dsl::KernelDef &def, int64_t cols,
+                           llvm::ArrayRef<int64_t> groupRows,
+                           int64_t rowsPerBatch, bool bucketRows);
+
+} // namespace bitfold::spec
+
+#endif // BITFOLD_SPEC_SHAPESPEC_H
