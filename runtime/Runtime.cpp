@@ -5,7 +5,6 @@
 #include "runtime/Driver.h"
 #include "runtime/Status.h"
 
-#include "llvm/ADT/Hashing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -164,7 +163,10 @@ struct Kernel::ClassEntry {
 };
 
 size_t Kernel::SpecKeyHash::operator()(const SpecKey &k) const {
-  return llvm::hash_combine(k.shape.hash(), k.device, k.configSerial, k.pdl);
+  uint64_t h = k.shape.hash();
+  h ^= uint64_t(k.device) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+  h ^= uint64_t(k.configSerial) * 31 + (k.pdl ? 5 : 0) + (h << 6) + (h >> 2);
+  return size_t(h);
 }
 
 Kernel::Kernel(Runtime &rt, std::string name, templates::TemplateArgs args,

@@ -2,7 +2,6 @@
 
 #include "spec/ShapeSpec.h"
 
-#include "llvm/ADT/Hashing.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -63,10 +62,13 @@ std::string ShapeClass::str() const {
 }
 
 size_t ShapeClass::hash() const {
-  return llvm::hash_combine(
-      cols, rowBucket, index64,
-      llvm::hash_combine_range(alignBytes.begin(),
-                               alignBytes.begin() + numOperands));
+  // Cheap: the runtime hashes a class on every launch.
+  uint64_t h = uint64_t(cols) * 0x9E3779B97F4A7C15ull;
+  h ^= uint64_t(rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h ^= (index64 ? 17u : 0u) + numOperands + (h << 6) + (h >> 2);
+  for (int i = 0; i < numOperands; ++i)
+    h = h * 131 + alignBytes[i];
+  return size_t(h);
 }
 
 ShapeClass spec::classifyShape(int64_t cols, llvm::ArrayRef<int> alignBytes,
