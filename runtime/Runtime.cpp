@@ -488,7 +488,7 @@ Kernel::launchDef(const DLTensor *const *tensors, int numTensors) {
     return fixedDef.get();
   // Templates whose definition depends on D: take D from the first tensor.
   const DLTensor *t0 = tensors && numTensors > 0 ? tensors[0] : nullptr;
-  if (!t0 || !t0->shape || t0->ndim < 1)
+  if (!t0 || !t0->shape || t0->ndim < 1 || t0->ndim > kMaxNdim)
     return sig.get(); // binding reports what is wrong
   int64_t cols =
       sig->operands[0].layout == dsl::Layout::ChannelsLast && t0->ndim >= 2

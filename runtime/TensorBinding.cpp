@@ -21,8 +21,6 @@ using dsl::OperandDecl;
 
 namespace {
 
-constexpr int kMaxNdim = 8;
-
 std::string tensorName(const KernelDef &def, int g, int i) {
   int idx = g * int(def.operands.size()) + i;
   if (def.groups == 1)

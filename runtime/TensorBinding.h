@@ -27,6 +27,8 @@ using spec::kMaxGroups;
 using spec::kMaxOperands;
 using spec::kMaxParams;
 using spec::kMaxScalars;
+/// Most dimensions a tensor may have.
+constexpr int kMaxNdim = 8;
 
 /// Whether a KernelDef fits the fixed-size launch structures.
 llvm::Error checkDefLimits(const dsl::KernelDef &def);

@@ -836,3 +836,17 @@ TEST_F(Launch, DeviceTypesOutsideTheDLPackEnumAreRejected) {
   EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_DEVICE);
   EXPECT_NE(msg.find("DLPack device type 1000"), std::string::npos) << msg;
 }
+
+TEST_F(Launch, AHugeNdimIsRejectedBeforeAnyShapeIsRead) {
+  // rmsnorm_modulate builds its definition per column count, read from the
+  // first tensor's shape: with ndim = 2^30 that read was far out of bounds.
+  Kernel *k = kernel("rmsnorm_modulate");
+  Tensor x({1, 8, 2048}, 0x10000000);
+  x.t.ndim = 1 << 30;
+  std::vector<Tensor *> ts(k->signature().operands.size(), &x);
+  std::vector<float> scalars(k->signature().scalars.size(), 1e-6f);
+  llvm::Error e = launch(k, ts, scalars);
+  std::string msg;
+  EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("1073741824 dimensions"), std::string::npos) << msg;
+}
