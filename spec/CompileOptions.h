@@ -1,10 +1,10 @@
 //===- spec/CompileOptions.h - Options of one compile ------------*- C++ -*-===//
 //
 // What a compile is asked for besides the program, shape and config. Every
-// field is visited by forEachField(), which keyText() (and so every cache
-// key) is built from; a static_assert below counts the struct's fields
-// against the visited ones, so a new field that the visitor misses does
-// not compile.
+// field is listed in fields(), which forEachField() and keyText() (and so
+// every cache key) are built from; a static_assert below counts the
+// struct's fields against the listed ones, so a new field that the list
+// misses does not compile.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_SPEC_COMPILEOPTIONS_H
@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace bitfold::spec {
 
@@ -28,20 +30,22 @@ struct CompileOptions {
   /// (qk LN on an H200: 36 -> 43 us, bench/perf-notes.md section 13).
   bool gridDependencyControl = false;
 
-  /// Calls f(name, field) for every field, in declaration order.
-  template <typename F> constexpr void forEachField(F &&f) const {
-    visitFields(*this, f);
+  /// Every field with its key name, in declaration order.
+  static constexpr auto fields() {
+    return std::tuple{std::pair{"arch", &CompileOptions::arch},
+                      std::pair{"cubin", &CompileOptions::emitCubin},
+                      std::pair{"dump-dir", &CompileOptions::dumpDir},
+                      std::pair{"cubin-tool", &CompileOptions::cubinTool},
+                      std::pair{"pdl", &CompileOptions::gridDependencyControl}};
   }
-  template <typename F> constexpr void forEachField(F &&f) {
-    visitFields(*this, f);
+  /// Calls f(name, field) for every field of fields().
+  template <typename F> void forEachField(F &&f) const {
+    std::apply([&](auto... p) { (f(p.first, this->*p.second), ...); },
+               fields());
   }
-  template <typename Self, typename F>
-  static constexpr void visitFields(Self &self, F &f) {
-    f("arch", self.arch);
-    f("cubin", self.emitCubin);
-    f("dump-dir", self.dumpDir);
-    f("cubin-tool", self.cubinTool);
-    f("pdl", self.gridDependencyControl);
+  template <typename F> void forEachField(F &&f) {
+    std::apply([&](auto... p) { (f(p.first, this->*p.second), ...); },
+               fields());
   }
 
   /// `name=value` for every field, space separated; strings quoted and
@@ -61,16 +65,11 @@ template <typename T, typename... A> constexpr size_t fieldCount() {
   else
     return sizeof...(A);
 }
-constexpr size_t visitedFieldCount() {
-  size_t n = 0;
-  CompileOptions().forEachField([&n](const char *, const auto &) { ++n; });
-  return n;
-}
 } // namespace detail
 
 static_assert(detail::fieldCount<CompileOptions>() ==
-                  detail::visitedFieldCount(),
-              "CompileOptions::forEachField must visit every field: cache "
+                  std::tuple_size_v<decltype(CompileOptions::fields())>,
+              "CompileOptions::fields() must list every field: cache "
               "keys are built from it");
 
 } // namespace bitfold::spec
