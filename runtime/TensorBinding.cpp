@@ -74,11 +74,13 @@ private:
                             const Extent &refExt);
   llvm::Error recordLastOffset(int g, int i, const Extent &e);
   llvm::Error checkOverlaps();
+  llvm::Error deviceTypeError(int g, int i, int32_t type);
 
   const KernelDef &def;
   const DLTensor *const *tensors;
   LaunchBinding &out;
   int nOps = 0;
+  unsigned elemBytes[kMaxOperands] = {}; ///< per operand, set by run().
   bool dimSet[kMaxDims] = {};
   int dimFrom[kMaxDims][2] = {}; ///< (group, operand) that set each dim.
 };
@@ -184,12 +186,7 @@ llvm::Error Binder::channelsLastExtent(int g, int i, const DLTensor &t,
   return llvm::Error::success();
 }
 
-llvm::Error Binder::checkDevice(int g, int i, const DLTensor &t) {
-  // Read as an integer: a caller's value outside DLDeviceType's enumerators
-  // must not be loaded as the enum (undefined behaviour).
-  static_assert(sizeof(DLDeviceType) == sizeof(int32_t));
-  int32_t type;
-  std::memcpy(&type, &t.device.device_type, sizeof type);
+llvm::Error Binder::deviceTypeError(int g, int i, int32_t type) {
   if (type == kDLCPU)
     return fail(BITFOLD_ERROR_DEVICE, g, i,
                 "is in host memory (kDLCPU); bitfold kernels read and write "
@@ -198,11 +195,20 @@ llvm::Error Binder::checkDevice(int g, int i, const DLTensor &t) {
     return fail(BITFOLD_ERROR_DEVICE, g, i,
                 "is pinned host memory (kDLCUDAHost); bitfold kernels read "
                 "and write CUDA device memory (kDLCUDA)");
+  return fail(BITFOLD_ERROR_DEVICE, g, i,
+              llvm::formatv("is on DLPack device type {0}; bitfold kernels "
+                            "need CUDA device memory (kDLCUDA)",
+                            type));
+}
+
+llvm::Error Binder::checkDevice(int g, int i, const DLTensor &t) {
+  // Read as an integer: a caller's value outside DLDeviceType's enumerators
+  // must not be loaded as the enum (undefined behaviour).
+  static_assert(sizeof(DLDeviceType) == sizeof(int32_t));
+  int32_t type;
+  std::memcpy(&type, &t.device.device_type, sizeof type);
   if (type != kDLCUDA && type != kDLCUDAManaged)
-    return fail(BITFOLD_ERROR_DEVICE, g, i,
-                llvm::formatv("is on DLPack device type {0}; bitfold kernels "
-                              "need CUDA device memory (kDLCUDA)",
-                              type));
+    return deviceTypeError(g, i, type);
   if (t.device.device_id < 0)
     return fail(BITFOLD_ERROR_DEVICE, g, i,
                 llvm::formatv("has device id {0}", t.device.device_id));
@@ -252,7 +258,7 @@ llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
                                  const Extent &ext) {
   const OperandDecl &op = def.operands[i];
   OperandView &v = out.views[g][i];
-  const unsigned elem = dsl::dtypeBytes(op.dtype);
+  const unsigned elem = elemBytes[i];
   if (ext.numel > 0 && !t.data)
     return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
                 llvm::formatv("data pointer is NULL for shape {0}",
@@ -384,8 +390,8 @@ llvm::Error Binder::recordLastOffset(int g, int i, const Extent &e) {
   // The last byte must be addressable too (base + byte_offset near 2^64).
   uint64_t bytes = 0, end = 0;
   if (rowsStored > 0 && out.cols > 0 &&
-      (__builtin_mul_overflow(uint64_t(last) + 1,
-                              uint64_t(dsl::dtypeBytes(op.dtype)), &bytes) ||
+      (__builtin_mul_overflow(uint64_t(last) + 1, uint64_t(elemBytes[i]),
+                              &bytes) ||
        __builtin_add_overflow(uint64_t(v.base), bytes, &end)))
     return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
                 llvm::formatv("its {0} elements from address {1:x} run past "
@@ -451,7 +457,7 @@ llvm::Error Binder::checkOverlaps() {
       const OperandDecl &o = def.operands[i];
       if (!o.isOutput)
         continue;
-      unsigned elem = dsl::dtypeBytes(o.dtype);
+      unsigned elem = elemBytes[i];
       const OperandView &ov = out.views[g][i];
       for (int h = 0; h < def.groups; ++h)
         for (int j = 0; j < nOps; ++j) {
@@ -484,6 +490,8 @@ llvm::Error Binder::checkOverlaps() {
 
 llvm::Error Binder::run() {
   nOps = int(def.operands.size());
+  for (int i = 0; i < nOps; ++i)
+    elemBytes[i] = dsl::dtypeBytes(def.operands[i].dtype);
   for (int g = 0; g < def.groups; ++g) {
     Extent ext[kMaxOperands];
     for (int i = 0; i < nOps; ++i)

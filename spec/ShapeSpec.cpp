@@ -22,24 +22,6 @@ std::string ShapeSpec::str() const {
   return s;
 }
 
-int spec::viewAlignBytes(uint64_t base, int64_t rows,
-                         uint64_t rowStrideBytes) {
-  int align = 16;
-  while (align > 1 && (base % unsigned(align) ||
-                       (rows > 1 && rowStrideBytes % unsigned(align))))
-    align /= 2;
-  return align;
-}
-
-bool spec::lastElementOffset(int64_t rows, int64_t rowStride, int64_t cols,
-                             int64_t &out) {
-  out = 0;
-  if (rows <= 0 || cols <= 0)
-    return true;
-  return !__builtin_mul_overflow(rows - 1, rowStride, &out) &&
-         !__builtin_add_overflow(out, cols - 1, &out);
-}
-
 int64_t spec::rowBucket(int64_t rows) {
   if (rows <= 1)
     return 1;

@@ -46,13 +46,27 @@ struct ShapeSpec {
 };
 
 /// Largest of 16/8/4/2/1 dividing `base` and, when the operand has more
-/// than one row, its row stride in bytes.
-int viewAlignBytes(uint64_t base, int64_t rows, uint64_t rowStrideBytes);
+/// than one row, its row stride in bytes. (Inline: every launch binds with
+/// it.)
+inline int viewAlignBytes(uint64_t base, int64_t rows,
+                          uint64_t rowStrideBytes) {
+  int align = 16;
+  while (align > 1 && (base % unsigned(align) ||
+                       (rows > 1 && rowStrideBytes % unsigned(align))))
+    align /= 2;
+  return align;
+}
 
 /// Element offset of the last element of `rows` rows of `cols` elements,
 /// `rowStride` elements apart (0 when empty). False when it exceeds int64.
-bool lastElementOffset(int64_t rows, int64_t rowStride, int64_t cols,
-                       int64_t &out);
+inline bool lastElementOffset(int64_t rows, int64_t rowStride, int64_t cols,
+                              int64_t &out) {
+  out = 0;
+  if (rows <= 0 || cols <= 0)
+    return true;
+  return !__builtin_mul_overflow(rows - 1, rowStride, &out) &&
+         !__builtin_add_overflow(out, cols - 1, &out);
+}
 
 /// Largest power of two <= rows (1 for rows <= 1).
 int64_t rowBucket(int64_t rows);
