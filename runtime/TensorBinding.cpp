@@ -68,11 +68,10 @@ private:
                                  const int64_t *st, Extent &ext);
   llvm::Error checkAddress(int g, int i, const DLTensor &t, const Extent &ext);
   llvm::Error checkGroupShapes(int g, Extent *ext);
-  llvm::Error checkOperandShape(int g, int i, const Extent &e, int ref,
-                                const Extent &refExt);
-  llvm::Error checkPerBatch(int g, int i, const Extent &e, int ref,
-                            const Extent &refExt);
-  llvm::Error recordLastOffset(int g, int i, const Extent &e);
+  // Messages of checkGroupShapes' failures (kept out of its hot loop).
+  llvm::Error shapeError(int g, int i, int ref, const Extent *ext);
+  llvm::Error batchDimError(int g, int i, int64_t S, int64_t batches);
+  llvm::Error endError(int g, int i, int64_t last);
   llvm::Error checkOverlaps();
   llvm::Error deviceTypeError(int g, int i, int32_t type);
 
@@ -310,96 +309,53 @@ llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
   return checkAddress(g, i, t, ext);
 }
 
-llvm::Error Binder::checkPerBatch(int g, int i, const Extent &e, int ref,
-                                  const Extent &refExt) {
+llvm::Error Binder::shapeError(int g, int i, int ref, const Extent *ext) {
   const OperandDecl &op = def.operands[i];
-  const std::string &dimName = def.dims[op.batchDim];
+  const Extent &e = ext[i];
+  const int64_t R = ext[ref].rows, C = ext[ref].cols;
   const std::string &refName = def.operands[ref].name;
   const DLTensor &t = *tensors[g * nOps + i];
   const DLTensor &refT = *tensors[g * nOps + ref];
-  const int64_t R = refExt.rows, C = refExt.cols;
+  if (op.map == IndexMap::PerColumn)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("must hold one value per column, {0} "
+                              "values (shape ({0},)); found shape {1}",
+                              C, shapeText(t)));
+  if (op.map == IndexMap::PerElement)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("is {0} rows x {1} columns (shape {2}) but "
+                              "'{3}' is {4} rows x {5} columns (shape {6})",
+                              e.rows, e.cols, shapeText(t), refName, R, C,
+                              shapeText(refT)));
   if (e.cols != C)
     return fail(BITFOLD_ERROR_SHAPE, g, i,
                 llvm::formatv("has {0} columns (shape {1}) but '{2}' has "
                               "{3} (shape {4})",
                               e.cols, shapeText(t), refName, C,
                               shapeText(refT)));
-  int64_t S = 1;
-  if (R > 0) {
-    if (e.rows < 1 || R % e.rows)
-      return fail(BITFOLD_ERROR_SHAPE, g, i,
-                  llvm::formatv("has {0} rows, one per batch, which does "
-                                "not divide the {1} rows of '{2}' (rows = "
-                                "batches x {3}); shapes {4} and {5}",
-                                e.rows, R, refName, dimName, shapeText(t),
-                                shapeText(refT)));
-    S = R / e.rows;
-  }
-  const int d = op.batchDim;
-  if (!dimSet[d]) {
-    dimSet[d] = true;
-    out.dims[d] = S;
-    dimFrom[d][0] = g;
-    dimFrom[d][1] = i;
-  } else if (out.dims[d] != S && R > 0) {
-    return fail(BITFOLD_ERROR_SHAPE, g, i,
-                llvm::formatv("implies {0} = {1} rows per batch ({2} "
-                              "batches), but {3} implies {0} = {4}",
-                              dimName, S, e.rows,
-                              tensorName(def, dimFrom[d][0], dimFrom[d][1]),
-                              out.dims[d]));
-  }
-  return llvm::Error::success();
+  return fail(BITFOLD_ERROR_SHAPE, g, i,
+              llvm::formatv("has {0} rows, one per batch, which does "
+                            "not divide the {1} rows of '{2}' (rows = "
+                            "batches x {3}); shapes {4} and {5}",
+                            e.rows, R, refName, def.dims[op.batchDim],
+                            shapeText(t), shapeText(refT)));
 }
 
-llvm::Error Binder::checkOperandShape(int g, int i, const Extent &e, int ref,
-                                      const Extent &refExt) {
-  const DLTensor &t = *tensors[g * nOps + i];
-  const int64_t R = refExt.rows, C = refExt.cols;
-  switch (def.operands[i].map) {
-  case IndexMap::PerElement:
-    if (e.rows != R || e.cols != C)
-      return fail(BITFOLD_ERROR_SHAPE, g, i,
-                  llvm::formatv("is {0} rows x {1} columns (shape {2}) but "
-                                "'{3}' is {4} rows x {5} columns (shape {6})",
-                                e.rows, e.cols, shapeText(t),
-                                def.operands[ref].name, R, C,
-                                shapeText(*tensors[g * nOps + ref])));
-    return llvm::Error::success();
-  case IndexMap::PerColumn:
-    if (e.rows != 1 || e.cols != C)
-      return fail(BITFOLD_ERROR_SHAPE, g, i,
-                  llvm::formatv("must hold one value per column, {0} "
-                                "values (shape ({0},)); found shape {1}",
-                                C, shapeText(t)));
-    return llvm::Error::success();
-  case IndexMap::PerBatch:
-    return checkPerBatch(g, i, e, ref, refExt);
-  }
-  return llvm::Error::success();
+llvm::Error Binder::batchDimError(int g, int i, int64_t S, int64_t batches) {
+  const int d = def.operands[i].batchDim;
+  return fail(BITFOLD_ERROR_SHAPE, g, i,
+              llvm::formatv("implies {0} = {1} rows per batch ({2} "
+                            "batches), but {3} implies {0} = {4}",
+                            def.dims[d], S, batches,
+                            tensorName(def, dimFrom[d][0], dimFrom[d][1]),
+                            out.dims[d]));
 }
 
-llvm::Error Binder::recordLastOffset(int g, int i, const Extent &e) {
-  const OperandDecl &op = def.operands[i];
-  OperandView &v = out.views[g][i];
-  const int64_t rowsStored = op.map == IndexMap::PerColumn ? 1 : e.rows;
-  int64_t last = 0;
-  if (!spec::lastElementOffset(rowsStored, v.rowStride, out.cols, last))
-    return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
-                "addresses beyond 2^63 elements");
-  // The last byte must be addressable too (base + byte_offset near 2^64).
-  uint64_t bytes = 0, end = 0;
-  if (rowsStored > 0 && out.cols > 0 &&
-      (__builtin_mul_overflow(uint64_t(last) + 1, uint64_t(elemBytes[i]),
-                              &bytes) ||
-       __builtin_add_overflow(uint64_t(v.base), bytes, &end)))
-    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
-                llvm::formatv("its {0} elements from address {1:x} run past "
-                              "the end of the address space",
-                              last + 1, uint64_t(v.base)));
-  v.lastOffset = last;
-  out.maxElementOffset = std::max(out.maxElementOffset, last);
-  return llvm::Error::success();
+llvm::Error Binder::endError(int g, int i, int64_t last) {
+  return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
+              llvm::formatv("its {0} elements from address {1:x} run past "
+                            "the end of the address space",
+                            last + 1, uint64_t(out.views[g][i].base)));
 }
 
 llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
@@ -411,7 +367,7 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
     return runtimeError(BITFOLD_ERROR_INTERNAL,
                         def.name + " has no per-element operand to take the "
                                    "row count from");
-  const int64_t C = ext[ref].cols;
+  const int64_t R = ext[ref].rows, C = ext[ref].cols;
   if (g == 0)
     out.cols = C;
   else if (C != out.cols)
@@ -419,12 +375,43 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
                 llvm::formatv("has {0} columns but group 0 has {1}; one "
                               "launch serves one column count",
                               C, out.cols));
-  out.groupRows[g] = ext[ref].rows;
+  out.groupRows[g] = R;
   for (int i = 0; i < nOps; ++i) {
-    if (llvm::Error e = checkOperandShape(g, i, ext[i], ref, ext[ref]))
-      return e;
-    if (llvm::Error e = recordLastOffset(g, i, ext[i]))
-      return e;
+    const OperandDecl &op = def.operands[i];
+    const Extent &e = ext[i];
+    if (op.map == IndexMap::PerBatch) {
+      if (e.cols != C || (R > 0 && (e.rows < 1 || R % e.rows)))
+        return shapeError(g, i, ref, ext);
+      const int64_t S = R > 0 ? R / e.rows : 1;
+      const int d = op.batchDim;
+      if (!dimSet[d]) {
+        dimSet[d] = true;
+        out.dims[d] = S;
+        dimFrom[d][0] = g;
+        dimFrom[d][1] = i;
+      } else if (out.dims[d] != S && R > 0) {
+        return batchDimError(g, i, S, e.rows);
+      }
+    } else if (e.cols != C ||
+               e.rows != (op.map == IndexMap::PerColumn ? 1 : R)) {
+      return shapeError(g, i, ref, ext);
+    }
+    // The largest element offset, and the last byte must be addressable
+    // (base + byte_offset near 2^64).
+    OperandView &v = out.views[g][i];
+    const int64_t rowsStored = op.map == IndexMap::PerColumn ? 1 : e.rows;
+    int64_t last = 0;
+    if (!spec::lastElementOffset(rowsStored, v.rowStride, C, last))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
+                  "addresses beyond 2^63 elements");
+    uint64_t bytes = 0, end = 0;
+    if (rowsStored > 0 && C > 0 &&
+        (__builtin_mul_overflow(uint64_t(last) + 1, uint64_t(elemBytes[i]),
+                                &bytes) ||
+         __builtin_add_overflow(uint64_t(v.base), bytes, &end)))
+      return endError(g, i, last);
+    v.lastOffset = last;
+    out.maxElementOffset = std::max(out.maxElementOffset, last);
   }
   return llvm::Error::success();
 }
