@@ -5,7 +5,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <bit>
 #include <climits>
 
 using namespace bitfold;
@@ -22,12 +21,6 @@ std::string ShapeSpec::str() const {
   return s;
 }
 
-int64_t spec::rowBucket(int64_t rows) {
-  if (rows <= 1)
-    return 1;
-  return int64_t(std::bit_floor(uint64_t(rows)));
-}
-
 ShapeSpec ShapeClass::shapeSpec() const {
   ShapeSpec s;
   s.cols = cols;
@@ -41,29 +34,6 @@ std::string ShapeClass::str() const {
   if (rowBucket)
     s += "/r" + std::to_string(rowBucket);
   return s;
-}
-
-size_t ShapeClass::hash() const {
-  // Cheap: the runtime hashes a class on every launch.
-  uint64_t h = uint64_t(cols) * 0x9E3779B97F4A7C15ull;
-  h ^= uint64_t(rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  h ^= (index64 ? 17u : 0u) + numOperands + (h << 6) + (h >> 2);
-  for (int i = 0; i < numOperands; ++i)
-    h = h * 131 + alignBytes[i];
-  return size_t(h);
-}
-
-ShapeClass spec::classifyShape(int64_t cols, llvm::ArrayRef<int> alignBytes,
-                               int64_t maxElementOffset, int64_t totalRows,
-                               bool bucketRows) {
-  ShapeClass c;
-  c.cols = cols;
-  c.rowBucket = bucketRows ? rowBucket(totalRows) : 0;
-  c.index64 = maxElementOffset > int64_t(INT32_MAX);
-  c.numOperands = uint8_t(std::min<size_t>(alignBytes.size(), kMaxOperands));
-  for (size_t i = 0; i < c.numOperands; ++i)
-    c.alignBytes[i] = uint8_t(alignBytes[i]);
-  return c;
 }
 
 ShapeClass spec::denseShapeClass(const dsl::KernelDef &def, int64_t cols,

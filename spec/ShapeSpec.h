@@ -27,6 +27,8 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <array>
+#include <bit>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,7 +71,9 @@ inline bool lastElementOffset(int64_t rows, int64_t rowStride, int64_t cols,
 }
 
 /// Largest power of two <= rows (1 for rows <= 1).
-int64_t rowBucket(int64_t rows);
+inline int64_t rowBucket(int64_t rows) {
+  return rows <= 1 ? 1 : int64_t(std::bit_floor(uint64_t(rows)));
+}
 
 struct ShapeClass {
   int64_t cols = 0;
@@ -84,16 +88,36 @@ struct ShapeClass {
   ShapeSpec shapeSpec() const;
   /// shapeSpec().str(), then "/r<bucket>" when rows are bucketed.
   std::string str() const;
-  size_t hash() const;
+  /// Cheap (inline): the runtime hashes a class on every launch.
+  size_t hash() const {
+    uint64_t h = uint64_t(cols) * 0x9E3779B97F4A7C15ull;
+    h ^= uint64_t(rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= (index64 ? 17u : 0u) + numOperands + (h << 6) + (h >> 2);
+    for (int i = 0; i < numOperands; ++i)
+      h = h * 131 + alignBytes[i];
+    return size_t(h);
+  }
   bool operator==(const ShapeClass &) const = default;
 };
 
 /// The class of a launch: `alignBytes` per operand (at most kMaxOperands),
 /// the largest element offset any operand reaches, and the total rows
 /// (bucketed only when `bucketRows`).
-ShapeClass classifyShape(int64_t cols, llvm::ArrayRef<int> alignBytes,
-                         int64_t maxElementOffset, int64_t totalRows,
-                         bool bucketRows);
+/// (Inline: every launch classifies its binding.)
+inline ShapeClass classifyShape(int64_t cols, llvm::ArrayRef<int> alignBytes,
+                                int64_t maxElementOffset, int64_t totalRows,
+                                bool bucketRows) {
+  ShapeClass c;
+  c.cols = cols;
+  c.rowBucket = bucketRows ? rowBucket(totalRows) : 0;
+  c.index64 = maxElementOffset > int64_t(INT32_MAX);
+  c.numOperands = uint8_t(
+      alignBytes.size() < size_t(kMaxOperands) ? alignBytes.size()
+                                               : size_t(kMaxOperands));
+  for (size_t i = 0; i < c.numOperands; ++i)
+    c.alignBytes[i] = uint8_t(alignBytes[i]);
+  return c;
+}
 
 /// The class the runtime derives for dense, freshly allocated tensors
 /// (256-byte aligned bases, packed rows) of a problem with `groupRows` rows
