@@ -4,9 +4,11 @@
 
 #include "runtime/Driver.h"
 
+#include "spec/KernelABI.h"
+
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
-#include <cstring>
 #include <optional>
 
 using namespace bitfold;
@@ -40,6 +42,8 @@ private:
     std::vector<void *> params;   ///< pointers into values
   };
   llvm::Error launch(BufferSet &set);
+  llvm::Error deviceSizes(int device, size_t &l2, size_t &totalMem);
+  llvm::Error fillSet(BufferSet &s, const templates::HostProblem &problem);
 
   const runtime::DriverApi *api = nullptr;
   Timing timing = Timing::Steady;
@@ -69,23 +73,12 @@ llvm::Error GpuRunner::init(const dsl::KernelDef &d,
   if (!sc)
     return sc.takeError();
   ctx.emplace(std::move(*sc));
-
-  CUdevice dev;
-  if (llvm::Error e = checkCuda(api->cuDeviceGet(&dev, opts.device),
-                                "cuDeviceGet"))
-    return e;
-  int l2 = 0;
-  if (llvm::Error e = checkCuda(api->cuDeviceGetAttribute(
-                                    &l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev),
-                                "L2 cache size"))
-    return e;
-  size_t totalMem = 0;
-  if (llvm::Error e = checkCuda(api->cuDeviceTotalMem(&totalMem, dev),
-                                "cuDeviceTotalMem"))
+  size_t l2 = 0, totalMem = 0;
+  if (llvm::Error e = deviceSizes(opts.device, l2, totalMem))
     return e;
   size_t flushBytes = opts.flushBytes
                           ? opts.flushBytes
-                          : std::max<size_t>(2 * size_t(l2), size_t(64) << 20);
+                          : std::max<size_t>(2 * l2, size_t(64) << 20);
   auto fb = DeviceBuffer::allocate(flushBytes);
   if (!fb)
     return fb.takeError();
@@ -96,48 +89,19 @@ llvm::Error GpuRunner::init(const dsl::KernelDef &d,
     for (const auto &op : group)
       setBytes += op.size();
   size_t rotate = opts.timing == Timing::Steady
-                      ? std::max<size_t>(4 * size_t(l2), size_t(64) << 20)
+                      ? std::max<size_t>(4 * l2, size_t(64) << 20)
                       : flushBytes;
   size_t want = setBytes ? (rotate + setBytes - 1) / setBytes : 2;
   size_t cap = std::max<size_t>(2, (totalMem / 4) / std::max<size_t>(setBytes, 1));
   int numSets = int(std::clamp<size_t>(want, 2, std::min<size_t>(
                                                     size_t(std::max(opts.maxSets, 2)), cap)));
-
-  const dsl::Binding &b = problem.binding;
   totalRows = 0;
-  for (int64_t r : b.groupRows)
+  for (int64_t r : problem.binding.groupRows)
     totalRows += r;
   sets.resize(numSets);
-  for (BufferSet &s : sets) {
-    s.buffers.resize(problem.storage.size());
-    for (size_t g = 0; g < problem.storage.size(); ++g)
-      for (size_t i = 0; i < problem.storage[g].size(); ++i) {
-        const std::vector<uint8_t> &host = problem.storage[g][i];
-        auto buf = DeviceBuffer::allocate(std::max<size_t>(host.size(), 16));
-        if (!buf)
-          return buf.takeError();
-        if (llvm::Error e = buf->copyFromHost(host.data(), host.size()))
-          return e;
-        s.buffers[g].push_back(std::move(*buf));
-      }
-    // KernelABI order.
-    for (size_t g = 0; g < s.buffers.size(); ++g)
-      for (size_t i = 0; i < s.buffers[g].size(); ++i) {
-        s.values.push_back(uint64_t(s.buffers[g][i].ptr()));
-        s.values.push_back(uint64_t(b.tensors[g][i].rowStride));
-      }
-    for (int64_t r : b.groupRows)
-      s.values.push_back(uint64_t(r));
-    for (int64_t dim : b.dims)
-      s.values.push_back(uint64_t(dim));
-    for (float f : b.scalars) {
-      uint64_t slot = 0;
-      std::memcpy(&slot, &f, sizeof f);
-      s.values.push_back(slot);
-    }
-    for (uint64_t &v : s.values)
-      s.params.push_back(&v);
-  }
+  for (BufferSet &s : sets)
+    if (llvm::Error e = fillSet(s, problem))
+      return e;
   auto e0 = Event::create();
   if (!e0)
     return e0.takeError();
@@ -146,6 +110,63 @@ llvm::Error GpuRunner::init(const dsl::KernelDef &d,
     return e1.takeError();
   start = std::move(*e0);
   stop = std::move(*e1);
+  return llvm::Error::success();
+}
+
+llvm::Error GpuRunner::deviceSizes(int device, size_t &l2, size_t &totalMem) {
+  CUdevice dev;
+  if (llvm::Error e = checkCuda(api->cuDeviceGet(&dev, device), "cuDeviceGet"))
+    return e;
+  int l2Bytes = 0;
+  if (llvm::Error e = checkCuda(api->cuDeviceGetAttribute(
+                                    &l2Bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                                    dev),
+                                "L2 cache size"))
+    return e;
+  l2 = size_t(l2Bytes);
+  return checkCuda(api->cuDeviceTotalMem(&totalMem, dev), "cuDeviceTotalMem");
+}
+
+llvm::Error GpuRunner::fillSet(BufferSet &s,
+                               const templates::HostProblem &problem) {
+  s.buffers.resize(problem.storage.size());
+  for (size_t g = 0; g < problem.storage.size(); ++g)
+    for (size_t i = 0; i < problem.storage[g].size(); ++i) {
+      const std::vector<uint8_t> &host = problem.storage[g][i];
+      auto buf = DeviceBuffer::allocate(std::max<size_t>(host.size(), 16));
+      if (!buf)
+        return buf.takeError();
+      if (llvm::Error e = buf->copyFromHost(host.data(), host.size()))
+        return e;
+      s.buffers[g].push_back(std::move(*buf));
+    }
+  // The parameter list of spec/KernelABI.h.
+  const dsl::Binding &b = problem.binding;
+  const spec::KernelABI abi = spec::KernelABI::of(*def);
+  if (b.groupRows.size() != size_t(abi.numGroups) ||
+      b.tensors.size() != size_t(abi.numGroups) ||
+      b.dims.size() != size_t(abi.numDims) ||
+      b.scalars.size() != size_t(abi.numScalars) ||
+      llvm::any_of(s.buffers, [&](const auto &group) {
+        return group.size() != size_t(abi.numOperands);
+      }))
+    return gpuError(def->name + ": the problem does not bind the kernel's "
+                                "groups, dims and scalars");
+  s.values.assign(abi.paramCount(), 0);
+  spec::ParamPacker pack(abi, s.values.data());
+  for (int g = 0; g < abi.numGroups; ++g) {
+    for (int i = 0; i < abi.numOperands; ++i) {
+      pack.pointer(g, i, uint64_t(s.buffers[g][i].ptr()));
+      pack.rowStride(g, i, b.tensors[g][i].rowStride);
+    }
+    pack.groupRows(g, b.groupRows[g]);
+  }
+  for (int d = 0; d < abi.numDims; ++d)
+    pack.dim(d, b.dims[d]);
+  for (int i = 0; i < abi.numScalars; ++i)
+    pack.scalar(i, b.scalars[i]);
+  for (uint64_t &v : s.values)
+    s.params.push_back(&v);
   return llvm::Error::success();
 }
 

@@ -2,6 +2,8 @@
 
 #include "autotune/Policy.h"
 
+#include "autotune/ShapeClass.h"
+
 #include "llvm/Support/raw_ostream.h"
 
 using namespace bitfold;
@@ -59,11 +61,9 @@ void TunePolicy::warnOnce(const std::string &tag, const llvm::Twine &message) {
   opts.warn(message.str());
 }
 
-Choice TunePolicy::choose(const ChooseRequest &req) {
-  const std::string keyText = req.key.text();
+std::optional<Choice> TunePolicy::fromDatabase(const ChooseRequest &req,
+                                              Choice &fallback) {
   const std::string what = req.key.kernelName + " " + req.key.shapeClass;
-  Choice fallback{req.defaultConfig, Provenance::Default, ""};
-
   std::string winnerText;
   Lookup found;
   {
@@ -81,73 +81,110 @@ Choice TunePolicy::choose(const ChooseRequest &req) {
     if (!bad)
       return Choice{*parsed, Provenance::Database, ""};
     std::string why = llvm::toString(std::move(bad));
-    warnOnce("invalid\n" + keyText,
+    warnOnce("invalid\n" + req.key.text(),
              "tune DB entry for " + what + " names config " + winnerText +
                  ", which is not legal here (" + why +
                  "); using the default");
-    fallback.from = Provenance::DefaultInvalid;
-    fallback.detail = why;
     // An entry exists for this environment: tuning again would not help.
-    return fallback;
+    return Choice{req.defaultConfig, Provenance::DefaultInvalid, why};
   }
   if (found.kind == Lookup::Stale) {
-    warnOnce("stale\n" + keyText, "tune DB entry for " + what +
-                                      " not used: " + found.reason);
+    warnOnce("stale\n" + req.key.text(),
+             "tune DB entry for " + what + " not used: " + found.reason);
     fallback.from = Provenance::DefaultStale;
     fallback.detail = found.reason;
   }
+  return std::nullopt;
+}
 
+Choice TunePolicy::choose(const ChooseRequest &req) {
+  Choice fallback{req.defaultConfig, Provenance::Default, ""};
+  if (std::optional<Choice> c = fromDatabase(req, fallback))
+    return *c;
+  if (!req.tune)
+    return fallback;
   switch (opts.onMiss) {
   case OnMiss::UseDefault:
     return fallback;
-  case OnMiss::TuneNow: {
-    if (!req.tune)
-      return fallback;
-    auto outcome = req.tune();
-    if (!outcome) {
-      std::string why = llvm::toString(outcome.takeError());
-      warnOnce("tune\n" + keyText, "tuning " + what + " failed: " + why);
-      return Choice{req.defaultConfig, Provenance::DefaultTuneFailed, why};
-    }
-    std::string winner;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      db.record(req.key, outcome->defaultConfig, outcome->measurements);
-      if (const TuneEntry *e = db.lookup(req.key).entry)
-        if (const Measurement *w = e->winner())
-          winner = w->config;
-    }
-    persist();
-    auto parsed = codegen::TileConfig::parse(winner);
-    if (!parsed) {
-      std::string why = llvm::toString(parsed.takeError());
-      return Choice{req.defaultConfig, Provenance::DefaultTuneFailed, why};
-    }
-    if (req.check)
-      if (llvm::Error e = req.check(*parsed))
-        return Choice{req.defaultConfig, Provenance::DefaultInvalid,
-                      llvm::toString(std::move(e))};
-    return Choice{*parsed, Provenance::TunedNow, ""};
-  }
-  case OnMiss::TuneInBackground: {
-    if (!req.tune)
-      return fallback;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (tuning.insert(keyText).second) {
-        queue.push_back(req);
-        if (!worker.joinable())
-          worker = std::thread([this] { backgroundLoop(); });
-      }
-    }
-    cv.notify_all();
-    Choice c = fallback;
-    if (c.from == Provenance::Default)
-      c.from = Provenance::DefaultTuning;
-    return c;
-  }
+  case OnMiss::TuneNow:
+    return tuneNow(req, fallback);
+  case OnMiss::TuneInBackground:
+    return tuneInBackground(req, fallback);
   }
   return fallback;
+}
+
+Choice TunePolicy::tuneNow(const ChooseRequest &req, const Choice &fallback) {
+  auto outcome = req.tune();
+  if (!outcome) {
+    std::string why = llvm::toString(outcome.takeError());
+    warnOnce("tune\n" + req.key.text(), "tuning " + req.key.kernelName + " " +
+                                            req.key.shapeClass +
+                                            " failed: " + why);
+    return Choice{fallback.config, Provenance::DefaultTuneFailed, why};
+  }
+  std::string winner;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    db.record(req.key, outcome->defaultConfig, outcome->measurements);
+    if (const TuneEntry *e = db.lookup(req.key).entry)
+      if (const Measurement *w = e->winner())
+        winner = w->config;
+  }
+  persist();
+  auto parsed = codegen::TileConfig::parse(winner);
+  if (!parsed)
+    return Choice{fallback.config, Provenance::DefaultTuneFailed,
+                  llvm::toString(parsed.takeError())};
+  if (req.check)
+    if (llvm::Error e = req.check(*parsed))
+      return Choice{fallback.config, Provenance::DefaultInvalid,
+                    llvm::toString(std::move(e))};
+  return Choice{*parsed, Provenance::TunedNow, ""};
+}
+
+Choice TunePolicy::tuneInBackground(const ChooseRequest &req, Choice fallback) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (tuning.insert(req.key.text()).second) {
+      queue.push_back(req);
+      if (!worker.joinable())
+        worker = std::thread([this] { backgroundLoop(); });
+    }
+  }
+  cv.notify_all();
+  if (fallback.from == Provenance::Default)
+    fallback.from = Provenance::DefaultTuning;
+  return fallback;
+}
+
+runtime::ConfigAnswer
+TunePolicy::configFor(const runtime::ConfigRequest &r) {
+  ChooseRequest req;
+  req.key = tuneKeyFor(*r.def, r.shapeClass.str(),
+                       currentEnvironment(r.gpuName, r.arch, r.toolchain));
+  req.defaultConfig = r.defaultConfig;
+  req.check = r.check;
+  if (opts.tuner && opts.onMiss != OnMiss::UseDefault) {
+    runtime::ConfigRequest owned = r; // background tunes outlive `r`
+    owned.check = nullptr;
+    req.tune = [tuner = opts.tuner, owned] { return tuner(owned); };
+  }
+  Choice c = choose(req);
+  return runtime::ConfigAnswer{c.config, provenanceName(c.from).str()};
+}
+
+llvm::Expected<std::unique_ptr<runtime::ConfigSource>>
+runtime::openTuneDbSource(llvm::StringRef path,
+                          std::function<void(llvm::StringRef)> warn) {
+  PolicyOptions po;
+  po.onMiss = OnMiss::UseDefault; // never tune or stall a launch
+  po.dbPath = path.str();
+  po.warn = std::move(warn);
+  auto p = TunePolicy::open(std::move(po));
+  if (!p)
+    return p.takeError();
+  return std::unique_ptr<runtime::ConfigSource>(std::move(*p));
 }
 
 void TunePolicy::backgroundLoop() {

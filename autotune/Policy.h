@@ -1,9 +1,11 @@
 //===- autotune/Policy.h - Which config the runtime launches -----*- C++ -*-===//
 //
-// The runtime's view of tuning: given a key (kernel hash, shape class,
+// Which config a shape class gets: given a key (kernel hash, shape class,
 // dtypes, environment) and the heuristic default config, choose() answers
-// with a TileConfig and where it came from. It never blocks on a GPU unless
-// the caller chose synchronous tuning:
+// with a TileConfig and where it came from. TunePolicy is the runtime's
+// config source (runtime/ConfigSource.h: configFor() builds the key and
+// calls choose()). It never blocks on a GPU unless the caller chose
+// synchronous tuning:
 //
 //   DB hit (same environment, legal config)     -> the DB's winner
 //   otherwise, by PolicyOptions::onMiss:
@@ -29,18 +31,27 @@
 
 #include "autotune/TuneDB.h"
 
+#include "runtime/ConfigSource.h"
+
 #include "codegen/Codegen.h"
 
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 namespace bitfold::autotune {
 
 enum class OnMiss { UseDefault, TuneNow, TuneInBackground };
+
+/// What a tune produced: every timed config, and the default's text.
+struct TuneOutcome {
+  std::string defaultConfig;
+  std::vector<Measurement> measurements;
+};
 
 struct PolicyOptions {
   OnMiss onMiss = OnMiss::UseDefault;
@@ -50,6 +61,13 @@ struct PolicyOptions {
   /// Warnings (stale entries, failed tunes, failed writes); default:
   /// stderr, "bitfold: warning: ...".
   std::function<void(llvm::StringRef)> warn;
+  /// How configFor() tunes a missed class under TuneNow / TuneInBackground
+  /// (e.g. searchConfigs on the request's GPU); without one it never tunes.
+  /// Background tunes run it on the policy's thread with a request whose
+  /// `check` is empty.
+  std::function<llvm::Expected<TuneOutcome>(
+      const runtime::ConfigRequest &)>
+      tuner;
 };
 
 enum class Provenance {
@@ -69,12 +87,6 @@ struct Choice {
   std::string detail;
 };
 
-/// What a tune produced: every timed config, and the default's text.
-struct TuneOutcome {
-  std::string defaultConfig;
-  std::vector<Measurement> measurements;
-};
-
 struct ChooseRequest {
   TuneKey key;
   codegen::TileConfig defaultConfig;
@@ -87,7 +99,7 @@ struct ChooseRequest {
   std::function<llvm::Expected<TuneOutcome>()> tune;
 };
 
-class TunePolicy {
+class TunePolicy final : public runtime::ConfigSource {
 public:
   explicit TunePolicy(PolicyOptions options, TuneDB db = {});
   /// Loads options.dbPath when it exists (an unreadable DB is an error).
@@ -99,6 +111,8 @@ public:
 
   /// Thread safe.
   Choice choose(const ChooseRequest &request);
+  /// The runtime's question: choose() for the request's tune key.
+  runtime::ConfigAnswer configFor(const runtime::ConfigRequest &request) override;
 
   /// Blocks until no background tune is queued or running.
   void waitIdle();
@@ -106,6 +120,12 @@ public:
   TuneDB snapshot() const;
 
 private:
+  /// The DB's answer for `req`: its winner, or the default when the winner
+  /// is not legal (final), or nullopt on a miss (`fallback` then says
+  /// whether a stale entry was seen).
+  std::optional<Choice> fromDatabase(const ChooseRequest &req, Choice &fallback);
+  Choice tuneNow(const ChooseRequest &req, const Choice &fallback);
+  Choice tuneInBackground(const ChooseRequest &req, Choice fallback);
   void persist();
   void warnOnce(const std::string &tag, const llvm::Twine &message);
   void backgroundLoop();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 
 using namespace bitfold;
 using namespace bitfold::autotune;
@@ -70,6 +71,118 @@ const Measurement *SearchResult::find(llvm::StringRef config) const {
   return nullptr;
 }
 
+namespace {
+
+/// Compiles every config on a thread pool; the timing loop takes the
+/// results in order while later configs are still compiling.
+class Compiles {
+public:
+  Compiles(llvm::ArrayRef<codegen::TileConfig> configs,
+           const CompileConfigFn &compile, const SearchOptions &opts)
+      : slots(configs.size()),
+        pool(llvm::hardware_concurrency(opts.compileThreads)) {
+    done.reserve(configs.size());
+    for (size_t i = 0; i < configs.size(); ++i)
+      done.push_back(pool.async([this, configs, &compile, &opts, i] {
+        if (cancel.load() || pastDeadline(opts))
+          return; // left empty: skipped
+        slots[i].emplace(compile(configs[i]));
+      }));
+  }
+  ~Compiles() {
+    pool.wait();
+    for (auto &s : slots) // drop errors nobody looked at (after a failure)
+      if (s && !*s)
+        llvm::consumeError(s->takeError());
+  }
+  /// Waits for config `i`; null when it was skipped.
+  llvm::Expected<codegen::CompiledKernel> *take(size_t i) {
+    done[i].wait();
+    return slots[i] ? &*slots[i] : nullptr;
+  }
+  void cancelRest() { cancel.store(true); }
+
+  static bool pastDeadline(const SearchOptions &opts) {
+    return opts.deadline && std::chrono::steady_clock::now() > *opts.deadline;
+  }
+
+private:
+  std::vector<std::optional<llvm::Expected<codegen::CompiledKernel>>> slots;
+  std::atomic<bool> cancel{false};
+  llvm::DefaultThreadPool pool;
+  std::vector<std::shared_future<void>> done;
+};
+
+/// Loads a kernel, warms it up and returns its output bytes.
+llvm::Expected<std::vector<uint8_t>>
+outputsOf(ConfigRunner &runner, const codegen::CompiledKernel &k,
+          int warmUpRuns) {
+  if (llvm::Error e = runner.load(k))
+    return std::move(e);
+  if (llvm::Error e = runner.warmUp(std::max(warmUpRuns, 1)))
+    return std::move(e);
+  return runner.outputBytes();
+}
+
+std::string differenceText(llvm::StringRef refConfig,
+                           const std::vector<uint8_t> &ref,
+                           llvm::StringRef config,
+                           const std::vector<uint8_t> &out) {
+  size_t n = std::min(out.size(), ref.size()), at = 0;
+  while (at < n && out[at] == ref[at])
+    ++at;
+  return llvm::formatv(
+      "configs {0} and {1} give different output bytes (first difference "
+      "at byte {2} of {3}: {4:x2} vs {5:x2}{6}); every legal config must "
+      "give identical bits, so this is a codegen bug",
+      refConfig, config, at, ref.size(), at < ref.size() ? ref[at] : 0,
+      at < out.size() ? out[at] : 0,
+      out.size() != ref.size()
+          ? llvm::formatv(", sizes {0} vs {1}", ref.size(), out.size()).str()
+          : std::string());
+}
+
+/// The best fully timed config so far.
+struct Best {
+  std::string config;
+  double us = 0;
+};
+
+/// Timed runs of the loaded kernel, cut early once its median is clearly
+/// above the best so far.
+llvm::Expected<Measurement> timeLoaded(ConfigRunner &runner,
+                                       llvm::StringRef config,
+                                       const SearchOptions &opts,
+                                       const Best &best) {
+  const int reps = std::max(opts.repetitions, 20);
+  const int cutAfter = std::clamp(opts.cutAfter, 1, reps);
+  std::vector<double> samples;
+  bool cut = false;
+  for (int r = 0; r < reps && !cut; ++r) {
+    auto us = runner.timeOnceUs();
+    if (!us)
+      return us.takeError();
+    samples.push_back(*us);
+    cut = !best.config.empty() && int(samples.size()) >= cutAfter &&
+          int(samples.size()) < reps &&
+          medianOf(samples) > opts.cutRatio * best.us;
+  }
+  Measurement m = summarise(config, std::move(samples));
+  m.cut = cut;
+  return m;
+}
+
+llvm::Error noneTimed(const SearchResult &result) {
+  std::string why;
+  for (auto &[c, e] : result.failures)
+    why += "\n  " + c + ": " + e;
+  return searchError(
+      llvm::formatv("no config could be timed ({0} failed, {1} skipped){2}",
+                    result.failures.size(), result.skipped, why));
+}
+
+} // namespace
+
 llvm::Expected<SearchResult>
 autotune::searchConfigs(llvm::ArrayRef<codegen::TileConfig> configs,
                         const CompileConfigFn &compile, ConfigRunner &runner,
@@ -78,141 +191,45 @@ autotune::searchConfigs(llvm::ArrayRef<codegen::TileConfig> configs,
   SearchResult result;
   if (configs.empty())
     return searchError("no configs to time");
-  const int reps = std::max(opts.repetitions, 20);
-  const int cutAfter = std::clamp(opts.cutAfter, 1, reps);
-
-  // Compile everything in parallel; timing consumes the results in order
-  // while later configs are still compiling.
-  struct Slot {
-    std::optional<llvm::Expected<codegen::CompiledKernel>> kernel;
-  };
-  std::vector<Slot> slots(configs.size());
-  std::atomic<bool> cancel{false};
-  llvm::DefaultThreadPool pool(
-      llvm::hardware_concurrency(opts.compileThreads));
-  std::vector<std::shared_future<void>> done;
-  done.reserve(configs.size());
-  for (size_t i = 0; i < configs.size(); ++i)
-    done.push_back(pool.async([&, i] {
-      if (cancel.load() ||
-          (opts.deadline && std::chrono::steady_clock::now() > *opts.deadline))
-        return; // left empty: skipped
-      slots[i].kernel.emplace(compile(configs[i]));
-    }));
-
-  std::vector<uint8_t> reference;
+  Compiles compiles(configs, compile, opts);
+  std::vector<uint8_t> reference; // output bytes of the first config run
   std::string referenceConfig;
-  double bestUs = 0;
-  std::string best;
-  std::string failure; // a bit difference: fails the search
+  Best best;
   for (size_t i = 0; i < configs.size(); ++i) {
-    done[i].wait();
+    llvm::Expected<codegen::CompiledKernel> *k = compiles.take(i);
     const std::string text = configs[i].str();
-    auto report = [&] {
-      if (opts.progress)
-        opts.progress(i + 1, configs.size(), best, bestUs);
-    };
-    if (!slots[i].kernel ||
-        (opts.deadline && std::chrono::steady_clock::now() > *opts.deadline)) {
-      ++result.skipped;
-      report();
-      continue;
-    }
-    llvm::Expected<codegen::CompiledKernel> &k = *slots[i].kernel;
-    if (!k) {
-      result.failures.emplace_back(text, llvm::toString(k.takeError()));
-      report();
-      continue;
-    }
-    auto step = [&]() -> llvm::Error {
-      if (llvm::Error e = runner.load(*k))
-        return e;
-      if (llvm::Error e = runner.warmUp(std::max(opts.warmUpRuns, 1)))
-        return e;
-      return llvm::Error::success();
-    };
-    if (llvm::Error e = step()) {
+    auto fail = [&](llvm::Error e) {
       result.failures.emplace_back(text, llvm::toString(std::move(e)));
-      report();
-      continue;
-    }
-    // Bit identity with the first config that ran.
-    auto out = runner.outputBytes();
-    if (!out) {
-      result.failures.emplace_back(text, llvm::toString(out.takeError()));
-      report();
-      continue;
-    }
-    if (referenceConfig.empty()) {
-      reference = std::move(*out);
-      referenceConfig = text;
-    } else if (*out != reference) {
-      size_t n = std::min(out->size(), reference.size()), at = 0;
-      while (at < n && (*out)[at] == reference[at])
-        ++at;
-      failure = llvm::formatv(
-          "configs {0} and {1} give different output bytes (first difference "
-          "at byte {2} of {3}: {4:x2} vs {5:x2}{6}); every legal config must "
-          "give identical bits, so this is a codegen bug",
-          referenceConfig, text, at, reference.size(),
-          at < reference.size() ? reference[at] : 0,
-          at < out->size() ? (*out)[at] : 0,
-          out->size() != reference.size()
-              ? llvm::formatv(", sizes {0} vs {1}", reference.size(),
-                              out->size())
-                    .str()
-              : std::string());
-      cancel.store(true);
-      break;
-    }
-    // Timed runs, with the early cut.
-    std::vector<double> samples;
-    bool cut = false;
-    std::string timing;
-    for (int r = 0; r < reps; ++r) {
-      auto us = runner.timeOnceUs();
-      if (!us) {
-        timing = llvm::toString(us.takeError());
-        break;
+    };
+    if (!k || Compiles::pastDeadline(opts)) {
+      ++result.skipped;
+    } else if (!*k) {
+      fail(k->takeError());
+    } else if (auto out = outputsOf(runner, **k, opts.warmUpRuns); !out) {
+      fail(out.takeError());
+    } else if (!referenceConfig.empty() && *out != reference) {
+      compiles.cancelRest();
+      return searchError(differenceText(referenceConfig, reference, text, *out));
+    } else {
+      if (referenceConfig.empty()) {
+        reference = std::move(*out);
+        referenceConfig = text;
       }
-      samples.push_back(*us);
-      if (!best.empty() && int(samples.size()) >= cutAfter &&
-          int(samples.size()) < reps &&
-          medianOf(samples) > opts.cutRatio * bestUs) {
-        cut = true;
-        break;
+      if (auto m = timeLoaded(runner, text, opts, best); !m) {
+        fail(m.takeError());
+      } else {
+        if (!m->cut && (best.config.empty() || m->medianUs < best.us ||
+                        (m->medianUs == best.us && text < best.config)))
+          best = Best{text, m->medianUs};
+        result.measurements.push_back(*m);
+        result.kernels.emplace(text, std::move(**k));
       }
     }
-    if (!timing.empty()) {
-      result.failures.emplace_back(text, timing);
-      report();
-      continue;
-    }
-    Measurement m = summarise(text, std::move(samples));
-    m.cut = cut;
-    if (!cut && (best.empty() || m.medianUs < bestUs ||
-                 (m.medianUs == bestUs && text < best))) {
-      best = text;
-      bestUs = m.medianUs;
-    }
-    result.measurements.push_back(m);
-    result.kernels.emplace(text, std::move(*k));
-    report();
+    if (opts.progress)
+      opts.progress(i + 1, configs.size(), best.config, best.us);
   }
-  pool.wait();
-  for (Slot &s : slots) // drop errors nobody looked at (after a failure)
-    if (s.kernel && !*s.kernel)
-      llvm::consumeError(s.kernel->takeError());
-  if (!failure.empty())
-    return searchError(failure);
-  if (result.measurements.empty()) {
-    std::string why;
-    for (auto &[c, e] : result.failures)
-      why += "\n  " + c + ": " + e;
-    return searchError(
-        llvm::formatv("no config could be timed ({0} failed, {1} skipped){2}",
-                      result.failures.size(), result.skipped, why));
-  }
+  if (result.measurements.empty())
+    return noneTimed(result);
   result.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();

@@ -60,39 +60,6 @@ llvm::Error field(const json &j, const char *name, T &out,
 
 } // namespace
 
-// ---- Keys --------------------------------------------------------------------
-
-std::string TuneEnvironment::mismatch(const TuneEnvironment &cur) const {
-  if (gpuName != cur.gpuName || arch != cur.arch)
-    return llvm::formatv("tuned on GPU '{0}' ({1}), this is '{2}' ({3})",
-                         gpuName, arch, cur.gpuName, cur.arch);
-  std::vector<std::string> diffs;
-  auto cmp = [&](const char *what, const std::string &a, const std::string &b) {
-    if (a != b)
-      diffs.push_back(llvm::formatv("{0} '{1}', this is '{2}'", what, a, b));
-  };
-  cmp("bitfold", bitfoldVersion, cur.bitfoldVersion);
-  cmp("LLVM", llvmVersion, cur.llvmVersion);
-  cmp("toolchain", toolchain, cur.toolchain);
-  if (diffs.empty())
-    return "";
-  std::string s = "tuned with ";
-  for (size_t i = 0; i < diffs.size(); ++i)
-    s += (i ? "; " : "") + diffs[i];
-  return s;
-}
-
-std::string TuneKey::problemText() const {
-  return "kernelHash: " + kernelHash + "\nshapeClass: " + shapeClass +
-         "\ndtypes: " + dtypes + "\n";
-}
-
-std::string TuneKey::text() const {
-  return problemText() + "gpu: " + env.gpuName + "\narch: " + env.arch +
-         "\nbitfold: " + env.bitfoldVersion + "\nllvm: " + env.llvmVersion +
-         "\ntoolchain: " + env.toolchain + "\n";
-}
-
 // ---- Measurements and entries ----------------------------------------------
 
 bool Measurement::preferredOver(const Measurement &o) const {

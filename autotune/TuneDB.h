@@ -23,6 +23,8 @@
 #ifndef BITFOLD_AUTOTUNE_TUNEDB_H
 #define BITFOLD_AUTOTUNE_TUNEDB_H
 
+#include "spec/TuneKey.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -36,32 +38,9 @@ namespace bitfold::autotune {
 /// Format version of the DB file ("version" field).
 constexpr int kTuneDBFormat = 1;
 
-/// Where a tuning ran: a DB entry is only used under the same environment.
-struct TuneEnvironment {
-  std::string gpuName;   ///< cuDeviceGetName, e.g. "NVIDIA H200".
-  std::string arch;      ///< "sm_90".
-  std::string bitfoldVersion;
-  std::string llvmVersion;
-  std::string toolchain; ///< codegen::toolchainVersion().
-  bool operator==(const TuneEnvironment &) const = default;
-  /// Empty when equal; else why `this` (the entry's) differs from `current`,
-  /// e.g. "tuned on GPU 'NVIDIA A100' (sm_80), this is 'NVIDIA H200' (sm_90)".
-  std::string mismatch(const TuneEnvironment &current) const;
-};
-
-/// What was tuned, and where.
-struct TuneKey {
-  std::string kernelName;  ///< for humans; not part of the identity.
-  std::string kernelHash;  ///< KernelDef::hash.
-  std::string shapeClass;  ///< see ShapeClass.h.
-  std::string dtypes;      ///< "x:bf16,scale:bf16,...", operand order.
-  TuneEnvironment env;
-
-  /// The identity without the environment: what a lookup asks for.
-  std::string problemText() const;
-  /// The full identity, one "field: value" line each (sort order of the DB).
-  std::string text() const;
-};
+/// The DB's key (spec/TuneKey.h).
+using spec::TuneEnvironment;
+using spec::TuneKey;
 
 /// One config's timing on one key.
 struct Measurement {

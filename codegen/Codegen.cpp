@@ -156,10 +156,7 @@ public:
         ctx(mlir::MLIRContext::Threading::DISABLED) {
     out.config = config;
     out.entryName = entryNameFor(def, config);
-    out.abi.numGroups = def.groups;
-    out.abi.numOperands = int(def.operands.size());
-    out.abi.numDims = int(def.dims.size());
-    out.abi.numScalars = int(def.scalars.size());
+    out.abi = KernelABI::of(def);
   }
 
   llvm::Error plan();

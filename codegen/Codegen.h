@@ -13,6 +13,10 @@
 #define BITFOLD_CODEGEN_CODEGEN_H
 
 #include "dsl/IR.h"
+#include "spec/CompileOptions.h"
+#include "spec/KernelABI.h"
+#include "spec/ShapeSpec.h"
+#include "spec/TileConfig.h"
 
 #include <optional>
 #include <string>
@@ -20,65 +24,12 @@
 
 namespace bitfold::codegen {
 
-/// How a row program runs. Never changes what it computes.
-struct TileConfig {
-  int rowsPerCta = 1;    ///< rows handled by one CTA.
-  int threadsPerRow = 128;
-  int vectorElems = 8;   ///< elements per thread per memory access.
-  bool twoPass = false;  ///< re-read the row after a fold instead of
-                         ///< keeping it in registers.
-  int ctaThreads() const { return rowsPerCta * threadsPerRow; }
-  /// "r1.t128.v8.p1": stable text, used in cache keys and file names.
-  std::string str() const;
-  static llvm::Expected<TileConfig> parse(llvm::StringRef text);
-  bool operator==(const TileConfig &) const = default;
-};
-
-/// What a kernel is specialised on (the shape class). Row counts are
-/// launch-time arguments; the column count and alignments are baked in.
-struct ShapeSpec {
-  int64_t cols = 0;
-  /// Per operand (KernelDef order): base address and row stride (in bytes)
-  /// are multiples of this many bytes (1, 2, 4, 8 or 16). Wider vectors are
-  /// legal only where all operands allow them.
-  std::vector<int> alignBytes;
-  /// Largest element offset any operand can reach; above 2^31 the kernel
-  /// indexes with 64-bit arithmetic.
-  int64_t maxElementOffset = 0;
-  std::string str() const; ///< stable text for keys.
-};
-
-struct CompileOptions {
-  std::string arch = "sm_90"; ///< sm_80, sm_90, sm_100 ...
-  bool emitCubin = true;      ///< false: stop at PTX.
-  /// Set: write every stage's output there (created if missing). An
-  /// empty path, a file, or a folder that cannot be written is an error.
-  std::optional<std::string> dumpDir;
-  /// PTX -> cubin tool: "" = automatic (see codegen/Assemble.h),
-  /// "nvJitLink", "ptxas" or "driver".
-  std::string cubinTool;
-  /// sm_90+: begin with griddepcontrol.wait / launch_dependents so the
-  /// kernel may be launched with programmatic dependent launch (PDL). Off
-  /// by default: the two instructions cost kernels of many tiny CTAs
-  /// (qk LN on an H200: 36 -> 43 us, bench/perf-notes.md section 13).
-  bool gridDependencyControl = false;
-};
-
-/// Where each argument sits in the kernel's parameter list. The ABI is:
-/// for each group g, for each operand i: (pointer u64, row stride i64 in
-/// elements); then for each group: rows (i64); then named dims (i64); then
-/// scalars (f32). Grid: x = ceil(total rows / rowsPerCta), rows of group 0
-/// first. Block: ctaThreads().
-struct KernelABI {
-  int numGroups = 1;
-  int numOperands = 0;
-  int numDims = 0;
-  int numScalars = 0;
-  size_t paramCount() const {
-    return size_t(numGroups) * numOperands * 2 + numGroups + numDims +
-           numScalars;
-  }
-};
+/// What a kernel is specialised on lives in spec/ (one definition each,
+/// shared with the runtime and the tuner).
+using spec::CompileOptions;
+using spec::KernelABI;
+using spec::ShapeSpec;
+using spec::TileConfig;
 
 struct StageTime {
   std::string stage;

@@ -2,6 +2,8 @@
 
 #include "codegen/CompileCommand.h"
 
+#include "spec/ShapeSpec.h"
+
 #include <numeric>
 
 using namespace bitfold;
@@ -12,16 +14,10 @@ ShapedTemplate codegen::shapeProblem(const templates::Problem &p) {
   out.def = p.def;
   out.dims.assign(p.def->dims.size(), p.shape.rowsPerBatch);
   out.groupRows = p.shape.groupRows;
-  const int64_t cols = p.shape.cols;
-  const int64_t rows = p.shape.groupRows.front(); // per group
-  out.shape.cols = cols;
-  for (const dsl::OperandDecl &o : p.def->operands) {
-    int bytes = int(dsl::dtypeBytes(o.dtype));
-    // Contiguous tensors from a caching allocator: 16-byte base; the row
-    // stride (cols elements) decides the rest.
-    out.shape.alignBytes.push_back(int(std::gcd(int64_t(16), cols * bytes)));
-  }
-  out.shape.maxElementOffset = rows * cols;
+  // What a launch on dense tensors of this shape compiles.
+  out.shape = spec::denseShapeClass(*out.def, p.shape.cols, p.shape.groupRows,
+                                    p.shape.rowsPerBatch, /*bucketRows=*/false)
+                  .shapeSpec();
   return out;
 }
 

@@ -260,8 +260,7 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
   const int G = def.groups, N = int(def.operands.size());
   const TileConfig &c = plan.config;
   auto arg = [&](int i) { return entry->getArgument(i); };
-  int rowsArg = G * N * 2, dimsArg = rowsArg + G,
-      scalarsArg = dimsArg + int(def.dims.size());
+  const spec::KernelABI abi = spec::KernelABI::of(def);
 
   tid = NVVM::ThreadIdXOp::create(b, loc, i32);
   Value cta = NVVM::BlockIdXOp::create(b, loc, i32);
@@ -277,10 +276,10 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
 
   // Groups: rows of group 0 first.
   std::vector<Value> groupStart{cI64(0)};
-  Value total = arg(rowsArg);
+  Value total = arg(abi.groupRows(0));
   for (int g = 1; g < G; ++g) {
     groupStart.push_back(total);
-    total = arith::AddIOp::create(b, loc, total, arg(rowsArg + g));
+    total = arith::AddIOp::create(b, loc, total, arg(abi.groupRows(g)));
   }
   rowValid = cmpI(arith::CmpIPredicate::slt, row, total);
   // Rows past the end compute on the last row (never stored), so every
@@ -298,33 +297,28 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
   };
   Value start = pick([&](int g) { return groupStart[g]; });
   Value local = arith::SubIOp::create(b, loc, rowC, start);
-  groupRowsF = pick([&](int g) { return arg(rowsArg + g); });
+  groupRowsF = pick([&](int g) { return arg(abi.groupRows(g)); });
   for (size_t d = 0; d < def.dims.size(); ++d)
-    dimValues.push_back(arg(dimsArg + int(d)));
+    dimValues.push_back(arg(abi.dim(int(d))));
   for (size_t s = 0; s < def.scalars.size(); ++s)
-    scalarValues.push_back(arg(scalarsArg + int(s)));
+    scalarValues.push_back(arg(abi.scalar(int(s))));
   for (int i = 0; i < N; ++i) {
-    Value ptr = pick([&](int g) { return arg((g * N + i) * 2); });
-    Value stride = pick([&](int g) { return arg((g * N + i) * 2 + 1); });
+    Value ptr = pick([&](int g) { return arg(abi.pointer(g, i)); });
+    Value stride = pick([&](int g) { return arg(abi.rowStride(g, i)); });
     base.push_back(rowBase(def.operands[i], ptr, stride, local));
   }
 }
 
 LLVM::LLVMFuncOp KernelBuilder::declareKernel(StringRef entryName) {
-  // ABI (Codegen.h KernelABI): per group, per operand (ptr, stride); per
-  // group rows; dims; scalars.
+  // The parameter list of spec/KernelABI.h.
+  const spec::KernelABI abi = spec::KernelABI::of(def);
   llvm::SmallVector<Type> params;
-  for (int g = 0; g < def.groups; ++g)
-    for (size_t i = 0; i < def.operands.size(); ++i) {
-      params.push_back(ptrGen);
-      params.push_back(i64);
-    }
-  for (int g = 0; g < def.groups; ++g)
-    params.push_back(i64);
-  for (size_t d = 0; d < def.dims.size(); ++d)
-    params.push_back(i64);
-  for (size_t s = 0; s < def.scalars.size(); ++s)
-    params.push_back(f32);
+  for (int p = 0; p < int(abi.paramCount()); ++p) {
+    spec::KernelABI::Param kind = abi.kindOf(p);
+    params.push_back(kind == spec::KernelABI::Param::Pointer  ? Type(ptrGen)
+                     : kind == spec::KernelABI::Param::Scalar ? Type(f32)
+                                                              : Type(i64));
+  }
   auto fnTy = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(&ctx), params);
   auto fn = LLVM::LLVMFuncOp::create(b, loc, entryName, fnTy);
   fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());

@@ -47,50 +47,7 @@ void codegen::loadsOf(const ExprNode *root, std::set<int> &out) {
   }
 }
 
-std::string TileConfig::str() const {
-  return llvm::formatv("r{0}.t{1}.v{2}.p{3}", rowsPerCta, threadsPerRow,
-                       vectorElems, twoPass ? 2 : 1);
-}
-
-llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
-  TileConfig c;
-  llvm::SmallVector<llvm::StringRef, 4> parts;
-  text.split(parts, '.');
-  auto bad = [&](const llvm::Twine &why) {
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "tile config '" + text + "': " + why +
-            " (expected rR.tT.vV.pP, e.g. r1.t128.v8.p1)");
-  };
-  if (parts.size() != 4)
-    return bad("needs four fields");
-  const char keys[] = {'r', 't', 'v', 'p'};
-  int vals[4];
-  for (int i = 0; i < 4; ++i) {
-    if (parts[i].empty() || parts[i][0] != keys[i] ||
-        parts[i].drop_front().getAsInteger(10, vals[i]) || vals[i] < 1)
-      return bad(llvm::formatv("field {0} must be '{1}' and a positive number",
-                               i + 1, keys[i]));
-  }
-  if (vals[3] > 2)
-    return bad("passes must be 1 or 2");
-  c.rowsPerCta = vals[0];
-  c.threadsPerRow = vals[1];
-  c.vectorElems = vals[2];
-  c.twoPass = vals[3] == 2;
-  return c;
-}
-
-std::string ShapeSpec::str() const {
-  std::string s = llvm::formatv("c{0}.a", cols);
-  for (size_t i = 0; i < alignBytes.size(); ++i)
-    s += (i ? "-" : "") + std::to_string(alignBytes[i]);
-  s += llvm::formatv(".o{0}", maxElementOffset >= (int64_t(1) << 31) ||
-                                      maxElementOffset == 0
-                                  ? 64
-                                  : 32);
-  return s;
-}
+} // namespace
 
 bool FoldPlan::needsShared() const {
   for (const StagePlan &s : stages)

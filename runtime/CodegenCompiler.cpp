@@ -48,11 +48,6 @@ Compiler bitfold::runtime::defaultCompiler() {
                      const codegen::TileConfig &config) {
     return codegen::checkConfig(def, shape, config);
   };
-  c.parseConfig = [](llvm::StringRef text) {
-    return codegen::TileConfig::parse(text);
-  };
-  c.configText = [](const codegen::TileConfig &t) { return t.str(); };
-  c.shapeText = [](const codegen::ShapeSpec &s) { return s.str(); };
   c.toolchainVersion = [] { return codegen::toolchainVersion(); };
   return c;
 }

@@ -36,8 +36,6 @@
 #include <cstring>
 #include <thread>
 
-extern char **environ;
-
 using namespace bitfold;
 using namespace bitfold::runtime;
 using json = nlohmann::json;
@@ -140,74 +138,7 @@ ReadResult readEntry(const std::string &path, const std::string &keyText) {
   return r;
 }
 
-json configJson(const codegen::TileConfig &c) {
-  return json{{"rowsPerCta", c.rowsPerCta},
-              {"threadsPerRow", c.threadsPerRow},
-              {"vectorElems", c.vectorElems},
-              {"twoPass", c.twoPass}};
-}
-
 } // namespace
-
-// ---- Keys ------------------------------------------------------------------
-
-std::string CacheKey::text() const {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << "bitfold kernel cache key, format " << kCacheFormat << "\n"
-     << "kernel: " << kernelName << "\n"
-     << "kernel-hash: " << kernelHash << "\n"
-     << "shape: " << shape << "\n"
-     << "config: " << config << "\n"
-     << "arch: " << arch << "\n"
-     << "options: " << options << "\n"
-     << "bitfold: " << bitfoldVersion << "\n"
-     << "llvm: " << llvmVersion << "\n"
-     << "toolchain: " << toolchain << "\n";
-  llvm::SmallVector<llvm::StringRef, 8> lines;
-  llvm::StringRef(environment).split(lines, '\n', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef l : lines)
-    os << "env: " << l << "\n";
-  return s;
-}
-
-std::string CacheKey::hash() const {
-  std::string t = text();
-  auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(t));
-  return llvm::toHex(digest, /*LowerCase=*/true);
-}
-
-llvm::ArrayRef<const char *> bitfold::runtime::runtimeOnlyEnvVars() {
-  static const char *vars[] = {
-      "BITFOLD_CACHE_DIR",  // where the cache lives
-      "BITFOLD_DISK_CACHE", // 0: memory only
-      "BITFOLD_LIBCUDA",    // which driver library to dlopen
-      "BITFOLD_QUIET",      // 1: no warnings on stderr
-      "BITFOLD_TUNE_DB",    // which configs launches pick (the config is
-                            // in the key on its own)
-  };
-  return vars;
-}
-
-std::string bitfold::runtime::codegenEnvironment() {
-  std::vector<std::string> vars;
-  for (char **e = environ; e && *e; ++e) {
-    llvm::StringRef kv(*e);
-    if (!kv.starts_with("BITFOLD_"))
-      continue;
-    llvm::StringRef name = kv.split('=').first;
-    bool runtimeOnly = false;
-    for (const char *r : runtimeOnlyEnvVars())
-      runtimeOnly |= name == r;
-    if (!runtimeOnly)
-      vars.push_back(kv.str());
-  }
-  std::sort(vars.begin(), vars.end());
-  std::string out;
-  for (const std::string &v : vars)
-    out += v + "\n";
-  return out;
-}
 
 std::string bitfold::runtime::defaultCacheDir() {
   if (const char *d = std::getenv("BITFOLD_CACHE_DIR"); d && *d)
@@ -241,7 +172,6 @@ std::string bitfold::runtime::encodeEntry(const CacheKey &key,
       {"kernel", key.kernelName},
       {"kernelHash", key.kernelHash},
       {"shape", key.shape},
-      {"configText", key.config},
       {"arch", key.arch},
       {"options", key.options},
       {"versions",
@@ -250,7 +180,7 @@ std::string bitfold::runtime::encodeEntry(const CacheKey &key,
         {"toolchain", key.toolchain}}},
       {"entryName", k.entryName},
       {"cubinTool", k.cubinTool},
-      {"config", configJson(k.config)},
+      {"config", k.config.str()}, // the one copy outside the key text
       {"abi",
        {{"numGroups", k.abi.numGroups},
         {"numOperands", k.abi.numOperands},
@@ -329,12 +259,10 @@ llvm::Expected<CacheEntry> bitfold::runtime::decodeEntry(llvm::StringRef bytes) 
   codegen::CompiledKernel &k = e.kernel;
   k.entryName = str("entryName");
   k.cubinTool = str("cubinTool");
-  if (auto c = meta.find("config"); c != meta.end() && c->is_object()) {
-    k.config.rowsPerCta = int(num(*c, "rowsPerCta"));
-    k.config.threadsPerRow = int(num(*c, "threadsPerRow"));
-    k.config.vectorElems = int(num(*c, "vectorElems"));
-    k.config.twoPass = c->value("twoPass", false);
-  }
+  auto config = codegen::TileConfig::parse(str("config"));
+  if (!config)
+    return makeError("metadata config: " + llvm::toString(config.takeError()));
+  k.config = *config;
   if (auto a = meta.find("abi"); a != meta.end() && a->is_object()) {
     k.abi.numGroups = int(num(*a, "numGroups"));
     k.abi.numOperands = int(num(*a, "numOperands"));

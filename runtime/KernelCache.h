@@ -33,6 +33,7 @@
 #define BITFOLD_RUNTIME_KERNELCACHE_H
 
 #include "codegen/Codegen.h"
+#include "spec/CacheKey.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -49,36 +50,12 @@
 namespace bitfold::runtime {
 
 /// Entry file format version (the first header line).
-constexpr int kCacheFormat = 1;
+constexpr int kCacheFormat = 2;
 
-/// Everything that determines a compiled kernel. Build one with
-/// makeCacheKey() (CacheKey.h) or by hand in tests.
-struct CacheKey {
-  std::string kernelName;  ///< for humans (`bitfold cache ls`).
-  std::string kernelHash;  ///< KernelDef::hash (SHA-256 of canonical text).
-  std::string shape;       ///< ShapeSpec::str().
-  std::string config;      ///< TileConfig::str().
-  std::string arch;        ///< "sm_90".
-  std::string options;     ///< codegen options, as text.
-  std::string bitfoldVersion;
-  std::string llvmVersion;
-  std::string toolchain;   ///< codegen::toolchainVersion().
-  std::string environment; ///< codegenEnvironment().
-
-  /// The full key text, one "field: value" line each; stored in entries.
-  std::string text() const;
-  /// Hex SHA-256 of text(): the entry's file name.
-  std::string hash() const;
-};
-
-/// Environment variables the runtime itself reads; they never change
-/// generated code and stay out of cache keys.
-llvm::ArrayRef<const char *> runtimeOnlyEnvVars();
-
-/// "NAME=value\n" for every set BITFOLD_* variable that is not runtime-only,
-/// sorted. Whatever codegen reads from the environment is therefore part of
-/// every key, whether or not the runtime knows about it.
-std::string codegenEnvironment();
+/// The key (spec/CacheKey.h: everything that determines a cubin).
+using spec::CacheKey;
+using spec::codegenEnvironment;
+using spec::makeCacheKey;
 
 /// $BITFOLD_CACHE_DIR, else $XDG_CACHE_HOME/bitfold, else ~/.cache/bitfold.
 std::string defaultCacheDir();

@@ -7,9 +7,6 @@
 
 #include "templates/Problem.h"
 
-#include "autotune/Policy.h"
-#include "autotune/ShapeClass.h"
-
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -47,6 +44,7 @@ struct Kernel::Specialisation {
   std::shared_ptr<const KernelDef> def;
   CompiledKernelRef kernel;
   std::string keyText, configText;
+  spec::KernelABI abi;
   int rowsPerCta = 1;
   unsigned blockX = 0;
   bool gridDependencyWait = false;
@@ -86,13 +84,9 @@ struct Kernel::ClassEntry {
 };
 
 size_t Kernel::SpecKeyHash::operator()(const SpecKey &k) const {
-  uint64_t h = uint64_t(k.cols) * 0x9E3779B97F4A7C15ull;
-  h ^= uint64_t(k.rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  uint64_t h = k.shape.hash();
   h ^= uint64_t(k.device) + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-  h ^= uint64_t(k.configSerial) * 31 + (k.wide ? 17 : 0) + (k.pdl ? 5 : 0) +
-       (h << 6) + (h >> 2);
-  for (uint8_t a : k.align)
-    h = h * 131 + a;
+  h ^= uint64_t(k.configSerial) * 31 + (k.pdl ? 5 : 0) + (h << 6) + (h >> 2);
   return size_t(h);
 }
 
@@ -128,7 +122,7 @@ llvm::Expected<std::shared_ptr<const KernelDef>> Kernel::defFor(int64_t cols) {
 
 llvm::Expected<codegen::TileConfig>
 Kernel::parseConfig(llvm::StringRef text) const {
-  auto c = rt.compiler().parseConfig(text);
+  auto c = codegen::TileConfig::parse(text);
   if (!c)
     return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
                         templateName + ": bad config '" + text +
@@ -162,6 +156,94 @@ Kernel::LastLaunch Kernel::lastSpecialisation() const {
   return l;
 }
 
+llvm::Expected<codegen::TileConfig>
+Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
+                     const SpecKey &key, const std::string &arch,
+                     ClassEntry &entry) {
+  const Compiler &comp = rt.compiler();
+  const codegen::ShapeSpec shape = key.shape.shapeSpec();
+  std::optional<codegen::TileConfig> pin;
+  {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    pin = pinned;
+  }
+  if (pin) {
+    entry.configFrom = "pinned";
+    if (llvm::Error e = comp.checkConfig(*def, shape, *pin))
+      return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
+                          templateName + ": config " + pin->str() +
+                              " is not legal for " + shape.str() + ": " +
+                              llvm::toString(std::move(e)));
+    return *pin;
+  }
+  ConfigSource *source = rt.configSource();
+  if (!source) {
+    entry.configFrom = "default";
+    return comp.defaultConfig(*def, shape);
+  }
+  auto gpu = rt.gpuName(key.device);
+  if (!gpu)
+    return runtimeError(BITFOLD_ERROR_DEVICE,
+                        "cannot launch " + templateName + ": " +
+                            llvm::toString(gpu.takeError()));
+  ConfigRequest req;
+  req.def = def;
+  req.shapeClass = key.shape;
+  req.gpuName = *gpu;
+  req.arch = arch;
+  req.toolchain = rt.toolchain();
+  req.defaultConfig = comp.defaultConfig(*def, shape);
+  req.check = [&](const codegen::TileConfig &c) {
+    return comp.checkConfig(*def, shape, c);
+  };
+  ConfigAnswer answer = source->configFor(req);
+  entry.configFrom = std::move(answer.from);
+  entry.shapeClass = key.shape.str();
+  return answer.config;
+}
+
+llvm::Error Kernel::checkCompiled(const KernelDef &def,
+                                  const codegen::CompiledKernel &k) const {
+  const spec::KernelABI want = spec::KernelABI::of(def);
+  if (k.abi == want && k.abi.paramCount() <= size_t(kMaxParams) &&
+      k.config.ctaThreads() > 0 && k.config.rowsPerCta > 0)
+    return llvm::Error::success();
+  return runtimeError(
+      BITFOLD_ERROR_INTERNAL,
+      llvm::formatv("{0}: the compiled kernel's ABI ({1} groups, {2} "
+                    "operands, {3} dims, {4} scalars, {5} rows x {6} "
+                    "threads per CTA) does not match the definition ({7}, "
+                    "{8}, {9}, {10})",
+                    templateName, k.abi.numGroups, k.abi.numOperands,
+                    k.abi.numDims, k.abi.numScalars, k.config.rowsPerCta,
+                    k.config.threadsPerRow, want.numGroups, want.numOperands,
+                    want.numDims, want.numScalars));
+}
+
+Kernel::ClassEntry *Kernel::publish(const SpecKey &key, std::string keyText,
+                                    std::shared_ptr<const KernelDef> def,
+                                    CompiledKernelRef kernel,
+                                    std::unique_ptr<ClassEntry> entry) {
+  std::unique_lock<std::shared_mutex> lock(mu);
+  std::unique_ptr<Specialisation> &s = byKey[keyText];
+  if (!s) {
+    const codegen::CompiledKernel &k = *kernel;
+    s = std::make_unique<Specialisation>();
+    s->def = std::move(def);
+    s->kernel = kernel;
+    s->keyText = std::move(keyText);
+    s->configText = k.config.str();
+    s->abi = k.abi;
+    s->rowsPerCta = k.config.rowsPerCta;
+    s->blockX = unsigned(k.config.ctaThreads());
+    s->gridDependencyWait = k.gridDependencyWait;
+  }
+  entry->spec = s.get();
+  // Another thread may have resolved the same class meanwhile: keep one.
+  auto [it, inserted] = specs.emplace(key, std::move(entry));
+  return it->second.get();
+}
+
 llvm::Expected<Kernel::ClassEntry *>
 Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -173,107 +255,31 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
   if (!arch)
     return runtimeError(BITFOLD_ERROR_DEVICE,
                         what + ": " + llvm::toString(arch.takeError()));
-  auto defOr = defFor(b.cols);
-  if (!defOr)
-    return defOr.takeError();
-  std::shared_ptr<const KernelDef> def = *defOr;
-  const Compiler &comp = rt.compiler();
-
-  codegen::ShapeSpec shape;
-  shape.cols = b.cols;
-  for (size_t i = 0; i < def->operands.size(); ++i)
-    shape.alignBytes.push_back(key.align[i]);
-  // A class, not the exact offset: row counts must not split the cache.
-  shape.maxElementOffset = maxElementOffsetClass(b.maxElementOffset);
-
-  std::optional<codegen::TileConfig> pin;
-  {
-    std::shared_lock<std::shared_mutex> lock(mu);
-    pin = pinned;
-  }
+  auto def = defFor(b.cols);
+  if (!def)
+    return def.takeError();
   auto entry = std::make_unique<ClassEntry>();
-  codegen::TileConfig config;
-  if (pin) {
-    config = *pin;
-    entry->configFrom = "pinned";
-    if (llvm::Error e = comp.checkConfig(*def, shape, config))
-      return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
-                          templateName + ": config " + comp.configText(config) +
-                              " is not legal for " + comp.shapeText(shape) +
-                              ": " + llvm::toString(std::move(e)));
-  } else if (autotune::TunePolicy *policy = rt.tunePolicy()) {
-    // The tune DB's winner for this class and environment, else the default
-    // (UseDefault: the policy never tunes or blocks here).
-    auto gpu = rt.gpuName(b.device);
-    if (!gpu)
-      return runtimeError(BITFOLD_ERROR_DEVICE,
-                          what + ": " + llvm::toString(gpu.takeError()));
-    autotune::ChooseRequest req;
-    req.key = autotune::tuneKeyFor(
-        *def, comp.shapeText(shape), b.totalRows,
-        autotune::currentEnvironment(*gpu, *arch, rt.toolchain()));
-    req.defaultConfig = comp.defaultConfig(*def, shape);
-    req.check = [&](const codegen::TileConfig &c) {
-      return comp.checkConfig(*def, shape, c);
-    };
-    autotune::Choice choice = policy->choose(req);
-    config = choice.config;
-    entry->configFrom = autotune::provenanceName(choice.from).str();
-    entry->shapeClass = req.key.shapeClass;
-  } else {
-    config = comp.defaultConfig(*def, shape);
-    entry->configFrom = "default";
-  }
+  auto config = chooseConfig(*def, key, *arch, *entry);
+  if (!config)
+    return config.takeError();
 
+  const codegen::ShapeSpec shape = key.shape.shapeSpec();
   codegen::CompileOptions options;
   options.arch = *arch;
   options.gridDependencyControl = key.pdl;
-  CacheKey ck = makeCacheKey(*def, comp.shapeText(shape),
-                             comp.configText(config), options, rt.toolchain());
-
+  CacheKey ck =
+      spec::makeCacheKey(**def, shape, *config, options, rt.toolchain());
+  const Compiler &comp = rt.compiler();
   auto compiled = rt.cache().getOrCompile(
-      ck, [&]() { return comp.compile(*def, shape, config, options); },
+      ck, [&]() { return comp.compile(**def, shape, *config, options); },
       &entry->origin);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,
                         llvm::toString(compiled.takeError()));
-  const codegen::CompiledKernel &k = **compiled;
-  if (k.abi.numGroups != def->groups ||
-      k.abi.numOperands != int(def->operands.size()) ||
-      k.abi.numDims != int(def->dims.size()) ||
-      k.abi.numScalars != int(def->scalars.size()) ||
-      k.abi.paramCount() > size_t(kMaxParams) || k.config.ctaThreads() <= 0 ||
-      k.config.rowsPerCta <= 0)
-    return runtimeError(
-        BITFOLD_ERROR_INTERNAL,
-        llvm::formatv("{0}: the compiled kernel's ABI ({1} groups, {2} "
-                      "operands, {3} dims, {4} scalars, {5} rows x {6} "
-                      "threads per CTA) does not match the definition ({7}, "
-                      "{8}, {9}, {10})",
-                      templateName, k.abi.numGroups, k.abi.numOperands,
-                      k.abi.numDims, k.abi.numScalars, k.config.rowsPerCta,
-                      k.config.threadsPerRow, def->groups,
-                      def->operands.size(), def->dims.size(),
-                      def->scalars.size()));
-
-  std::string keyText = ck.text();
-  std::unique_lock<std::shared_mutex> lock(mu);
-  std::unique_ptr<Specialisation> &s = byKey[keyText];
-  if (!s) {
-    s = std::make_unique<Specialisation>();
-    s->def = def;
-    s->kernel = *compiled;
-    s->keyText = keyText;
-    s->configText = comp.configText(k.config);
-    s->rowsPerCta = k.config.rowsPerCta;
-    s->blockX = unsigned(k.config.ctaThreads());
-    s->gridDependencyWait = k.gridDependencyWait;
-  }
-  entry->spec = s.get();
+  if (llvm::Error e = checkCompiled(**def, **compiled))
+    return std::move(e);
   entry->specialiseMs = msSince(t0);
-  // Another thread may have resolved the same class meanwhile: keep one.
-  auto [it, inserted] = specs.emplace(key, std::move(entry));
-  return it->second.get();
+  return publish(key, ck.text(), *def, *compiled, std::move(entry));
 }
 
 llvm::Expected<CUfunction> Kernel::functionFor(Specialisation &s,
@@ -316,123 +322,54 @@ llvm::Expected<CUfunction> Kernel::functionFor(Specialisation &s,
                                     templateName, kMaxContexts));
 }
 
-llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
-                           const float *scalars, int numScalars,
-                           CUstream stream) {
-  // Templates whose definition depends on D: take D from the first tensor.
-  const KernelDef *def = fixedDef.get();
-  std::shared_ptr<const KernelDef> holder;
-  if (!def) {
-    def = sig.get();
-    const DLTensor *t0 = tensors && numTensors > 0 ? tensors[0] : nullptr;
-    // An ndim out of range is reported by bindTensors, against sig.
-    if (t0 && t0->shape && t0->ndim >= 1 && t0->ndim <= templates::kMaxDims) {
-      int64_t cols = t0->shape[templates::colsAxis(*sig, t0->ndim)];
-      auto d = defFor(cols);
-      if (!d)
-        return d.takeError();
-      holder = *d;
-      def = holder.get();
-    }
-  }
-
-  LaunchBinding b;
-  if (llvm::Error e = bindTensors(*def, tensors, numTensors, b))
-    return e;
-  if (numScalars != int(def->scalars.size()) || (numScalars > 0 && !scalars)) {
-    std::string names;
-    for (const dsl::ScalarDecl &s : def->scalars)
-      names += (names.empty() ? "" : ", ") + s.name;
-    return runtimeError(
-        BITFOLD_ERROR_INVALID_ARGUMENT,
-        llvm::formatv("{0} takes {1} scalar(s) ({2}); {3}", def->name,
-                      def->scalars.size(), names,
-                      numScalars > 0 && !scalars
-                          ? std::string("scalars is NULL")
-                          : std::to_string(numScalars) + " given"));
-  }
-  if (b.totalRows == 0)
-    return llvm::Error::success(); // nothing to do
-
-  SpecKey key{};
-  key.cols = b.cols;
-  // With a tune DB, rows pick the winner (by power-of-two bucket).
-  key.rowBucket = rt.tunePolicy() ? autotune::rowBucket(b.totalRows) : 0;
-  key.device = b.device;
-  key.wide = b.maxElementOffset > int64_t(INT32_MAX);
-  // Read once: the specialisation and the launch must agree.
-  const bool wantPdl = programmatic.load(std::memory_order_relaxed);
-  key.pdl = wantPdl;
-  for (size_t i = 0; i < def->operands.size(); ++i)
-    key.align[i] = uint8_t(b.alignBytes[i]);
-  const ClassEntry *entry = nullptr;
-  {
-    std::shared_lock<std::shared_mutex> lock(mu);
-    key.configSerial = configSerial;
-    auto it = specs.find(key);
-    if (it != specs.end())
-      entry = it->second.get();
-  }
-  if (!entry) {
-    auto made = specialise(key, b);
-    if (!made)
-      return made.takeError();
-    entry = *made;
-  }
-  if (last.load(std::memory_order_relaxed) != entry)
-    last.store(entry, std::memory_order_relaxed);
-  Specialisation *s = entry->spec;
-
-  auto api = driver(); // loaded: specialise() needed it
-  if (!api)
-    return noDriver("cannot launch " + templateName, api.takeError());
+llvm::Expected<CUfunction>
+Kernel::currentFunction(const DriverApi &api, Specialisation &s, int device,
+                        std::optional<ScopedContext> &scoped) {
   CUcontext cur = nullptr;
-  api->cuCtxGetCurrent(&cur);
-  CUfunction fn = s->find(cur, b.device);
-  std::optional<ScopedContext> scoped;
-  if (!fn) {
-    auto sc = ScopedContext::forDevice(b.device);
-    if (!sc)
-      return runtimeError(BITFOLD_ERROR_DEVICE,
-                          "cannot launch " + templateName + ": " +
-                              llvm::toString(sc.takeError()));
-    scoped.emplace(std::move(*sc));
-    auto f = functionFor(*s, scoped->get(), b.device);
-    if (!f)
-      return f.takeError();
-    fn = *f;
-  }
+  api.cuCtxGetCurrent(&cur);
+  if (CUfunction fn = s.find(cur, device))
+    return fn;
+  // Not loaded in the current context: use the device's primary context,
+  // current until the launch is enqueued.
+  auto sc = ScopedContext::forDevice(device);
+  if (!sc)
+    return runtimeError(BITFOLD_ERROR_DEVICE,
+                        "cannot launch " + templateName + ": " +
+                            llvm::toString(sc.takeError()));
+  scoped.emplace(std::move(*sc));
+  return functionFor(s, scoped->get(), device);
+}
 
-  const int64_t grid = (b.totalRows + s->rowsPerCta - 1) / s->rowsPerCta;
+llvm::Error Kernel::enqueue(const DriverApi &api, const Specialisation &s,
+                            CUfunction fn,
+                            const LaunchBinding &b, const float *scalars,
+                            CUstream stream, bool wantPdl) {
+  const KernelDef &def = *s.def;
+  const int64_t grid = (b.totalRows + s.rowsPerCta - 1) / s.rowsPerCta;
   if (grid > int64_t(INT32_MAX))
     return runtimeError(BITFOLD_ERROR_UNSUPPORTED,
                         llvm::formatv("{0}: {1} rows need {2} CTAs of {3} "
                                       "rows, above the grid limit 2^31-1",
-                                      def->name, b.totalRows, grid,
-                                      s->rowsPerCta));
-
-  // Parameters in the ABI order of codegen/Codegen.h.
+                                      def.name, b.totalRows, grid,
+                                      s.rowsPerCta));
   uint64_t values[kMaxParams];
   void *params[kMaxParams];
-  int p = 0;
-  const int nOps = int(def->operands.size());
-  for (int g = 0; g < def->groups; ++g)
-    for (int i = 0; i < nOps; ++i) {
-      values[p++] = uint64_t(b.views[g][i].base);
-      values[p++] = uint64_t(b.views[g][i].rowStride);
+  spec::ParamPacker pack(s.abi, values);
+  for (int g = 0; g < s.abi.numGroups; ++g) {
+    for (int i = 0; i < s.abi.numOperands; ++i) {
+      pack.pointer(g, i, uint64_t(b.views[g][i].base));
+      pack.rowStride(g, i, b.views[g][i].rowStride);
     }
-  for (int g = 0; g < def->groups; ++g)
-    values[p++] = uint64_t(b.groupRows[g]);
-  for (size_t d = 0; d < def->dims.size(); ++d)
-    values[p++] = uint64_t(b.dims[d]);
-  for (int i = 0; i < numScalars; ++i) {
-    values[p] = 0;
-    std::memcpy(&values[p++], &scalars[i], sizeof(float));
+    pack.groupRows(g, b.groupRows[g]);
   }
-  for (int i = 0; i < p; ++i)
-    params[i] = &values[i];
+  for (int d = 0; d < s.abi.numDims; ++d)
+    pack.dim(d, b.dims[d]);
+  for (int i = 0; i < s.abi.numScalars; ++i)
+    pack.scalar(i, scalars[i]);
+  for (size_t p = 0; p < s.abi.paramCount(); ++p)
+    params[p] = &values[p];
 
-  const bool pdl = wantPdl && s->gridDependencyWait && api->cuLaunchKernelEx;
+  const bool pdl = wantPdl && s.gridDependencyWait && api.cuLaunchKernelEx;
   CUresult r;
   if (pdl) {
     CUlaunchAttribute attr{};
@@ -441,27 +378,114 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
     CUlaunchConfig lc{};
     lc.gridDimX = unsigned(grid);
     lc.gridDimY = lc.gridDimZ = 1;
-    lc.blockDimX = s->blockX;
+    lc.blockDimX = s.blockX;
     lc.blockDimY = lc.blockDimZ = 1;
     lc.hStream = stream;
     lc.attrs = &attr;
     lc.numAttrs = 1;
-    r = api->cuLaunchKernelEx(&lc, fn, params, nullptr);
+    r = api.cuLaunchKernelEx(&lc, fn, params, nullptr);
   } else {
-    r = api->cuLaunchKernel(fn, unsigned(grid), 1, 1, s->blockX, 1, 1, 0,
-                            stream, params, nullptr);
+    r = api.cuLaunchKernel(fn, unsigned(grid), 1, 1, s.blockX, 1, 1, 0,
+                           stream, params, nullptr);
   }
-  if (r != CUDA_SUCCESS)
-    return runtimeError(
-        BITFOLD_ERROR_CUDA,
-        llvm::toString(checkCuda(
-            r, llvm::formatv("{0}: {1}(grid {2}, block {3}, config {4})",
-                             def->name,
-                             pdl ? "cuLaunchKernelEx with programmatic "
-                                   "stream serialization"
-                                 : "cuLaunchKernel",
-                             grid, s->blockX, s->configText))));
-  return llvm::Error::success();
+  if (r == CUDA_SUCCESS)
+    return llvm::Error::success();
+  return runtimeError(
+      BITFOLD_ERROR_CUDA,
+      llvm::toString(checkCuda(
+          r, llvm::formatv("{0}: {1}(grid {2}, block {3}, config {4})",
+                           def.name,
+                           pdl ? "cuLaunchKernelEx with programmatic "
+                                 "stream serialization"
+                               : "cuLaunchKernel",
+                           grid, s.blockX, s.configText))));
+}
+
+llvm::Expected<const KernelDef *>
+Kernel::launchDef(const DLTensor *const *tensors, int numTensors) {
+  if (fixedDef)
+    return fixedDef.get();
+  // Templates whose definition depends on D: take D from the first tensor.
+  const DLTensor *t0 = tensors && numTensors > 0 ? tensors[0] : nullptr;
+  if (!t0 || !t0->shape || t0->ndim < 1 || t0->ndim > kMaxNdim ||
+      t0->ndim > templates::kMaxDims)
+    return sig.get(); // binding reports what is wrong
+  int64_t cols = t0->shape[templates::colsAxis(*sig, t0->ndim)];
+  auto d = defFor(cols);
+  if (!d)
+    return d.takeError();
+  return d->get(); // defsByCols keeps it alive
+}
+
+llvm::Expected<const Kernel::ClassEntry *>
+Kernel::lookup(SpecKey &key, const LaunchBinding &b) {
+  {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    key.configSerial = configSerial;
+    auto it = specs.find(key);
+    if (it != specs.end())
+      return it->second.get();
+  }
+  return specialise(key, b);
+}
+
+namespace {
+
+llvm::Error checkScalars(const KernelDef &def, const float *scalars,
+                         int numScalars) {
+  if (numScalars == int(def.scalars.size()) && (numScalars == 0 || scalars))
+    return llvm::Error::success();
+  std::string names;
+  for (const dsl::ScalarDecl &s : def.scalars)
+    names += (names.empty() ? "" : ", ") + s.name;
+  return runtimeError(
+      BITFOLD_ERROR_INVALID_ARGUMENT,
+      llvm::formatv("{0} takes {1} scalar(s) ({2}); {3}", def.name,
+                    def.scalars.size(), names,
+                    numScalars > 0 && !scalars
+                        ? std::string("scalars is NULL")
+                        : std::to_string(numScalars) + " given"));
+}
+
+} // namespace
+
+llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
+                           const float *scalars, int numScalars,
+                           CUstream stream) {
+  auto def = launchDef(tensors, numTensors);
+  if (!def)
+    return def.takeError();
+  LaunchBinding b;
+  if (llvm::Error e = bindTensors(**def, tensors, numTensors, b))
+    return e;
+  if (llvm::Error e = checkScalars(**def, scalars, numScalars))
+    return e;
+  if (b.totalRows == 0)
+    return llvm::Error::success(); // nothing to do
+
+  // Read once: the specialisation and the launch must agree.
+  const bool wantPdl = programmatic.load(std::memory_order_relaxed);
+  SpecKey key{};
+  key.shape = spec::classifyShape(
+      b.cols, llvm::ArrayRef<int>(b.alignBytes, (*def)->operands.size()),
+      b.maxElementOffset, b.totalRows, rt.bucketsRows());
+  key.device = b.device;
+  key.pdl = wantPdl;
+  auto entry = lookup(key, b);
+  if (!entry)
+    return entry.takeError();
+  if (last.load(std::memory_order_relaxed) != *entry)
+    last.store(*entry, std::memory_order_relaxed);
+
+  auto api = driver(); // loaded: specialise() needed it
+  if (!api)
+    return noDriver("cannot launch " + templateName, api.takeError());
+  Specialisation &s = *(*entry)->spec;
+  std::optional<ScopedContext> scoped;
+  auto fn = currentFunction(*api, s, b.device, scoped);
+  if (!fn)
+    return fn.takeError();
+  return enqueue(*api, s, *fn, b, scalars, stream, wantPdl);
 }
 
 // ---- Runtime ---------------------------------------------------------------
@@ -486,20 +510,19 @@ warningSink(const std::function<void(llvm::StringRef)> &given) {
 Runtime::Runtime(RuntimeOptions options)
     : kernelCache(options.cache),
       comp(options.compiler ? std::move(*options.compiler)
-                            : defaultCompiler()) {
+                            : defaultCompiler()),
+      source(std::move(options.configSource)) {
   toolchainText = comp.toolchainVersion ? comp.toolchainVersion() : "";
-  if (!options.tuneDb.empty()) {
-    autotune::PolicyOptions po;
-    po.onMiss = autotune::OnMiss::UseDefault; // never tune or stall here
-    po.dbPath = options.tuneDb;
-    po.warn = warningSink(options.cache.warn);
-    auto p = autotune::TunePolicy::open(po);
-    if (p)
-      policy = std::move(*p);
+  if (!source && !options.tuneDb.empty()) {
+    auto warn = warningSink(options.cache.warn);
+    auto opened = openTuneDbSource(options.tuneDb, warn);
+    if (opened)
+      source = std::move(*opened);
     else
-      po.warn("tune DB '" + options.tuneDb + "' not used (every shape class "
-              "gets the default config): " + llvm::toString(p.takeError()));
+      warn("tune DB '" + options.tuneDb + "' not used (every shape class "
+           "gets the default config): " + llvm::toString(opened.takeError()));
   }
+  bucketRows = source && source->bucketsRows();
 }
 
 Runtime::~Runtime() = default;

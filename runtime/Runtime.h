@@ -1,28 +1,26 @@
 //===- runtime/Runtime.h - Specialise and launch -------------------*- C++ -*-===//
 //
 // The C++ core behind the C API. A Runtime owns a KernelCache, optionally a
-// tune DB policy (autotune/Policy.h), and the Kernels looked up through it;
-// a Kernel is one template with its parameters, and owns its
-// specialisations.
+// ConfigSource (runtime/ConfigSource.h; autotune's tune DB policy), and the
+// Kernels looked up through it; a Kernel is one template with its
+// parameters, and owns its specialisations.
 //
 // Launch path: bind the tensors (TensorBinding.h: validation, rows, cols,
-// alignments) -> SpecKey (device, cols, per-operand alignment, 32/64-bit
-// indexing, config pin, and the row bucket when a tune DB is in use) ->
-// hash lookup of the specialisation under a shared lock -> the CUfunction
-// loaded in the current context (a scan of a few slots) -> pack parameters
-// in the precomputed ABI order into stack arrays -> one cuLaunchKernel. No
-// heap allocation unless something fails or a shape class is met for the
-// first time (then: choose the config, compile or cache load, module
-// load).
+// alignments) -> SpecKey (the spec::ShapeClass of the binding, with a row
+// bucket only when the config source asks for one; device; PDL; config pin)
+// -> hash lookup of the specialisation under a shared lock -> the
+// CUfunction loaded in the current context (a scan of a few slots) -> pack
+// the parameters with spec::ParamPacker into stack arrays -> one
+// cuLaunchKernel. No heap allocation unless something fails or a shape
+// class is met for the first time (then: choose the config, compile or
+// cache load, module load).
 //
 // Config choice on a first launch: the pinned config
-// (bitfold_kernel_set_config); else with a tune DB the policy's answer (the
-// DB winner for this shape class and environment; the heuristic default
-// when there is none, or it is stale or not legal here, with one warning
-// per key; never a tune, never a stall); else the heuristic default. The
-// chosen config is part of the specialisation, so the warm path stays one
-// hash lookup. Shape classes that resolve to the same cache key share one
-// loaded module.
+// (bitfold_kernel_set_config); else the config source's answer (the tune DB
+// winner for this shape class and environment; the heuristic default when
+// there is none); else the heuristic default. The chosen config is part of
+// the specialisation, so the warm path stays one hash lookup. Shape classes
+// that resolve to the same cache key share one loaded module.
 //
 // Codegen is reached only through a Compiler (injectable: tests pass a
 // fake one; defaultCompiler() is codegen's, in CodegenCompiler.cpp).
@@ -31,7 +29,8 @@
 #ifndef BITFOLD_RUNTIME_RUNTIME_H
 #define BITFOLD_RUNTIME_RUNTIME_H
 
-#include "runtime/CacheKey.h"
+#include "runtime/ConfigSource.h"
+#include "runtime/Driver.h"
 #include "runtime/KernelCache.h"
 #include "runtime/TensorBinding.h"
 
@@ -47,10 +46,6 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-namespace bitfold::autotune {
-class TunePolicy;
-}
-
 namespace bitfold::runtime {
 
 /// Codegen as the runtime uses it.
@@ -65,10 +60,6 @@ struct Compiler {
   std::function<llvm::Error(const dsl::KernelDef &, const codegen::ShapeSpec &,
                             const codegen::TileConfig &)>
       checkConfig;
-  std::function<llvm::Expected<codegen::TileConfig>(llvm::StringRef)>
-      parseConfig;
-  std::function<std::string(const codegen::TileConfig &)> configText;
-  std::function<std::string(const codegen::ShapeSpec &)> shapeText;
   /// codegen::toolchainVersion(), asked once per Runtime.
   std::function<std::string()> toolchainVersion;
 };
@@ -85,6 +76,9 @@ struct RuntimeOptions {
   /// missing file is an empty DB; an unreadable one is warned about once
   /// and ignored. The C API fills it from $BITFOLD_TUNE_DB.
   std::string tuneDb;
+  /// Where first launches get their configs; overrides tuneDb. Null (and
+  /// no tuneDb): every shape class gets the default.
+  std::shared_ptr<ConfigSource> configSource;
 };
 
 class Runtime;
@@ -103,7 +97,7 @@ public:
   llvm::Error launch(const DLTensor *const *tensors, int numTensors,
                      const float *scalars, int numScalars, CUstream stream);
 
-  /// Parses config text ("r1.t128.v8.p1") with codegen's parser.
+  /// Parses config text ("r1.t128.v8.p1").
   llvm::Expected<codegen::TileConfig> parseConfig(llvm::StringRef text) const;
   /// Pins the TileConfig of later specialisations; nullopt = default.
   llvm::Error setConfig(std::optional<codegen::TileConfig> config);
@@ -133,12 +127,13 @@ public:
   struct LastLaunch {
     std::string keyText;
     std::string config;
-    /// Where the config came from: "default", "pinned", or the tune DB
-    /// policy's provenanceName() ("tune DB", "default (stale DB entry)"...).
+    /// Where the config came from: "default", "pinned", or the config
+    /// source's answer ("tune DB", "default (stale DB entry)"...).
     std::string configFrom;
-    /// The tune DB shape class looked up ("" without a tune DB).
+    /// The shape class the config source was asked about ("" when none
+    /// was asked).
     std::string shapeClass;
-    unsigned gridX = 0, blockX = 0;
+    unsigned blockX = 0;
     /// The kernel waits for the grids it depends on (PDL launches apply).
     bool gridDependencyWait = false;
     /// How the first launch of this shape class got its kernel.
@@ -151,24 +146,42 @@ public:
 private:
   struct Specialisation;
   struct ClassEntry;
+  /// What the warm path looks a launch up by.
   struct SpecKey {
-    int64_t cols;
-    int64_t rowBucket; ///< tune DB row bucket; 0 without a tune DB.
+    spec::ShapeClass shape;
     int device;
     int configSerial;
-    bool wide;
     bool pdl; ///< compiled for programmatic dependent launch
-    std::array<uint8_t, kMaxOperands> align;
     bool operator==(const SpecKey &) const = default;
   };
   struct SpecKeyHash {
     size_t operator()(const SpecKey &k) const;
   };
 
+  llvm::Expected<const dsl::KernelDef *>
+  launchDef(const DLTensor *const *tensors, int numTensors);
+  llvm::Expected<const ClassEntry *> lookup(SpecKey &key,
+                                            const LaunchBinding &b);
   llvm::Expected<ClassEntry *> specialise(const SpecKey &key,
                                           const LaunchBinding &b);
+  llvm::Expected<codegen::TileConfig>
+  chooseConfig(const std::shared_ptr<const dsl::KernelDef> &def,
+               const SpecKey &key, const std::string &arch, ClassEntry &entry);
+  llvm::Error checkCompiled(const dsl::KernelDef &def,
+                            const codegen::CompiledKernel &k) const;
+  ClassEntry *publish(const SpecKey &key, std::string keyText,
+                      std::shared_ptr<const dsl::KernelDef> def,
+                      CompiledKernelRef kernel,
+                      std::unique_ptr<ClassEntry> entry);
   llvm::Expected<CUfunction> functionFor(Specialisation &s, CUcontext ctx,
                                          int device);
+  llvm::Expected<CUfunction>
+  currentFunction(const DriverApi &api, Specialisation &s, int device,
+                  std::optional<ScopedContext> &scoped);
+  llvm::Error enqueue(const DriverApi &api, const Specialisation &s,
+                      CUfunction fn,
+                      const LaunchBinding &b, const float *scalars,
+                      CUstream stream, bool wantPdl);
 
   Runtime &rt;
   std::string templateName;
@@ -203,8 +216,11 @@ public:
   KernelCache &cache() { return kernelCache; }
   const Compiler &compiler() const { return comp; }
   const std::string &toolchain() const { return toolchainText; }
-  /// The tune DB policy; null without a tune DB.
-  autotune::TunePolicy *tunePolicy() const { return policy.get(); }
+  /// Where first launches get their configs; null: the default.
+  ConfigSource *configSource() const { return source.get(); }
+  /// Whether specialisations are keyed by row bucket (the source's answers
+  /// depend on rows).
+  bool bucketsRows() const { return bucketRows; }
   /// The device's name as the tune DB keys it ("NVIDIA H200"); asked once
   /// per device.
   llvm::Expected<std::string> gpuName(int device);
@@ -213,7 +229,8 @@ private:
   KernelCache kernelCache;
   Compiler comp;
   std::string toolchainText;
-  std::unique_ptr<autotune::TunePolicy> policy;
+  std::shared_ptr<ConfigSource> source;
+  bool bucketRows = false;
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Kernel>> kernels;
   std::map<int, std::string> gpuNames;

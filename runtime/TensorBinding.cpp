@@ -4,10 +4,13 @@
 
 #include "runtime/Status.h"
 
+#include "spec/ShapeSpec.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cstring>
 
 using namespace bitfold;
 using namespace bitfold::runtime;
@@ -17,8 +20,6 @@ using dsl::Layout;
 using dsl::OperandDecl;
 
 namespace {
-
-constexpr int kMaxNdim = 8;
 
 std::string tensorName(const KernelDef &def, int g, int i) {
   int idx = g * int(def.operands.size()) + i;
@@ -59,17 +60,26 @@ private:
                                   msg);
   }
   llvm::Error checkTensor(int g, int i, Extent &ext);
+  llvm::Error checkDevice(int g, int i, const DLTensor &t);
+  llvm::Error checkExtent(int g, int i, const DLTensor &t, Extent &ext);
   llvm::Error rowMajorExtent(int g, int i, const DLTensor &t,
                              const int64_t *st, Extent &ext);
   llvm::Error channelsLastExtent(int g, int i, const DLTensor &t,
                                  const int64_t *st, Extent &ext);
+  llvm::Error checkAddress(int g, int i, const DLTensor &t, const Extent &ext);
   llvm::Error checkGroupShapes(int g, Extent *ext);
+  // Messages of checkGroupShapes' failures (kept out of its hot loop).
+  llvm::Error shapeError(int g, int i, int ref, const Extent *ext);
+  llvm::Error batchDimError(int g, int i, int64_t S, int64_t batches);
+  llvm::Error endError(int g, int i, int64_t last);
   llvm::Error checkOverlaps();
+  llvm::Error deviceTypeError(int g, int i, int32_t type);
 
   const KernelDef &def;
   const DLTensor *const *tensors;
   LaunchBinding &out;
   int nOps = 0;
+  unsigned elemBytes[kMaxOperands] = {}; ///< per operand, set by run().
   bool dimSet[kMaxDims] = {};
   int dimFrom[kMaxDims][2] = {}; ///< (group, operand) that set each dim.
 };
@@ -175,29 +185,29 @@ llvm::Error Binder::channelsLastExtent(int g, int i, const DLTensor &t,
   return llvm::Error::success();
 }
 
-llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
-  const OperandDecl &op = def.operands[i];
-  const DLTensor *tp = tensors[g * nOps + i];
-  if (!tp)
-    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i, "is NULL");
-  const DLTensor &t = *tp;
-
-  // Device.
-  if (t.device.device_type != kDLCUDA &&
-      t.device.device_type != kDLCUDAManaged) {
-    if (t.device.device_type == kDLCPU)
-      return fail(BITFOLD_ERROR_DEVICE, g, i,
-                  "is in host memory (kDLCPU); bitfold kernels read and write "
-                  "CUDA device memory (kDLCUDA)");
-    if (t.device.device_type == kDLCUDAHost)
-      return fail(BITFOLD_ERROR_DEVICE, g, i,
-                  "is pinned host memory (kDLCUDAHost); bitfold kernels read "
-                  "and write CUDA device memory (kDLCUDA)");
+llvm::Error Binder::deviceTypeError(int g, int i, int32_t type) {
+  if (type == kDLCPU)
     return fail(BITFOLD_ERROR_DEVICE, g, i,
-                llvm::formatv("is on DLPack device type {0}; bitfold kernels "
-                              "need CUDA device memory (kDLCUDA)",
-                              int(t.device.device_type)));
-  }
+                "is in host memory (kDLCPU); bitfold kernels read and write "
+                "CUDA device memory (kDLCUDA)");
+  if (type == kDLCUDAHost)
+    return fail(BITFOLD_ERROR_DEVICE, g, i,
+                "is pinned host memory (kDLCUDAHost); bitfold kernels read "
+                "and write CUDA device memory (kDLCUDA)");
+  return fail(BITFOLD_ERROR_DEVICE, g, i,
+              llvm::formatv("is on DLPack device type {0}; bitfold kernels "
+                            "need CUDA device memory (kDLCUDA)",
+                            type));
+}
+
+llvm::Error Binder::checkDevice(int g, int i, const DLTensor &t) {
+  // Read as an integer: a caller's value outside DLDeviceType's enumerators
+  // must not be loaded as the enum (undefined behaviour).
+  static_assert(sizeof(DLDeviceType) == sizeof(int32_t));
+  int32_t type;
+  std::memcpy(&type, &t.device.device_type, sizeof type);
+  if (type != kDLCUDA && type != kDLCUDAManaged)
+    return deviceTypeError(g, i, type);
   if (t.device.device_id < 0)
     return fail(BITFOLD_ERROR_DEVICE, g, i,
                 llvm::formatv("has device id {0}", t.device.device_id));
@@ -209,16 +219,10 @@ llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
                               "tensors of a launch must be on one device",
                               t.device.device_id, tensorName(def, 0, 0),
                               out.device));
+  return llvm::Error::success();
+}
 
-  // Dtype.
-  DLDataType want = toDLDataType(op.dtype);
-  if (t.dtype.code != want.code || t.dtype.bits != want.bits ||
-      t.dtype.lanes != 1)
-    return fail(BITFOLD_ERROR_DTYPE, g, i,
-                llvm::formatv("expected {0}, found {1}",
-                              describeDType(want), describeDType(t.dtype)));
-
-  // Shape and strides.
+llvm::Error Binder::checkExtent(int g, int i, const DLTensor &t, Extent &ext) {
   if (t.ndim < 0 || t.ndim > kMaxNdim)
     return fail(BITFOLD_ERROR_SHAPE, g, i,
                 llvm::formatv("has {0} dimensions; at most {1} are supported",
@@ -244,19 +248,27 @@ llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
       acc *= std::max<int64_t>(t.shape[d], 1);
     }
   }
-  if (llvm::Error e = op.layout == Layout::ChannelsLast
-                          ? channelsLastExtent(g, i, t, st, ext)
-                          : rowMajorExtent(g, i, t, st, ext))
-    return e;
+  return def.operands[i].layout == Layout::ChannelsLast
+             ? channelsLastExtent(g, i, t, st, ext)
+             : rowMajorExtent(g, i, t, st, ext);
+}
 
-  // Address and alignment.
+llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
+                                 const Extent &ext) {
+  const OperandDecl &op = def.operands[i];
   OperandView &v = out.views[g][i];
-  const unsigned elem = dsl::dtypeBytes(op.dtype);
+  const unsigned elem = elemBytes[i];
   if (ext.numel > 0 && !t.data)
     return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
                 llvm::formatv("data pointer is NULL for shape {0}",
                               shapeText(t)));
-  v.base = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t.data),
+                             t.byte_offset, &v.base))
+    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
+                llvm::formatv("data {0:x} + byte_offset {1} is beyond the "
+                              "address space",
+                              uint64_t(reinterpret_cast<uintptr_t>(t.data)),
+                              t.byte_offset));
   v.rows = ext.rows;
   v.rowStride = ext.rowStride;
   if (ext.numel > 0 && v.base % elem)
@@ -273,103 +285,131 @@ llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
                               "aligned (otherwise it takes another kernel "
                               "with different bits)",
                               uint64_t(v.base), ref, def.name));
-  v.alignBytes = 16;
-  while (v.alignBytes > 1 &&
-         (v.base % unsigned(v.alignBytes) ||
-          (v.rows > 1 &&
-           (uint64_t(v.rowStride) * elem) % unsigned(v.alignBytes))))
-    v.alignBytes /= 2;
+  v.alignBytes =
+      spec::viewAlignBytes(v.base, v.rows, uint64_t(v.rowStride) * elem);
   return llvm::Error::success();
+}
+
+llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
+  const OperandDecl &op = def.operands[i];
+  const DLTensor *tp = tensors[g * nOps + i];
+  if (!tp)
+    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i, "is NULL");
+  const DLTensor &t = *tp;
+  if (llvm::Error e = checkDevice(g, i, t))
+    return e;
+  DLDataType want = toDLDataType(op.dtype);
+  if (t.dtype.code != want.code || t.dtype.bits != want.bits ||
+      t.dtype.lanes != 1)
+    return fail(BITFOLD_ERROR_DTYPE, g, i,
+                llvm::formatv("expected {0}, found {1}",
+                              describeDType(want), describeDType(t.dtype)));
+  if (llvm::Error e = checkExtent(g, i, t, ext))
+    return e;
+  return checkAddress(g, i, t, ext);
+}
+
+llvm::Error Binder::shapeError(int g, int i, int ref, const Extent *ext) {
+  const OperandDecl &op = def.operands[i];
+  const Extent &e = ext[i];
+  const int64_t R = ext[ref].rows, C = ext[ref].cols;
+  const std::string &refName = def.operands[ref].name;
+  const DLTensor &t = *tensors[g * nOps + i];
+  const DLTensor &refT = *tensors[g * nOps + ref];
+  if (op.map == IndexMap::PerColumn)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("must hold one value per column, {0} "
+                              "values (shape ({0},)); found shape {1}",
+                              C, shapeText(t)));
+  if (op.map == IndexMap::PerElement)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("is {0} rows x {1} columns (shape {2}) but "
+                              "'{3}' is {4} rows x {5} columns (shape {6})",
+                              e.rows, e.cols, shapeText(t), refName, R, C,
+                              shapeText(refT)));
+  if (e.cols != C)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("has {0} columns (shape {1}) but '{2}' has "
+                              "{3} (shape {4})",
+                              e.cols, shapeText(t), refName, C,
+                              shapeText(refT)));
+  return fail(BITFOLD_ERROR_SHAPE, g, i,
+              llvm::formatv("has {0} rows, one per batch, which does "
+                            "not divide the {1} rows of '{2}' (rows = "
+                            "batches x {3}); shapes {4} and {5}",
+                            e.rows, R, refName, def.dims[op.batchDim],
+                            shapeText(t), shapeText(refT)));
+}
+
+llvm::Error Binder::batchDimError(int g, int i, int64_t S, int64_t batches) {
+  const int d = def.operands[i].batchDim;
+  return fail(BITFOLD_ERROR_SHAPE, g, i,
+              llvm::formatv("implies {0} = {1} rows per batch ({2} "
+                            "batches), but {3} implies {0} = {4}",
+                            def.dims[d], S, batches,
+                            tensorName(def, dimFrom[d][0], dimFrom[d][1]),
+                            out.dims[d]));
+}
+
+llvm::Error Binder::endError(int g, int i, int64_t last) {
+  return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
+              llvm::formatv("its {0} elements from address {1:x} run past "
+                            "the end of the address space",
+                            last + 1, uint64_t(out.views[g][i].base)));
 }
 
 llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
   int ref = -1;
-  for (int i = 0; i < nOps; ++i)
-    if (def.operands[i].map == IndexMap::PerElement) {
+  for (int i = 0; i < nOps && ref < 0; ++i)
+    if (def.operands[i].map == IndexMap::PerElement)
       ref = i;
-      break;
-    }
   if (ref < 0)
     return runtimeError(BITFOLD_ERROR_INTERNAL,
                         def.name + " has no per-element operand to take the "
                                    "row count from");
   const int64_t R = ext[ref].rows, C = ext[ref].cols;
-  const std::string &refName = def.operands[ref].name;
-  const DLTensor &refT = *tensors[g * nOps + ref];
-  if (g == 0) {
+  if (g == 0)
     out.cols = C;
-  } else if (C != out.cols) {
+  else if (C != out.cols)
     return fail(BITFOLD_ERROR_SHAPE, g, ref,
                 llvm::formatv("has {0} columns but group 0 has {1}; one "
                               "launch serves one column count",
                               C, out.cols));
-  }
   out.groupRows[g] = R;
   for (int i = 0; i < nOps; ++i) {
     const OperandDecl &op = def.operands[i];
-    const DLTensor &t = *tensors[g * nOps + i];
     const Extent &e = ext[i];
-    switch (op.map) {
-    case IndexMap::PerElement:
-      if (e.rows != R || e.cols != C)
-        return fail(BITFOLD_ERROR_SHAPE, g, i,
-                    llvm::formatv("is {0} rows x {1} columns (shape {2}) but "
-                                  "'{3}' is {4} rows x {5} columns (shape {6})",
-                                  e.rows, e.cols, shapeText(t), refName, R, C,
-                                  shapeText(refT)));
-      break;
-    case IndexMap::PerColumn:
-      if (e.rows != 1 || e.cols != C)
-        return fail(BITFOLD_ERROR_SHAPE, g, i,
-                    llvm::formatv("must hold one value per column, {0} "
-                                  "values (shape ({0},)); found shape {1}",
-                                  C, shapeText(t)));
-      break;
-    case IndexMap::PerBatch: {
-      const std::string &dimName = def.dims[op.batchDim];
-      if (e.cols != C)
-        return fail(BITFOLD_ERROR_SHAPE, g, i,
-                    llvm::formatv("has {0} columns (shape {1}) but '{2}' has "
-                                  "{3} (shape {4})",
-                                  e.cols, shapeText(t), refName, C,
-                                  shapeText(refT)));
-      int64_t S = 1;
-      if (R > 0) {
-        if (e.rows < 1 || R % e.rows)
-          return fail(BITFOLD_ERROR_SHAPE, g, i,
-                      llvm::formatv("has {0} rows, one per batch, which does "
-                                    "not divide the {1} rows of '{2}' (rows = "
-                                    "batches x {3}); shapes {4} and {5}",
-                                    e.rows, R, refName, dimName, shapeText(t),
-                                    shapeText(refT)));
-        S = R / e.rows;
-      }
-      int d = op.batchDim;
+    if (op.map == IndexMap::PerBatch) {
+      if (e.cols != C || (R > 0 && (e.rows < 1 || R % e.rows)))
+        return shapeError(g, i, ref, ext);
+      const int64_t S = R > 0 ? R / e.rows : 1;
+      const int d = op.batchDim;
       if (!dimSet[d]) {
         dimSet[d] = true;
         out.dims[d] = S;
         dimFrom[d][0] = g;
         dimFrom[d][1] = i;
       } else if (out.dims[d] != S && R > 0) {
-        return fail(BITFOLD_ERROR_SHAPE, g, i,
-                    llvm::formatv("implies {0} = {1} rows per batch ({2} "
-                                  "batches), but {3} implies {0} = {4}",
-                                  dimName, S, e.rows,
-                                  tensorName(def, dimFrom[d][0], dimFrom[d][1]),
-                                  out.dims[d]));
+        return batchDimError(g, i, S, e.rows);
       }
-      break;
+    } else if (e.cols != C ||
+               e.rows != (op.map == IndexMap::PerColumn ? 1 : R)) {
+      return shapeError(g, i, ref, ext);
     }
-    }
+    // The largest element offset, and the last byte must be addressable
+    // (base + byte_offset near 2^64).
     OperandView &v = out.views[g][i];
-    int64_t rowsStored = op.map == IndexMap::PerColumn ? 1 : e.rows;
+    const int64_t rowsStored = op.map == IndexMap::PerColumn ? 1 : e.rows;
     int64_t last = 0;
-    if (rowsStored > 0 && C > 0) {
-      if (__builtin_mul_overflow(rowsStored - 1, v.rowStride, &last) ||
-          __builtin_add_overflow(last, C - 1, &last))
-        return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
-                    "addresses beyond 2^63 elements");
-    }
+    if (!spec::lastElementOffset(rowsStored, v.rowStride, C, last))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
+                  "addresses beyond 2^63 elements");
+    uint64_t bytes = 0, end = 0;
+    if (rowsStored > 0 && C > 0 &&
+        (__builtin_mul_overflow(uint64_t(last) + 1, uint64_t(elemBytes[i]),
+                                &bytes) ||
+         __builtin_add_overflow(uint64_t(v.base), bytes, &end)))
+      return endError(g, i, last);
     v.lastOffset = last;
     out.maxElementOffset = std::max(out.maxElementOffset, last);
   }
@@ -404,7 +444,7 @@ llvm::Error Binder::checkOverlaps() {
       const OperandDecl &o = def.operands[i];
       if (!o.isOutput)
         continue;
-      unsigned elem = dsl::dtypeBytes(o.dtype);
+      unsigned elem = elemBytes[i];
       const OperandView &ov = out.views[g][i];
       for (int h = 0; h < def.groups; ++h)
         for (int j = 0; j < nOps; ++j) {
@@ -437,6 +477,8 @@ llvm::Error Binder::checkOverlaps() {
 
 llvm::Error Binder::run() {
   nOps = int(def.operands.size());
+  for (int i = 0; i < nOps; ++i)
+    elemBytes[i] = dsl::dtypeBytes(def.operands[i].dtype);
   for (int g = 0; g < def.groups; ++g) {
     Extent ext[kMaxOperands];
     for (int i = 0; i < nOps; ++i)

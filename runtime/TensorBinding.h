@@ -12,6 +12,7 @@
 #define BITFOLD_RUNTIME_TENSORBINDING_H
 
 #include "dsl/IR.h"
+#include "spec/KernelABI.h"
 
 #include <dlpack/dlpack.h>
 
@@ -21,12 +22,13 @@
 
 namespace bitfold::runtime {
 
-constexpr int kMaxGroups = 4;
-constexpr int kMaxOperands = 12;
-constexpr int kMaxDims = 4;
-constexpr int kMaxScalars = 8;
-constexpr int kMaxParams =
-    kMaxGroups * kMaxOperands * 2 + kMaxGroups + kMaxDims + kMaxScalars;
+using spec::kMaxDims;
+using spec::kMaxGroups;
+using spec::kMaxOperands;
+using spec::kMaxParams;
+using spec::kMaxScalars;
+/// Most dimensions a tensor may have.
+constexpr int kMaxNdim = 8;
 
 /// Whether a KernelDef fits the fixed-size launch structures.
 llvm::Error checkDefLimits(const dsl::KernelDef &def);

@@ -126,7 +126,7 @@ void listEntries(const std::vector<EntryFile> &entries, llvm::StringRef dir,
     out << llvm::formatv("{0,-16}  {1,-22} {2,-30} {3,-16} {4,-7} {5,10} {6,5}\n",
                          llvm::StringRef(e.hash).take_front(16),
                          field(e.meta, "kernel"), field(e.meta, "shape"),
-                         field(e.meta, "configText"), field(e.meta, "arch"),
+                         field(e.meta, "config"), field(e.meta, "arch"),
                          humanBytes(e.bytes), age(e.meta));
   }
   out << entries.size() << " entries in " << dir << "\n";

@@ -70,8 +70,9 @@ std::vector<Task> planTasks(llvm::ArrayRef<ShapeRequest> requests,
       continue;
     }
     t.problem = std::move(*p);
-    t.spec = denseShapeSpec(*t.problem.def, t.problem.shape);
-    t.shapeClass = shapeClass(t.spec.str(), t.problem.shape.totalRows());
+    spec::ShapeClass cls = tunedShapeClass(*t.problem.def, t.problem.shape);
+    t.spec = cls.shapeSpec();
+    t.shapeClass = cls.str();
     // One tuning per (kernel, shape class): later shapes of a class reuse it.
     if (!seen.insert(t.problem.def->hash + "\n" + t.shapeClass).second)
       continue;
@@ -184,8 +185,7 @@ SearchOptions searchOptions(DeviceTuning &d, const ReportRow &row,
 std::string recordResult(const DeviceTuning &d, const Task &t,
                          const std::string &dflt, const SearchResult &result,
                          TuneDB &db, ReportRow &row) {
-  TuneKey key = tuneKeyFor(*t.problem.def, t.spec.str(),
-                           t.problem.shape.totalRows(), d.env);
+  TuneKey key = tuneKeyFor(*t.problem.def, t.shapeClass, d.env);
   db.record(key, dflt, result.measurements);
   for (const Measurement &m : result.measurements)
     row.cut += m.cut ? 1 : 0;
@@ -239,8 +239,8 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
   // config is an entry a launch finds when it is pinned or wins.
   CompileConfigFn compile = [&](const codegen::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
-    runtime::CacheKey ck = runtime::makeCacheKey(def, t.spec.str(), c.str(),
-                                                 d.options, d.env.toolchain);
+    runtime::CacheKey ck =
+        runtime::makeCacheKey(def, t.spec, c, d.options, d.env.toolchain);
     auto k = d.cache.getOrCompile(
         ck, [&] { return d.comp.compile(def, t.spec, c, d.options); });
     if (!k)

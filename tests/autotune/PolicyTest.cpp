@@ -3,6 +3,9 @@
 #include "TestEnv.h"
 
 #include "autotune/Policy.h"
+#include "autotune/ShapeClass.h"
+
+#include "templates/Templates.h"
 
 #include <future>
 
@@ -196,3 +199,37 @@ TEST(Policy, PersistingMergesWithWhatOtherProcessesWrote) {
 }
 
 } // namespace
+
+TEST(Policy, AsTheRuntimesConfigSourceItKeysTheRequestAndTunesThroughItsTuner) {
+  auto def = templates::lnModulate();
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  runtime::ConfigRequest req;
+  req.def = *def;
+  req.shapeClass = spec::denseShapeClass(**def, 4096, {4359}, 4359, true);
+  req.gpuName = "NVIDIA H200";
+  req.arch = "sm_90";
+  req.toolchain = "tc 1";
+  req.defaultConfig = kDefault;
+  req.check = [](const TileConfig &) { return llvm::Error::success(); };
+
+  PolicyOptions o;
+  o.onMiss = OnMiss::TuneNow;
+  std::vector<std::string> asked;
+  o.tuner = [&](const runtime::ConfigRequest &r) -> llvm::Expected<TuneOutcome> {
+    asked.push_back(r.shapeClass.str());
+    return outcome();
+  };
+  TunePolicy policy(o);
+  runtime::ConfigSource &source = policy;
+  runtime::ConfigAnswer a = source.configFor(req);
+  EXPECT_EQ(a.config.str(), "r4.t32.v8.p1");
+  EXPECT_EQ(a.from, "tuned now");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], "c4096.a16-16-16-16.o32/r4096");
+  // Recorded under the key the tuner would use for this class.
+  TuneKey key = tuneKeyFor(**def, asked[0],
+                           currentEnvironment("NVIDIA H200", "sm_90", "tc 1"));
+  EXPECT_EQ(policy.snapshot().lookup(key).kind, Lookup::Hit);
+  EXPECT_EQ(source.configFor(req).from, "tune DB");
+  EXPECT_EQ(asked.size(), 1u);
+}

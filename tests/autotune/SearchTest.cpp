@@ -73,7 +73,7 @@ TEST(Search, EveryTimedConfigPassesCheckConfig) {
   for (const char *shapeText : {"1,4096,4096", "2,1024,2240", "1,1,128"}) {
     auto shape = templates::parseShape("ln_modulate", shapeText);
     ASSERT_TRUE(bool(shape));
-    codegen::ShapeSpec spec = denseShapeSpec(**def, *shape);
+    codegen::ShapeSpec spec = tunedShapeClass(**def, *shape).shapeSpec();
     std::vector<TileConfig> configs = codegen::enumerateConfigs(**def, spec);
     ASSERT_FALSE(configs.empty()) << shapeText;
     FakeRunner runner;

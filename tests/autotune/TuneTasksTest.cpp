@@ -100,38 +100,32 @@ TEST(Shard, ShardsPartitionTasksAndGpuWorkersPartitionTheirShard) {
     EXPECT_EQ(seen.count(t), 1u);
 }
 
-TEST(ShapeClass, RowsFallInPowerOfTwoBuckets) {
-  EXPECT_EQ(rowBucket(0), 1);
-  EXPECT_EQ(rowBucket(1), 1);
-  EXPECT_EQ(rowBucket(4096), 4096);
-  EXPECT_EQ(rowBucket(4359), 4096);
-  EXPECT_EQ(rowBucket(8191), 4096);
-  EXPECT_EQ(rowBucket(8192), 8192);
-  EXPECT_EQ(shapeClass("c4096.a16.o32", 4359), "c4096.a16.o32/r4096");
-}
-
-TEST(ShapeClass, DenseSpecMatchesTheRuntimesAlignmentAndIndexWidth) {
+TEST(ShapeClass, TunedClassBucketsRowsAndMatchesTheRuntimesAlignment) {
   auto def = templates::lnModulate();
   ASSERT_TRUE(bool(def));
   auto shape = templates::parseShape("ln_modulate", "2,1024,2240");
   ASSERT_TRUE(bool(shape));
-  codegen::ShapeSpec spec = denseShapeSpec(**def, *shape);
-  EXPECT_EQ(spec.cols, 2240);
-  ASSERT_EQ(spec.alignBytes.size(), (*def)->operands.size());
-  for (int a : spec.alignBytes)
+  spec::ShapeClass cls = tunedShapeClass(**def, *shape);
+  spec::ShapeSpec s = cls.shapeSpec();
+  EXPECT_EQ(s.cols, 2240);
+  ASSERT_EQ(s.alignBytes.size(), (*def)->operands.size());
+  for (int a : s.alignBytes)
     EXPECT_EQ(a, 16); // 2240 * 2 bytes = 4480 = 16 * 280
-  EXPECT_EQ(spec.str().substr(spec.str().size() - 3), "o32");
-  auto odd = templates::parseShape("ln_modulate", "1,1,130");
+  EXPECT_EQ(cls.str(), s.str() + "/r2048");
+  EXPECT_EQ(s.str().substr(s.str().size() - 3), "o32");
+  // 130 columns: 260-byte rows. x has many rows (4-byte aligned); scale and
+  // shift hold one row per batch, one batch here: only their base counts,
+  // as in the runtime's binding.
+  auto odd = templates::parseShape("ln_modulate", "1,2,130");
   ASSERT_TRUE(bool(odd));
-  EXPECT_EQ(denseShapeSpec(**def, *odd).alignBytes[0], 4); // 260 bytes
+  EXPECT_EQ(tunedShapeClass(**def, *odd).shapeSpec().str(),
+            "c130.a4-16-16-4.o32");
 
   auto conv = templates::convBias(dsl::DType::BF16, dsl::DType::BF16, false);
   ASSERT_TRUE(bool(conv));
   auto big = templates::parseShape("conv_bias", "1,96,4,480,832");
   ASSERT_TRUE(bool(big)); // 153M elements: still 32-bit offsets
-  EXPECT_EQ(denseShapeSpec(**conv, *big).str().substr(
-                denseShapeSpec(**conv, *big).str().size() - 3),
-            "o32");
+  EXPECT_FALSE(tunedShapeClass(**conv, *big).index64);
   EXPECT_EQ(dtypesText(**def).substr(0, 7), "x:bf16,");
 }
 
@@ -144,7 +138,7 @@ TEST(ShapeClass, TuneKeyIsWhatTheTunerRecordsAndTheRuntimeLooksUp) {
   EXPECT_EQ(env.bitfoldVersion, BITFOLD_VERSION);
   EXPECT_EQ(env.llvmVersion, BITFOLD_LLVM_VERSION);
   EXPECT_EQ(env.toolchain, "tc 1");
-  TuneKey k = tuneKeyFor(**def, "c4096.a16.o32", 4359, env);
+  TuneKey k = tuneKeyFor(**def, "c4096.a16.o32/r4096", env);
   EXPECT_EQ(k.kernelName, "ln_modulate");
   EXPECT_EQ(k.kernelHash, (*def)->hash);
   EXPECT_EQ(k.shapeClass, "c4096.a16.o32/r4096");

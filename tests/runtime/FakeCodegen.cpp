@@ -9,15 +9,6 @@ using namespace bitfold::runtime;
 
 std::atomic<int> bitfold::runtime::fake::fakeCompiles{0};
 
-namespace {
-
-std::string configText(const codegen::TileConfig &c) {
-  return llvm::formatv("r{0}.t{1}.v{2}.p{3}", c.rowsPerCta, c.threadsPerRow,
-                       c.vectorElems, c.twoPass ? 2 : 1);
-}
-
-} // namespace
-
 Compiler bitfold::runtime::fake::fakeCompiler() {
   Compiler c;
   c.compile = [](const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
@@ -28,7 +19,7 @@ Compiler bitfold::runtime::fake::fakeCompiler() {
     codegen::CompiledKernel k;
     k.entryName = "fake_" + def.name;
     k.ptx = "// fake PTX for " + def.name + " " + options.arch + "\n";
-    std::string body = "FAKE-CUBIN " + def.name + " " + configText(config);
+    std::string body = "FAKE-CUBIN " + def.name + " " + config.str();
     k.cubin.assign(body.begin(), body.end());
     k.cubin.push_back(0); // the fake driver reads it as text
     k.cubinTool = "fake";
@@ -53,23 +44,6 @@ Compiler bitfold::runtime::fake::fakeCompiler() {
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "too many threads");
     return llvm::Error::success();
-  };
-  c.parseConfig = [](llvm::StringRef text) -> llvm::Expected<codegen::TileConfig> {
-    codegen::TileConfig t;
-    int pass = 1;
-    if (std::sscanf(text.str().c_str(), "r%d.t%d.v%d.p%d", &t.rowsPerCta,
-                    &t.threadsPerRow, &t.vectorElems, &pass) != 4)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "expected r<R>.t<T>.v<V>.p<P>");
-    t.twoPass = pass == 2;
-    return t;
-  };
-  c.configText = configText;
-  c.shapeText = [](const codegen::ShapeSpec &s) {
-    std::string a;
-    for (int x : s.alignBytes)
-      a += (a.empty() ? "" : ",") + std::to_string(x);
-    return llvm::formatv("c{0}.a{1}.o{2}", s.cols, a, s.maxElementOffset).str();
   };
   c.toolchainVersion = [] { return std::string("fake-toolchain"); };
   return c;

@@ -17,8 +17,8 @@ namespace bitfold::runtime::fake {
 /// Compiles performed by fake compilers in this process.
 extern std::atomic<int> fakeCompiles;
 
-/// Fake codegen: config text "r<rows>.t<threads>.v<vec>.p<1|2>", shape text
-/// "c<cols>.a<align,...>.o<offset>", cubin = the key facts as bytes.
+/// Fake codegen: default config r2.t64.v4.p1, cubin = the key facts as
+/// bytes.
 Compiler fakeCompiler();
 
 } // namespace bitfold::runtime::fake

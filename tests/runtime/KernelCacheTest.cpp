@@ -173,20 +173,7 @@ TEST(CacheKey, TextNamesEveryFieldAndHashFollowsIt) {
   EXPECT_TRUE(changed([](CacheKey &c) { c.environment = ""; }));
 }
 
-TEST(CacheKey, CodegenEnvironmentKeepsBitfoldVarsButNotRuntimeOnlyOnes) {
-  ::setenv("BITFOLD_TEST_CODEGEN_KNOB", "7", 1);
-  ::setenv("BITFOLD_CACHE_DIR", "/somewhere", 1);
-  // The tune DB changes which config is picked, and the config is in the
-  // key on its own: `bitfold tune` (no tune DB set) and a launch with
-  // $BITFOLD_TUNE_DB must find the same entries.
-  ::setenv("BITFOLD_TUNE_DB", "/somewhere/tune-db.json", 1);
-  std::string env = codegenEnvironment();
-  EXPECT_NE(env.find("BITFOLD_TEST_CODEGEN_KNOB=7\n"), std::string::npos) << env;
-  EXPECT_EQ(env.find("BITFOLD_CACHE_DIR"), std::string::npos) << env;
-  EXPECT_EQ(env.find("BITFOLD_TUNE_DB"), std::string::npos) << env;
-  ::unsetenv("BITFOLD_TEST_CODEGEN_KNOB");
-  ::unsetenv("BITFOLD_TUNE_DB");
-}
+// The environment allow-list of keys: tests/spec/SpecTest.cpp.
 
 TEST(CacheEntry, EncodeDecodeRoundTrips) {
   CacheKey key = makeKey();

@@ -229,7 +229,7 @@ TEST_F(Launch, WarmLaunchesDoNotRecompileOrReload) {
   ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y8}, {1e-5f})));
   EXPECT_EQ(fake::fakeCompiles, compiles + 2);
   std::string key = k->lastSpecialisation().keyText;
-  EXPECT_NE(key.find("shape: c64.a16,16,16,8.o2147483647"), std::string::npos)
+  EXPECT_NE(key.find("shape: c64.a16-16-16-8.o32"), std::string::npos)
       << key;
 }
 
@@ -284,7 +284,7 @@ TEST_F(Launch, HugeTensorsUse64BitIndexing) {
       y({1, int64_t(1) << 26, 64}, 0x1000000000);
   ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f})));
   std::string key = k->lastSpecialisation().keyText;
-  EXPECT_NE(key.find(".o4611686018427387904"), std::string::npos) << key;
+  EXPECT_NE(key.find("shape: c64.a16-16-16-16.o64"), std::string::npos) << key;
   EXPECT_EQ(hooks().lastLaunch().grid[0], 1u << 25);
 }
 
@@ -509,9 +509,9 @@ autotune::Measurement timing(std::string config, double us) {
   return m;
 }
 
-/// The fake compiler's text of a ln_modulate (B, S, 64) launch on the
-/// 16-byte aligned tensors below, and the environment of fake device 0.
-constexpr const char *kLnShape = "c64.a16,16,16,16.o2147483647";
+/// The ShapeSpec of a ln_modulate (B, S, 64) launch on the 16-byte aligned
+/// tensors below, and the environment of fake device 0.
+constexpr const char *kLnShape = "c64.a16-16-16-16.o32";
 
 autotune::TuneKey lnKey(Runtime &rt, int64_t rows,
                         std::string gpu = "Fake H200 #0") {
@@ -520,7 +520,7 @@ autotune::TuneKey lnKey(Runtime &rt, int64_t rows,
   auto def = (*k)->defFor(64);
   EXPECT_TRUE(bool(def));
   return autotune::tuneKeyFor(
-      **def, kLnShape, rows,
+      **def, std::string(kLnShape) + "/r" + std::to_string(spec::rowBucket(rows)),
       autotune::currentEnvironment(gpu, "sm_90", "fake-toolchain"));
 }
 
@@ -684,18 +684,16 @@ TEST_F(TuneDbLaunch, UnreadableDbIsWarnedAboutAndIgnored) {
 }
 
 TEST_F(TuneDbLaunch, TheRuntimesShapeClassIsTheTunersForDenseTensors) {
-  // `bitfold tune` keys results on denseShapeSpec() of the shapes file's
-  // shape; the runtime on the tensors it is given. For dense, aligned
-  // tensors they must agree, or tuned winners would never be found.
+  // `bitfold tune` keys results on the dense shape class of the shapes
+  // file's shape; the runtime on the tensors it is given. For dense,
+  // aligned tensors they must agree, or tuned winners would never be found.
   auto rt = runtime(dir.path);
   auto shape = templates::parseShape("ln_modulate", "1,8,64");
   ASSERT_TRUE(bool(shape)) << llvm::toString(shape.takeError());
   auto k = rt->findKernel("ln_modulate", "");
   auto def = (*k)->defFor(64);
   ASSERT_TRUE(bool(def));
-  std::string tuner = autotune::shapeClass(
-      rt->compiler().shapeText(autotune::denseShapeSpec(**def, *shape)),
-      shape->totalRows());
+  std::string tuner = autotune::tunedShapeClass(**def, *shape).str();
   EXPECT_EQ(launchLn(*rt, 8).shapeClass, tuner);
 }
 
@@ -758,4 +756,97 @@ TEST(TuneDbCApi, TheCApiReadsBitfoldTuneDbUnlessToldOtherwise) {
   EXPECT_EQ(configWith(dir.path.c_str()), "r4.t32.v8.p1 tune DB");
   EXPECT_EQ(bitfold_runtime_cache_stats(nullptr, nullptr),
             BITFOLD_ERROR_INVALID_ARGUMENT);
+}
+
+namespace {
+
+/// A config source that answers with a fixed config and counts questions.
+struct CountingSource : ConfigSource {
+  std::vector<std::string> asked;
+  bool buckets = true;
+  ConfigAnswer configFor(const ConfigRequest &r) override {
+    asked.push_back(r.shapeClass.str() + " " + r.gpuName + " " + r.arch);
+    EXPECT_FALSE(bool(r.check(r.defaultConfig)));
+    return ConfigAnswer{codegen::TileConfig{4, 32, 8, false}, "counting"};
+  }
+  bool bucketsRows() const override { return buckets; }
+};
+
+} // namespace
+
+TEST_F(Launch, AConfigSourceIsAskedOncePerShapeClass) {
+  for (bool buckets : {true, false}) {
+    auto source = std::make_shared<CountingSource>();
+    source->buckets = buckets;
+    RuntimeOptions o;
+    o.compiler = fake::fakeCompiler();
+    o.cache.disk = false;
+    o.configSource = source;
+    Runtime r(std::move(o));
+    auto k = r.findKernel("ln_modulate", "");
+    ASSERT_TRUE(bool(k));
+    for (int64_t rows : {8, 9, 8, 16}) {
+      Tensor x({1, rows, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+          sh({1, 64}, 0x30000000), y({1, rows, 64}, 0x40000000);
+      const DLTensor *ts[] = {&x.t, &sc.t, &sh.t, &y.t};
+      float eps = 1e-6f;
+      llvm::Error e = (*k)->launch(ts, 4, &eps, 1, nullptr);
+      ASSERT_FALSE(bool(e)) << llvm::toString(std::move(e));
+    }
+    Kernel::LastLaunch l = (*k)->lastSpecialisation();
+    EXPECT_EQ(l.config, "r4.t32.v8.p1");
+    EXPECT_EQ(l.configFrom, "counting");
+    // Rows 8 and 9 share bucket 8; 16 is a new one. Without buckets, one.
+    std::vector<std::string> want =
+        buckets ? std::vector<std::string>{"c64.a16-16-16-16.o32/r8 Fake H200 #0 sm_90",
+                                           "c64.a16-16-16-16.o32/r16 Fake H200 #0 sm_90"}
+                : std::vector<std::string>{"c64.a16-16-16-16.o32 Fake H200 #0 sm_90"};
+    EXPECT_EQ(source->asked, want) << "buckets " << buckets;
+  }
+}
+
+TEST_F(Launch, ByteOffsetsThatWrapTheAddressSpaceAreRejected) {
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  // data + byte_offset wraps to 0x1000: was accepted as that address.
+  x.t.byte_offset = uint64_t(0) - 0x10000000 + 0x1000;
+  llvm::Error e = launch(k, {&x, &sc, &sh, &y}, {1e-5f});
+  std::string msg;
+  EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("byte_offset"), std::string::npos) << msg;
+  // The start fits but the last element does not.
+  x.t.byte_offset = uint64_t(0) - 0x10000000 - 64;
+  e = launch(k, {&x, &sc, &sh, &y}, {1e-5f});
+  EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("past the end of the address space"), std::string::npos)
+      << msg;
+}
+
+TEST_F(Launch, DeviceTypesOutsideTheDLPackEnumAreRejected) {
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  // Written as raw bytes, as a C caller could: loading it as the enum would
+  // be undefined behaviour (UBSan: "not a valid value for type").
+  const int32_t bogus = 1000;
+  std::memcpy(&sc.t.device.device_type, &bogus, sizeof bogus);
+  llvm::Error e = launch(k, {&x, &sc, &sh, &y}, {1e-5f});
+  std::string msg;
+  EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_DEVICE);
+  EXPECT_NE(msg.find("DLPack device type 1000"), std::string::npos) << msg;
+}
+
+TEST_F(Launch, AHugeNdimIsRejectedBeforeAnyShapeIsRead) {
+  // rmsnorm_modulate builds its definition per column count, read from the
+  // first tensor's shape: with ndim = 2^30 that read was far out of bounds.
+  Kernel *k = kernel("rmsnorm_modulate");
+  Tensor x({1, 8, 2048}, 0x10000000);
+  x.t.ndim = 1 << 30;
+  std::vector<Tensor *> ts(k->signature().operands.size(), &x);
+  std::vector<float> scalars(k->signature().scalars.size(), 1e-6f);
+  llvm::Error e = launch(k, ts, scalars);
+  std::string msg;
+  EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("1073741824 dimensions"), std::string::npos) << msg;
 }

@@ -62,8 +62,9 @@ protected:
           std::pair{"ln_modulate", "r2.t64.v8.p1"},
           std::pair{"conv_bias", "r4.t32.v8.p1"}}) {
       CacheKey k = key(kernel, config);
-      auto r = c.getOrCompile(k, [] {
+      auto r = c.getOrCompile(k, [cfg = std::string(config)] {
         codegen::CompiledKernel ck;
+        ck.config = llvm::cantFail(codegen::TileConfig::parse(cfg));
         ck.entryName = "e";
         ck.ptx = "ptx";
         ck.cubin = {'c', 'u', 'b'};

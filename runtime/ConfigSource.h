@@ -1,0 +1,73 @@
+//===- runtime/ConfigSource.h - Where a launch's config comes from -*- C++ -*-===//
+//
+// The seam between the runtime and tuning. On the first launch of a shape
+// class without a pinned config, the runtime asks its ConfigSource for the
+// TileConfig; the answer becomes part of the specialisation, so later
+// launches of the class never ask again (the warm path stays one hash
+// lookup). autotune's TunePolicy (autotune/Policy.h) implements it over a
+// tune DB; the runtime itself includes nothing from autotune/.
+//
+// openTuneDbSource() is how the runtime gets one for a tune DB file
+// (RuntimeOptions::tuneDb): declared here, defined by autotune
+// (autotune/Policy.cpp) and linked into libbitfold and the CLI, the way
+// defaultCompiler() is codegen's.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_RUNTIME_CONFIGSOURCE_H
+#define BITFOLD_RUNTIME_CONFIGSOURCE_H
+
+#include "spec/ShapeSpec.h"
+#include "spec/TileConfig.h"
+
+#include "dsl/IR.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace bitfold::runtime {
+
+/// What the runtime knows when a shape class needs a config.
+struct ConfigRequest {
+  std::shared_ptr<const dsl::KernelDef> def;
+  spec::ShapeClass shapeClass; ///< rows bucketed (bucketsRows() was true).
+  std::string gpuName;         ///< "NVIDIA H200".
+  std::string arch;            ///< "sm_90".
+  std::string toolchain;       ///< codegen::toolchainVersion().
+  spec::TileConfig defaultConfig;
+  /// Why a config is not legal for this shape (codegen::checkConfig), or
+  /// success. Valid during configFor() only.
+  std::function<llvm::Error(const spec::TileConfig &)> check;
+};
+
+struct ConfigAnswer {
+  spec::TileConfig config;
+  /// Where it came from, for logs: "tune DB", "default (stale DB entry)"...
+  std::string from;
+};
+
+class ConfigSource {
+public:
+  virtual ~ConfigSource() = default;
+  /// Thread safe. Never fails: a source without an answer returns the
+  /// request's default.
+  virtual ConfigAnswer configFor(const ConfigRequest &request) = 0;
+  /// Whether answers depend on the row count (then the runtime keys
+  /// specialisations by row bucket too).
+  virtual bool bucketsRows() const { return true; }
+};
+
+/// A source over the tune DB file `path`: its winner for the launch's
+/// kernel, shape class and environment, else the default (one warning per
+/// stale or illegal entry through `warn`); it never tunes or blocks. Fails
+/// when the file exists but cannot be read.
+llvm::Expected<std::unique_ptr<ConfigSource>>
+openTuneDbSource(llvm::StringRef path,
+                 std::function<void(llvm::StringRef)> warn);
+
+} // namespace bitfold::runtime
+
+#endif // BITFOLD_RUNTIME_CONFIGSOURCE_H

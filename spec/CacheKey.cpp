@@ -1,0 +1,75 @@
+//===- spec/CacheKey.cpp - Everything that determines a cubin -------------===//
+
+#include "spec/CacheKey.h"
+
+#include "bitfold/Config.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+
+using namespace bitfold;
+using namespace bitfold::spec;
+
+std::string CacheKey::text() const {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "bitfold kernel cache key, format " << kCacheKeyFormat << "\n"
+     << "kernel: " << kernelName << "\n"
+     << "kernel-hash: " << kernelHash << "\n"
+     << "shape: " << shape << "\n"
+     << "config: " << config << "\n"
+     << "arch: " << arch << "\n"
+     << "options: " << options << "\n"
+     << "bitfold: " << bitfoldVersion << "\n"
+     << "llvm: " << llvmVersion << "\n"
+     << "toolchain: " << toolchain << "\n";
+  llvm::SmallVector<llvm::StringRef, 8> lines;
+  llvm::StringRef(environment).split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef l : lines)
+    os << "env: " << l << "\n";
+  return s;
+}
+
+std::string CacheKey::hash() const {
+  std::string t = text();
+  auto digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(t));
+  return llvm::toHex(digest, /*LowerCase=*/true);
+}
+
+CacheKey spec::makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
+                            const TileConfig &config,
+                            const CompileOptions &options,
+                            llvm::StringRef toolchain) {
+  CacheKey ck;
+  ck.kernelName = def.name;
+  ck.kernelHash = def.hash;
+  ck.shape = shape.str();
+  ck.config = config.str();
+  ck.arch = options.arch;
+  ck.options = options.keyText();
+  ck.bitfoldVersion = BITFOLD_VERSION;
+  ck.llvmVersion = BITFOLD_LLVM_VERSION;
+  ck.toolchain = toolchain.str();
+  ck.environment = codegenEnvironment();
+  return ck;
+}
+
+llvm::ArrayRef<const char *> spec::codegenEnvVars() {
+  static const char *vars[] = {
+      "BITFOLD_CUBIN_TOOL", // the PTX -> cubin tool (codegen/Assemble.cpp)
+      "BITFOLD_PTXAS",      // which ptxas binary (codegen/Assemble.cpp)
+  };
+  return vars;
+}
+
+std::string spec::codegenEnvironment() {
+  std::string out;
+  for (const char *name : codegenEnvVars())
+    if (const char *value = std::getenv(name))
+      out += std::string(name) + "=" + value + "\n";
+  return out;
+}

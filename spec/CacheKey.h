@@ -1,0 +1,67 @@
+//===- spec/CacheKey.h - Everything that determines a cubin ------*- C++ -*-===//
+//
+// The kernel cache's key: the program (name, hash of its canonical text),
+// the ShapeSpec, the TileConfig, the target arch, every CompileOptions field
+// (CompileOptions::keyText), the bitfold and LLVM versions, the PTX -> cubin
+// toolchain, and the environment variables that change generated code (an
+// explicit allow-list: codegenEnvVars()). makeCacheKey() is the one place
+// that builds it; the runtime's launch path and `bitfold tune`'s offline
+// cache build both call it, so a cubin the tuner writes is the entry a later
+// launch looks up.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_SPEC_CACHEKEY_H
+#define BITFOLD_SPEC_CACHEKEY_H
+
+#include "spec/CompileOptions.h"
+#include "spec/ShapeSpec.h"
+#include "spec/TileConfig.h"
+
+#include "dsl/IR.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace bitfold::spec {
+
+/// Version of the key text (its first line); bumped when the text changes.
+constexpr int kCacheKeyFormat = 2;
+
+struct CacheKey {
+  std::string kernelName;  ///< for humans (`bitfold cache ls`).
+  std::string kernelHash;  ///< KernelDef::hash (SHA-256 of canonical text).
+  std::string shape;       ///< ShapeSpec::str().
+  std::string config;      ///< TileConfig::str().
+  std::string arch;        ///< "sm_90".
+  std::string options;     ///< CompileOptions::keyText().
+  std::string bitfoldVersion;
+  std::string llvmVersion;
+  std::string toolchain;   ///< codegen::toolchainVersion().
+  std::string environment; ///< codegenEnvironment().
+
+  /// The full key text, one "field: value" line each; stored in entries.
+  std::string text() const;
+  /// Hex SHA-256 of text(): the entry's file name.
+  std::string hash() const;
+};
+
+/// The key of `def` compiled for `shape` under `config` and `options` by
+/// `toolchain` (codegen::toolchainVersion()) in this environment.
+CacheKey makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
+                      const TileConfig &config, const CompileOptions &options,
+                      llvm::StringRef toolchain);
+
+/// The environment variables that change generated code (codegen reads
+/// them): the only ones that enter cache keys. Every other variable, the
+/// runtime's own (BITFOLD_CACHE_DIR, BITFOLD_QUIET, BITFOLD_TUNE_DB...) and
+/// the bindings' (BITFOLD_LIB) included, stays out.
+llvm::ArrayRef<const char *> codegenEnvVars();
+
+/// "NAME=value\n" for each set variable of codegenEnvVars(), in list order.
+std::string codegenEnvironment();
+
+} // namespace bitfold::spec
+
+#endif // BITFOLD_SPEC_CACHEKEY_H

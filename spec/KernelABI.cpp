@@ -1,0 +1,25 @@
+//===- spec/KernelABI.cpp - A kernel's parameter list ---------------------===//
+
+#include "spec/KernelABI.h"
+
+using namespace bitfold;
+using namespace bitfold::spec;
+
+KernelABI KernelABI::of(const dsl::KernelDef &def) {
+  KernelABI abi;
+  abi.numGroups = def.groups;
+  abi.numOperands = int(def.operands.size());
+  abi.numDims = int(def.dims.size());
+  abi.numScalars = int(def.scalars.size());
+  return abi;
+}
+
+KernelABI::Param KernelABI::kindOf(int index) const {
+  if (index < groupRows(0))
+    return index % 2 ? Param::RowStride : Param::Pointer;
+  if (index < dim(0))
+    return Param::GroupRows;
+  if (index < scalar(0))
+    return Param::Dim;
+  return Param::Scalar;
+}

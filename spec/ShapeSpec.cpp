@@ -1,0 +1,62 @@
+//===- spec/ShapeSpec.cpp - What a kernel is specialised on ---------------===//
+
+#include "spec/ShapeSpec.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <climits>
+
+using namespace bitfold;
+using namespace bitfold::spec;
+
+std::string ShapeSpec::str() const {
+  std::string s = llvm::formatv("c{0}.a", cols);
+  for (size_t i = 0; i < alignBytes.size(); ++i)
+    s += (i ? "-" : "") + std::to_string(alignBytes[i]);
+  s += llvm::formatv(".o{0}", maxElementOffset >= (int64_t(1) << 31) ||
+                                      maxElementOffset == 0
+                                  ? 64
+                                  : 32);
+  return s;
+}
+
+ShapeSpec ShapeClass::shapeSpec() const {
+  ShapeSpec s;
+  s.cols = cols;
+  s.alignBytes.assign(alignBytes.begin(), alignBytes.begin() + numOperands);
+  s.maxElementOffset = index64 ? int64_t(1) << 62 : int64_t(INT32_MAX);
+  return s;
+}
+
+std::string ShapeClass::str() const {
+  std::string s = shapeSpec().str();
+  if (rowBucket)
+    s += "/r" + std::to_string(rowBucket);
+  return s;
+}
+
+ShapeClass spec::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
+                                 llvm::ArrayRef<int64_t> groupRows,
+                                 int64_t rowsPerBatch, bool bucketRows) {
+  std::vector<int> align(def.operands.size(), 16);
+  int64_t maxOffset = 0, totalRows = 0;
+  for (int64_t groupR : groupRows) {
+    totalRows += groupR;
+    for (size_t i = 0; i < def.operands.size(); ++i) {
+      const dsl::OperandDecl &op = def.operands[i];
+      int64_t rows = op.map == dsl::IndexMap::PerColumn ? 1
+                     : op.map == dsl::IndexMap::PerBatch
+                         ? (groupR + rowsPerBatch - 1) /
+                               std::max<int64_t>(rowsPerBatch, 1)
+                         : groupR;
+      uint64_t rowBytes = uint64_t(cols) * dsl::dtypeBytes(op.dtype);
+      align[i] = std::min(align[i], viewAlignBytes(0, rows, rowBytes));
+      int64_t last = 0;
+      if (!lastElementOffset(rows, cols, cols, last))
+        last = INT64_MAX;
+      maxOffset = std::max(maxOffset, last);
+    }
+  }
+  return classifyShape(cols, align, maxOffset, totalRows, bucketRows);
+}

@@ -1,0 +1,132 @@
+//===- spec/ShapeSpec.h - What a kernel is specialised on --------*- C++ -*-===//
+//
+// A kernel is compiled for a ShapeSpec: the column count, each operand's
+// alignment and the index width. Row counts are launch arguments and never
+// change the code. A ShapeClass is the same facts in a fixed-size form (the
+// runtime hashes it on every launch) plus, where configs are tuned per row
+// count, a power-of-two row bucket: rows in [2^k, 2^(k+1)) share bucket 2^k,
+// because rows change which config is fastest (grid size vs SM count).
+//
+// Derivation, one path for everyone:
+//   launch facts (cols, per-operand alignment, largest element offset, rows)
+//     -> classifyShape() -> ShapeClass -> ShapeClass::shapeSpec()
+// The runtime feeds it the facts of the bound tensors (TensorBinding.h);
+// the tuner and `bitfold compile` feed it dense tensors' facts through
+// denseShapeClass(), computed with the same two rules (viewAlignBytes,
+// lastElementOffset), so the tuner keys exactly what a launch looks up.
+//
+// Text: ShapeSpec "c4096.a16-16-16-16.o32"; ShapeClass adds "/r4096" when
+// rows are bucketed (the tune DB's shape class).
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_SPEC_SHAPESPEC_H
+#define BITFOLD_SPEC_SHAPESPEC_H
+
+#include "spec/KernelABI.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <array>
+#include <bit>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bitfold::spec {
+
+struct ShapeSpec {
+  int64_t cols = 0;
+  /// Per operand (KernelDef order): base address and row stride (in bytes)
+  /// are multiples of this many bytes (1, 2, 4, 8 or 16). Wider vectors are
+  /// legal only where all operands allow them.
+  std::vector<int> alignBytes;
+  /// Largest element offset any operand can reach; above 2^31 - 1 (or 0,
+  /// unknown) the kernel indexes with 64-bit arithmetic.
+  int64_t maxElementOffset = 0;
+  std::string str() const; ///< stable text for keys.
+};
+
+/// Largest of 16/8/4/2/1 dividing `base` and, when the operand has more
+/// than one row, its row stride in bytes. (Inline: every launch binds with
+/// it.)
+inline int viewAlignBytes(uint64_t base, int64_t rows,
+                          uint64_t rowStrideBytes) {
+  int align = 16;
+  while (align > 1 && (base % unsigned(align) ||
+                       (rows > 1 && rowStrideBytes % unsigned(align))))
+    align /= 2;
+  return align;
+}
+
+/// Element offset of the last element of `rows` rows of `cols` elements,
+/// `rowStride` elements apart (0 when empty). False when it exceeds int64.
+inline bool lastElementOffset(int64_t rows, int64_t rowStride, int64_t cols,
+                              int64_t &out) {
+  out = 0;
+  if (rows <= 0 || cols <= 0)
+    return true;
+  return !__builtin_mul_overflow(rows - 1, rowStride, &out) &&
+         !__builtin_add_overflow(out, cols - 1, &out);
+}
+
+/// Largest power of two <= rows (1 for rows <= 1).
+inline int64_t rowBucket(int64_t rows) {
+  return rows <= 1 ? 1 : int64_t(std::bit_floor(uint64_t(rows)));
+}
+
+struct ShapeClass {
+  int64_t cols = 0;
+  int64_t rowBucket = 0; ///< 0: rows not bucketed.
+  bool index64 = false;  ///< some element offset exceeds 2^31 - 1.
+  uint8_t numOperands = 0;
+  std::array<uint8_t, kMaxOperands> alignBytes{};
+
+  /// The ShapeSpec compiled for this class; its maxElementOffset is the
+  /// class bound (2^31 - 1 or 2^62), never a row-dependent offset, so row
+  /// counts never split the cache.
+  ShapeSpec shapeSpec() const;
+  /// shapeSpec().str(), then "/r<bucket>" when rows are bucketed.
+  std::string str() const;
+  /// Cheap (inline): the runtime hashes a class on every launch.
+  size_t hash() const {
+    uint64_t h = uint64_t(cols) * 0x9E3779B97F4A7C15ull;
+    h ^= uint64_t(rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= (index64 ? 17u : 0u) + numOperands + (h << 6) + (h >> 2);
+    for (int i = 0; i < numOperands; ++i)
+      h = h * 131 + alignBytes[i];
+    return size_t(h);
+  }
+  bool operator==(const ShapeClass &) const = default;
+};
+
+/// The class of a launch: `alignBytes` per operand (at most kMaxOperands),
+/// the largest element offset any operand reaches, and the total rows
+/// (bucketed only when `bucketRows`).
+/// (Inline: every launch classifies its binding.)
+inline ShapeClass classifyShape(int64_t cols, llvm::ArrayRef<int> alignBytes,
+                                int64_t maxElementOffset, int64_t totalRows,
+                                bool bucketRows) {
+  ShapeClass c;
+  c.cols = cols;
+  c.rowBucket = bucketRows ? rowBucket(totalRows) : 0;
+  c.index64 = maxElementOffset > int64_t(INT32_MAX);
+  c.numOperands = uint8_t(
+      alignBytes.size() < size_t(kMaxOperands) ? alignBytes.size()
+                                               : size_t(kMaxOperands));
+  for (size_t i = 0; i < c.numOperands; ++i)
+    c.alignBytes[i] = uint8_t(alignBytes[i]);
+  return c;
+}
+
+/// The class the runtime derives for dense, freshly allocated tensors
+/// (256-byte aligned bases, packed rows) of a problem with `groupRows` rows
+/// per group and `rowsPerBatch` rows per batch (per-batch operands hold one
+/// row per batch, per-column operands one row).
+ShapeClass denseShapeClass(const dsl::KernelDef &def, int64_t cols,
+                           llvm::ArrayRef<int64_t> groupRows,
+                           int64_t rowsPerBatch, bool bucketRows);
+
+} // namespace bitfold::spec
+
+#endif // BITFOLD_SPEC_SHAPESPEC_H

@@ -1,0 +1,36 @@
+//===- spec/TileConfig.h - How a row program runs ----------------*- C++ -*-===//
+//
+// A tile configuration: how a row program is mapped onto CTAs and threads.
+// It never changes what the program computes (every legal config gives the
+// same bits), only how fast. Its text is part of cache keys, entry files
+// and the tune DB; codegen (codegen/Codegen.h) decides which configs are
+// legal for a shape.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_SPEC_TILECONFIG_H
+#define BITFOLD_SPEC_TILECONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace bitfold::spec {
+
+struct TileConfig {
+  int rowsPerCta = 1;    ///< rows handled by one CTA.
+  int threadsPerRow = 128;
+  int vectorElems = 8;   ///< elements per thread per memory access.
+  bool twoPass = false;  ///< re-read the row after a fold instead of
+                         ///< keeping it in registers.
+  int ctaThreads() const { return rowsPerCta * threadsPerRow; }
+  /// "r1.t128.v8.p1": stable text, used in cache keys and file names.
+  std::string str() const;
+  /// The inverse of str(); errors quote the text and the expected form.
+  static llvm::Expected<TileConfig> parse(llvm::StringRef text);
+  bool operator==(const TileConfig &) const = default;
+};
+
+} // namespace bitfold::spec
+
+#endif // BITFOLD_SPEC_TILECONFIG_H

@@ -1,0 +1,196 @@
+//===- tests/spec/SpecTest.cpp - The specialisation layer -----------------===//
+
+#include "spec/CacheKey.h"
+#include "spec/KernelABI.h"
+#include "spec/ShapeSpec.h"
+
+#include "templates/Problem.h"
+#include "templates/Templates.h"
+
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cstdlib>
+#include <type_traits>
+
+using namespace bitfold;
+using namespace bitfold::spec;
+
+namespace {
+
+templates::KernelDefRef build(const char *name, int64_t cols = 0) {
+  templates::TemplateArgs args;
+  args.cols = cols;
+  auto def = templates::findTemplate(name)->build(args);
+  EXPECT_TRUE(bool(def)) << name << ": " << llvm::toString(def.takeError());
+  return *def;
+}
+
+/// The class the runtime derives for dense tensors of `rows` x `cols`
+/// (every operand per element), from the facts binding computes.
+ShapeClass boundClass(const dsl::KernelDef &def, int64_t rows, int64_t cols) {
+  std::vector<int> align;
+  int64_t maxOffset = 0;
+  for (const dsl::OperandDecl &op : def.operands) {
+    align.push_back(viewAlignBytes(0x7f0000000000, rows,
+                                   uint64_t(cols) * dsl::dtypeBytes(op.dtype)));
+    int64_t last = 0;
+    EXPECT_TRUE(lastElementOffset(rows, cols, cols, last));
+    maxOffset = std::max(maxOffset, last);
+  }
+  return classifyShape(cols, align, maxOffset, rows, /*bucketRows=*/false);
+}
+
+} // namespace
+
+TEST(ShapeSpec, ExactlyTwoTo31ElementsStillIndexWith32Bits) {
+  // rows x cols = 2^31: the largest element offset is 2^31 - 1, which 32-bit
+  // indexing reaches. One more row needs 64-bit indexing.
+  auto def = build("residual_gate");
+  const int64_t cols = 4096, rows = (int64_t(1) << 31) / cols;
+  for (int64_t r : {rows, rows + 1}) {
+    ShapeClass dense = denseShapeClass(*def, cols, {r}, r, false);
+    ShapeClass bound = boundClass(*def, r, cols);
+    EXPECT_EQ(dense, bound) << "rows " << r << ": dense " << dense.str()
+                            << ", bound " << bound.str();
+    EXPECT_EQ(dense.index64, r != rows) << "rows " << r;
+    EXPECT_EQ(dense.shapeSpec().str(),
+              r == rows ? "c4096.a16-16-16-16.o32" : "c4096.a16-16-16-16.o64")
+        << "rows " << r;
+  }
+}
+
+TEST(ShapeSpec, ClassTextAddsTheRowBucketOnlyWhenBucketed) {
+  auto def = build("ln_modulate");
+  auto shape = templates::parseShape("ln_modulate", "1,4359,4096");
+  ASSERT_TRUE(bool(shape)) << llvm::toString(shape.takeError());
+  ShapeClass plain = denseShapeClass(*def, shape->cols, shape->groupRows,
+                                     shape->rowsPerBatch, false);
+  ShapeClass tuned = denseShapeClass(*def, shape->cols, shape->groupRows,
+                                     shape->rowsPerBatch, true);
+  EXPECT_EQ(plain.str(), "c4096.a16-16-16-16.o32");
+  EXPECT_EQ(tuned.str(), "c4096.a16-16-16-16.o32/r4096");
+  EXPECT_NE(plain.hash(), tuned.hash());
+  EXPECT_EQ(rowBucket(0), 1);
+  EXPECT_EQ(rowBucket(8191), 4096);
+  EXPECT_EQ(rowBucket(8192), 8192);
+}
+
+TEST(ShapeSpec, OneRowOperandsTakeOnlyTheBaseAlignment) {
+  // A per-column operand has one row: its stride never matters, as in the
+  // runtime's binding. 130 bf16 columns = 260-byte rows (4-byte aligned).
+  EXPECT_EQ(viewAlignBytes(0x1000, 1, 260), 16);
+  EXPECT_EQ(viewAlignBytes(0x1000, 2, 260), 4);
+  EXPECT_EQ(viewAlignBytes(0x1002, 1, 256), 2);
+  int64_t last = 0;
+  EXPECT_FALSE(lastElementOffset(INT64_MAX, 2, 2, last));
+  EXPECT_TRUE(lastElementOffset(0, 2, 2, last));
+  EXPECT_EQ(last, 0);
+}
+
+TEST(KernelABI, PositionsAndKindsFollowTheDocumentedOrder) {
+  auto def = build("qk_layernorm"); // two groups
+  KernelABI abi = KernelABI::of(*def);
+  ASSERT_EQ(abi.numGroups, 2);
+  const int ops = abi.numOperands;
+  EXPECT_EQ(abi.pointer(1, 0), 2 * ops);
+  EXPECT_EQ(abi.rowStride(1, ops - 1), 4 * ops - 1);
+  EXPECT_EQ(abi.groupRows(0), 4 * ops);
+  EXPECT_EQ(abi.dim(0), 4 * ops + 2);
+  EXPECT_EQ(abi.scalar(0), 4 * ops + 2 + abi.numDims);
+  EXPECT_EQ(size_t(abi.scalar(abi.numScalars)), abi.paramCount());
+  using P = KernelABI::Param;
+  for (int p = 0; p < int(abi.paramCount()); ++p) {
+    P want = p < abi.groupRows(0) ? (p % 2 ? P::RowStride : P::Pointer)
+             : p < abi.dim(0)     ? P::GroupRows
+             : p < abi.scalar(0)  ? P::Dim
+                                  : P::Scalar;
+    EXPECT_EQ(int(abi.kindOf(p)), int(want)) << "parameter " << p;
+  }
+  uint64_t slots[kMaxParams] = {};
+  ParamPacker pack(abi, slots);
+  pack.groupRows(1, 77);
+  pack.scalar(0, 1.0f);
+  EXPECT_EQ(slots[abi.groupRows(1)], 77u);
+  EXPECT_EQ(slots[abi.scalar(0)], 0x3f800000u);
+}
+
+namespace {
+
+CacheKey keyOf(const CompileOptions &o, const char *config = "r1.t128.v8.p1") {
+  auto def = build("ln_modulate");
+  ShapeClass c = denseShapeClass(*def, 4096, {4096}, 4096, false);
+  return makeCacheKey(*def, c.shapeSpec(), *TileConfig::parse(config), o,
+                      "toolchain 1");
+}
+
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char *n, const char *value) : name(n) {
+    ::setenv(n, value, 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
+
+} // namespace
+
+TEST(CacheKey, EveryCompileOptionsFieldChangesTheKey) {
+  const CompileOptions base;
+  const std::string baseKey = keyOf(base).text();
+  size_t fields = 0;
+  base.forEachField([&](const char *, const auto &) { ++fields; });
+  ASSERT_EQ(fields, detail::fieldCount<CompileOptions>());
+  for (size_t k = 0; k < fields; ++k) {
+    CompileOptions o;
+    size_t at = 0;
+    std::string name;
+    o.forEachField([&](const char *n, auto &v) {
+      if (at++ != k)
+        return;
+      name = n;
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, bool>)
+        v = !v;
+      else
+        v += "x";
+    });
+    EXPECT_NE(keyOf(o).text(), baseKey) << "field " << name;
+    EXPECT_NE(o.keyText(), base.keyText()) << "field " << name;
+  }
+}
+
+TEST(CacheKey, ArchAndConfigChangeTheKey) {
+  CompileOptions o;
+  const std::string base = keyOf(o).hash();
+  EXPECT_NE(keyOf(o, "r2.t128.v8.p1").hash(), base);
+  o.arch = "sm_100";
+  EXPECT_NE(keyOf(o).hash(), base);
+}
+
+TEST(CacheKey, OnlyAllowListedEnvironmentVariablesEnterTheKey) {
+  const CompileOptions o;
+  const std::string base = keyOf(o).text();
+  for (const char *name : {"BITFOLD_LIB", "BITFOLD_CACHE_DIR", "BITFOLD_QUIET",
+                           "BITFOLD_FOO", "BITFOLD_TUNE_DB"}) {
+    ScopedEnv env(name, "/somewhere/else");
+    EXPECT_EQ(keyOf(o).text(), base) << name << " changed the key";
+  }
+  for (const char *name : codegenEnvVars()) {
+    ScopedEnv env(name, "ptxas");
+    std::string t = keyOf(o).text();
+    EXPECT_NE(t, base) << name << " did not change the key";
+    EXPECT_NE(t.find(std::string("env: ") + name + "=ptxas"),
+              std::string::npos)
+        << t;
+  }
+}
+
+TEST(TileConfig, TextRoundTripsAndBadTextIsAnError) {
+  auto c = TileConfig::parse("r2.t64.v4.p2");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_EQ(c->str(), "r2.t64.v4.p2");
+  EXPECT_TRUE(c->twoPass);
+  auto bad = TileConfig::parse("r2.t64.v4");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("needs four fields"),
+            std::string::npos);
+}
