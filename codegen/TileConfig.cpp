@@ -47,8 +47,6 @@ void codegen::loadsOf(const ExprNode *root, std::set<int> &out) {
   }
 }
 
-} // namespace
-
 bool FoldPlan::needsShared() const {
   for (const StagePlan &s : stages)
     if (s.where == StagePlan::Shared)

@@ -204,7 +204,8 @@ int compileFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   o.config = configOpt;
   o.listConfigs = listConfigs;
   o.codegen.arch = archOpt;
-  o.codegen.dumpDir = dumpDir;
+  if (dumpDir.getNumOccurrences()) // given, even empty: codegen checks it
+    o.codegen.dumpDir = dumpDir;
   o.codegen.emitCubin = !ptxOnly;
   o.codegen.gridDependencyControl = pdl;
   if (cubinTool.getNumOccurrences())

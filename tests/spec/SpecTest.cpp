@@ -21,7 +21,7 @@ namespace {
 templates::KernelDefRef build(const char *name, int64_t cols = 0) {
   templates::TemplateArgs args;
   args.cols = cols;
-  auto def = templates::findTemplate(name)->build(args);
+  auto def = templates::buildStock(name, args);
   EXPECT_TRUE(bool(def)) << name << ": " << llvm::toString(def.takeError());
   return *def;
 }
@@ -148,8 +148,11 @@ TEST(CacheKey, EveryCompileOptionsFieldChangesTheKey) {
       if (at++ != k)
         return;
       name = n;
-      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, bool>)
+      using T = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<T, bool>)
         v = !v;
+      else if constexpr (std::is_same_v<T, std::optional<std::string>>)
+        v = v ? *v + "x" : std::string("x");
       else
         v += "x";
     });
