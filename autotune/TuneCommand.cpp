@@ -403,16 +403,10 @@ int mergeCommand(llvm::ArrayRef<std::string> a, llvm::raw_ostream &out) {
   }
   if (output.empty() || inputs.empty())
     return fail("usage: bitfold tune merge A.json B.json ... -o OUT.json");
-  TuneDB merged;
-  for (const std::string &in : inputs) {
-    auto db = TuneDB::load(in);
-    if (!db)
-      return fail(llvm::toString(db.takeError()));
-    merged.merge(*db);
-  }
-  if (llvm::Error e = merged.save(output))
-    return fail(llvm::toString(std::move(e)));
-  out << "merged " << inputs.size() << " DBs: " << merged.size()
+  auto merged = TuneDB::mergeFiles(inputs, output);
+  if (!merged)
+    return fail(llvm::toString(merged.takeError()));
+  out << "merged " << inputs.size() << " DBs: " << merged->size()
       << " entries -> " << output << "\n";
   return 0;
 }

@@ -43,50 +43,21 @@ struct EntryFile {
   nlohmann::json meta;
 };
 
-/// Every *.bfk under dir (two levels), decoded; plus counts of temp and
-/// lock files.
+/// Every entry of the cache layout under dir (listCacheDir), with its
+/// metadata parsed; plus counts of temp and lock files and the problems
+/// that make the listing incomplete (unreadable folders).
 std::vector<EntryFile> scanCache(const std::string &dir, int *tmpFiles,
-                                 int *lockFiles) {
+                                 int *lockFiles,
+                                 std::vector<std::string> *problems = nullptr) {
+  CacheListing listing = listCacheDir(dir);
+  *tmpFiles = listing.tmpFiles;
+  *lockFiles = listing.lockFiles;
+  if (problems)
+    *problems = listing.problems;
   std::vector<EntryFile> entries;
-  std::error_code ec;
-  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
-       it != end && !ec; it.increment(ec)) {
-    llvm::StringRef p = it->path();
-    llvm::StringRef name = llvm::sys::path::filename(p);
-    if (name.contains(".tmp.")) {
-      if (tmpFiles)
-        ++*tmpFiles;
-      continue;
-    }
-    if (name.ends_with(".lock")) {
-      if (lockFiles)
-        ++*lockFiles;
-      continue;
-    }
-    if (!name.ends_with(".bfk"))
-      continue;
-    EntryFile e;
-    e.path = p.str();
-    e.hash = name.drop_back(4).str();
-    auto buf = llvm::MemoryBuffer::getFile(p, false, false, true);
-    if (!buf) {
-      e.problem = "cannot read: " + buf.getError().message();
-      entries.push_back(std::move(e));
-      continue;
-    }
-    e.bytes = (*buf)->getBufferSize();
-    auto decoded = decodeEntry((*buf)->getBuffer());
-    if (!decoded) {
-      e.problem = llvm::toString(decoded.takeError());
-    } else {
-      e.meta = nlohmann::json::parse(decoded->metaJson, nullptr, false);
-      auto digest =
-          llvm::SHA256::hash(llvm::arrayRefFromStringRef(decoded->keyText));
-      if (llvm::toHex(digest, true) != e.hash)
-        e.problem = "the file name is not the hash of the key it holds";
-    }
-    entries.push_back(std::move(e));
-  }
+  for (CacheFileInfo &f : listing.entries)
+    entries.push_back({f.path, f.hash, f.bytes, f.problem,
+                       nlohmann::json::parse(f.metaJson, nullptr, false)});
   std::sort(entries.begin(), entries.end(),
             [](const EntryFile &a, const EntryFile &b) {
               std::string ka = a.meta.is_object() ? a.meta.value("kernel", "") : "";
@@ -170,7 +141,9 @@ int bitfold::runtime::runCacheCommand(llvm::ArrayRef<std::string> args,
     return 0;
   }
   int tmpFiles = 0, lockFiles = 0;
-  std::vector<EntryFile> entries = scanCache(dir, &tmpFiles, &lockFiles);
+  std::vector<std::string> problems;
+  std::vector<EntryFile> entries =
+      scanCache(dir, &tmpFiles, &lockFiles, &problems);
 
   if (sub == "ls") {
     out << llvm::formatv("{0,-16}  {1,-22} {2,-30} {3,-16} {4,-7} {5,10} {6,5}\n",
@@ -218,6 +191,8 @@ int bitfold::runtime::runCacheCommand(llvm::ArrayRef<std::string> args,
 
   if (sub == "verify") {
     int bad = 0;
+    for (const std::string &p : problems)
+      out << "BAD " << p << "\n";
     for (const EntryFile &e : entries) {
       if (e.problem.empty())
         continue;
@@ -231,37 +206,18 @@ int bitfold::runtime::runCacheCommand(llvm::ArrayRef<std::string> args,
     }
     out << entries.size() - bad << " of " << entries.size()
         << " entries valid in " << dir << "\n";
-    return bad && !deleteBad ? 1 : 0;
+    return (bad && !deleteBad) || !problems.empty() ? 1 : 0;
   }
 
-  // clear
-  int removed = 0;
-  uint64_t bytes = 0;
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
-       it != end && !ec; it.increment(ec)) {
-    llvm::StringRef name = llvm::sys::path::filename(it->path());
-    if (name.ends_with(".bfk") || name.ends_with(".lock") ||
-        name.contains(".bfk.tmp."))
-      files.push_back(it->path());
+  // clear: only the cache's own files (clearCacheDir), never a symlink.
+  auto cleared = clearCacheDir(dir);
+  if (!cleared) {
+    err << "bitfold cache clear: " << llvm::toString(cleared.takeError())
+        << "\n";
+    return 1;
   }
-  for (const std::string &f : files) {
-    uint64_t size = 0;
-    llvm::sys::fs::file_size(f, size);
-    if (!llvm::sys::fs::remove(f)) {
-      ++removed;
-      bytes += size;
-    } else {
-      err << "bitfold cache clear: cannot remove " << f << "\n";
-    }
-  }
-  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
-       it.increment(ec))
-    if (llvm::sys::fs::is_directory(it->path()))
-      llvm::sys::fs::remove(it->path()); // fails unless empty
-  out << "removed " << removed << " files (" << humanBytes(bytes) << ") from "
-      << dir << "\n";
+  out << "removed " << cleared->filesRemoved << " files ("
+      << humanBytes(cleared->bytesRemoved) << ") from " << dir << "\n";
   return 0;
 }
 

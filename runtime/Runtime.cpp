@@ -243,6 +243,31 @@ Kernel::LastLaunch Kernel::lastSpecialisation() const {
   return l;
 }
 
+/// Whether a compiled kernel fits its definition and config (ABI counts,
+/// parameter limit, CTA shape).
+static llvm::Error checkCompiled(llvm::StringRef templateName,
+                                 const KernelDef &def,
+                                 const codegen::TileConfig &config,
+                                 const codegen::CompiledKernel &k,
+                                 const Compiler &comp) {
+  if (k.abi.numGroups == def.groups &&
+      k.abi.numOperands == int(def.operands.size()) &&
+      k.abi.numDims == int(def.dims.size()) &&
+      k.abi.numScalars == int(def.scalars.size()) &&
+      k.abi.paramCount() <= size_t(kMaxParams) && k.config == config &&
+      k.config.ctaThreads() > 0 && k.config.rowsPerCta > 0)
+    return llvm::Error::success();
+  return runtimeError(
+      BITFOLD_ERROR_INTERNAL,
+      llvm::formatv("{0}: the compiled kernel's ABI ({1} groups, {2} "
+                    "operands, {3} dims, {4} scalars, config {5}) does not "
+                    "match the definition ({6}, {7}, {8}, {9}, config {10})",
+                    templateName, k.abi.numGroups, k.abi.numOperands,
+                    k.abi.numDims, k.abi.numScalars, comp.configText(k.config),
+                    def.groups, def.operands.size(), def.dims.size(),
+                    def.scalars.size(), comp.configText(config)));
+}
+
 llvm::Expected<Kernel::ClassEntry *>
 Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -312,30 +337,20 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
   CacheKey ck = makeCacheKey(*def, comp.shapeText(shape),
                              comp.configText(config), options, rt.toolchain());
 
+  // A disk entry is vetted against the definition and the config asked for
+  // (a mismatch is rebuilt by the cache); a fresh compile must match too.
+  auto matches = [&](const codegen::CompiledKernel &k) {
+    return checkCompiled(templateName, *def, config, k, comp);
+  };
   auto compiled = rt.cache().getOrCompile(
       ck, [&]() { return comp.compile(*def, shape, config, options); },
-      &entry->origin);
+      &entry->origin, matches);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,
                         llvm::toString(compiled.takeError()));
   const codegen::CompiledKernel &k = **compiled;
-  if (k.abi.numGroups != def->groups ||
-      k.abi.numOperands != int(def->operands.size()) ||
-      k.abi.numDims != int(def->dims.size()) ||
-      k.abi.numScalars != int(def->scalars.size()) ||
-      k.abi.paramCount() > size_t(kMaxParams) || k.config.ctaThreads() <= 0 ||
-      k.config.rowsPerCta <= 0)
-    return runtimeError(
-        BITFOLD_ERROR_INTERNAL,
-        llvm::formatv("{0}: the compiled kernel's ABI ({1} groups, {2} "
-                      "operands, {3} dims, {4} scalars, {5} rows x {6} "
-                      "threads per CTA) does not match the definition ({7}, "
-                      "{8}, {9}, {10})",
-                      templateName, k.abi.numGroups, k.abi.numOperands,
-                      k.abi.numDims, k.abi.numScalars, k.config.rowsPerCta,
-                      k.config.threadsPerRow, def->groups,
-                      def->operands.size(), def->dims.size(),
-                      def->scalars.size()));
+  if (llvm::Error e = matches(k))
+    return e;
 
   std::string keyText = ck.text();
   std::unique_lock<std::shared_mutex> lock(mu);
