@@ -58,7 +58,9 @@ Compiler bitfold::runtime::fake::fakeCompiler() {
     codegen::TileConfig t;
     int pass = 1;
     if (std::sscanf(text.str().c_str(), "r%d.t%d.v%d.p%d", &t.rowsPerCta,
-                    &t.threadsPerRow, &t.vectorElems, &pass) != 4)
+                    &t.threadsPerRow, &t.vectorElems, &pass) != 4 ||
+        t.rowsPerCta <= 0 || t.threadsPerRow <= 0 || t.vectorElems <= 0 ||
+        (pass != 1 && pass != 2)) // as codegen's parser: positive fields
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "expected r<R>.t<T>.v<V>.p<P>");
     t.twoPass = pass == 2;
