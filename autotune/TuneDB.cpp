@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <tuple>
 
 using namespace bitfold;
@@ -43,18 +45,67 @@ json toJson(const TuneKey &k) {
               {"toolchain", k.env.toolchain}};
 }
 
-/// Reads a required field; nlohmann's exceptions never leave this file.
-template <typename T>
-llvm::Error field(const json &j, const char *name, T &out,
-                  const llvm::Twine &where) {
+/// The value of a required field, or an error naming it.
+llvm::Expected<const json &> member(const json &j, const char *name,
+                                    const llvm::Twine &where) {
   auto it = j.find(name);
   if (it == j.end())
     return dbError(where + ": missing field '" + name + "'");
-  try {
-    out = it->get<T>();
-  } catch (const json::exception &e) {
-    return dbError(where + ": field '" + name + "': " + e.what());
-  }
+  return *it;
+}
+
+/// Reads a required field with its exact JSON type and range: a string, a
+/// boolean, an integer in [0, INT_MAX] (never a fraction or a rounded huge
+/// number) or a finite non-negative number. Nothing is converted silently.
+llvm::Error field(const json &j, const char *name, std::string &out,
+                  const llvm::Twine &where) {
+  auto v = member(j, name, where);
+  if (!v)
+    return v.takeError();
+  if (!v->is_string())
+    return dbError(where + ": field '" + name + "' must be a string");
+  out = v->get<std::string>();
+  return llvm::Error::success();
+}
+
+llvm::Error field(const json &j, const char *name, bool &out,
+                  const llvm::Twine &where) {
+  auto v = member(j, name, where);
+  if (!v)
+    return v.takeError();
+  if (!v->is_boolean())
+    return dbError(where + ": field '" + name + "' must be true or false");
+  out = v->get<bool>();
+  return llvm::Error::success();
+}
+
+llvm::Error field(const json &j, const char *name, int &out,
+                  const llvm::Twine &where) {
+  auto v = member(j, name, where);
+  if (!v)
+    return v.takeError();
+  if (!v->is_number_integer() ||
+      (v->is_number_unsigned()
+           ? v->get<uint64_t>() > uint64_t(std::numeric_limits<int>::max())
+           : v->get<int64_t>() < 0 ||
+                 v->get<int64_t>() > std::numeric_limits<int>::max()))
+    return dbError(where + ": field '" + name + "' must be an integer in [0, " +
+                   llvm::Twine(std::numeric_limits<int>::max()) + "], not " +
+                   v->dump());
+  out = int(v->get<int64_t>());
+  return llvm::Error::success();
+}
+
+llvm::Error field(const json &j, const char *name, double &out,
+                  const llvm::Twine &where) {
+  auto v = member(j, name, where);
+  if (!v)
+    return v.takeError();
+  if (!v->is_number() || !std::isfinite(v->get<double>()) ||
+      v->get<double>() < 0)
+    return dbError(where + ": field '" + name +
+                   "' must be a finite number >= 0, not " + v->dump());
+  out = v->get<double>();
   return llvm::Error::success();
 }
 
@@ -124,6 +175,21 @@ void TuneDB::merge(const TuneDB &other) {
     record(e.key, e.defaultConfig, e.measurements);
 }
 
+llvm::Expected<TuneDB> TuneDB::mergeFiles(llvm::ArrayRef<std::string> inputs,
+                                          llvm::StringRef output) {
+  TuneDB merged;
+  for (const std::string &in : inputs) {
+    auto db = load(in);
+    if (!db)
+      return dbError(llvm::toString(db.takeError()) + "; nothing written to '" +
+                     output + "'");
+    merged.merge(*db);
+  }
+  if (llvm::Error e = merged.save(output))
+    return std::move(e);
+  return merged;
+}
+
 Lookup TuneDB::lookup(const TuneKey &key) const {
   Lookup l;
   auto it = entries.find(key.text());
@@ -176,7 +242,9 @@ llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
                           /*allow_exceptions=*/false);
   if (root.is_discarded())
     return dbError("not valid JSON");
-  if (!root.is_object() || root.value("format", "") != "bitfold-tune-db")
+  auto format = root.is_object() ? root.find("format") : root.end();
+  if (!root.is_object() || format == root.end() || !format->is_string() ||
+      *format != "bitfold-tune-db")
     return dbError("not a bitfold tune DB (\"format\" is not "
                    "\"bitfold-tune-db\")");
   int version = 0;

@@ -16,6 +16,9 @@
 //    the merged DBs, and merging a DB into itself changes nothing. Per
 //    (key, config) the measurement kept is the one with more samples, then
 //    the lower median, then the lower spread, then the smaller JSON text.
+//  - load() is strict: every field has its exact JSON type and range
+//    (integers are never rounded or wrapped, timings are finite and >= 0);
+//    a bad file is an error, never a DB with altered values.
 //  - save() writes entries and measurements sorted, to a temp file renamed
 //    into place: the same DB always gives the same bytes.
 //
@@ -93,6 +96,11 @@ public:
               llvm::ArrayRef<Measurement> measurements);
   /// Merges `other` into this DB (deterministic, see above).
   void merge(const TuneDB &other);
+  /// `bitfold tune merge`: loads every input strictly (types and ranges;
+  /// any bad input is an error naming it, and nothing is written), merges
+  /// them and saves the result to `output`.
+  static llvm::Expected<TuneDB> mergeFiles(llvm::ArrayRef<std::string> inputs,
+                                           llvm::StringRef output);
 
   Lookup lookup(const TuneKey &key) const;
 

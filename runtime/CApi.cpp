@@ -152,6 +152,7 @@ bitfold_runtime_create(const bitfold_runtime_options *options,
     if (!out)
       return nullArg("bitfold_runtime_create", "out");
     *out = nullptr;
+    installLlvmErrorHandlers();
     bitfold_runtime_options o;
     bitfold_runtime_options_init(&o);
     if (options)

@@ -36,31 +36,25 @@ struct EntryPoint {
   bool optional = false; ///< left null where the driver lacks it.
 };
 
-LoadedDriver load() {
-  LoadedDriver out;
-  DriverApi &a = out.api;
+/// The library named by $BITFOLD_LIBCUDA (default libcuda.so.1), or the
+/// error saying why it did not load.
+void *openLibrary(LoadedDriver &out) {
   const char *env = std::getenv("BITFOLD_LIBCUDA");
-  a.libraryPath = env && *env ? env : "libcuda.so.1";
-
-  void *lib = dlopen(a.libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  out.api.libraryPath = env && *env ? env : "libcuda.so.1";
+  void *lib = dlopen(out.api.libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *why = dlerror();
     out.error = llvm::formatv("cannot load the CUDA driver: dlopen(\"{0}\") "
                               "failed: {1}",
-                              a.libraryPath, why ? why : "unknown reason");
-    return out;
+                              out.api.libraryPath,
+                              why ? why : "unknown reason");
   }
+  return lib;
+}
 
-  // cuGetProcAddress itself comes from dlsym: the CUDA 12 signature first.
-  auto getProcV2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(
-      dlsym(lib, "cuGetProcAddress_v2"));
-  auto getProcV1 = reinterpret_cast<PFN_cuGetProcAddress_v11030>(
-      dlsym(lib, "cuGetProcAddress"));
-  a.resolvedWith = getProcV2   ? "cuGetProcAddress_v2"
-                   : getProcV1 ? "cuGetProcAddress"
-                               : "dlsym";
-
-  const EntryPoint entries[] = {
+/// Every entry point bitfold uses, with the slot it fills in `a`.
+std::vector<EntryPoint> entryPoints(DriverApi &a) {
+  return {
 #define BF_ENTRY(field, exported)                                              \
   {#field, exported, reinterpret_cast<void **>(&a.field)}
       BF_ENTRY(cuInit, "cuInit"),
@@ -104,8 +98,21 @@ LoadedDriver load() {
       BF_ENTRY(cuLinkDestroy, "cuLinkDestroy"),
 #undef BF_ENTRY
   };
+}
 
-  for (const EntryPoint &e : entries) {
+/// Resolves every entry point through cuGetProcAddress (the CUDA 12
+/// signature first), else dlsym; false (with out.error) when a required
+/// one is missing.
+bool resolveEntryPoints(void *lib, LoadedDriver &out) {
+  DriverApi &a = out.api;
+  auto getProcV2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(
+      dlsym(lib, "cuGetProcAddress_v2"));
+  auto getProcV1 = reinterpret_cast<PFN_cuGetProcAddress_v11030>(
+      dlsym(lib, "cuGetProcAddress"));
+  a.resolvedWith = getProcV2   ? "cuGetProcAddress_v2"
+                   : getProcV1 ? "cuGetProcAddress"
+                               : "dlsym";
+  for (const EntryPoint &e : entryPoints(a)) {
     void *fn = nullptr;
     if (getProcV2) {
       CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -128,27 +135,40 @@ LoadedDriver load() {
           "{2}.{3}) not found (resolved with {4}); the driver is too old",
           a.libraryPath, e.name, kApiVersion / 1000, kApiVersion % 1000 / 10,
           a.resolvedWith);
-      return out;
+      return false;
     }
     *e.slot = fn;
   }
+  return true;
+}
 
+/// cuInit(0); false (with out.error naming the result) when it fails.
+bool initialise(LoadedDriver &out) {
+  DriverApi &a = out.api;
   CUresult r = a.cuInit(0);
-  if (r != CUDA_SUCCESS) {
-    const char *name = nullptr, *desc = nullptr;
-    a.cuGetErrorName(r, &name);
-    a.cuGetErrorString(r, &desc);
-    std::string n = name ? name : "CUresult " + std::to_string(int(r));
-    std::string d = desc                            ? desc
-                    : r == CUDA_ERROR_STUB_LIBRARY ? "a stub library, not a driver"
-                                                    : "no description";
-    out.error = llvm::formatv("the CUDA driver {0} loaded but cuInit failed: "
-                              "{1} ({2})",
-                              a.libraryPath, n, d);
-    return out;
+  if (r == CUDA_SUCCESS) {
+    a.cuDriverGetVersion(&a.version);
+    return true;
   }
-  a.cuDriverGetVersion(&a.version);
+  const char *name = nullptr, *desc = nullptr;
+  a.cuGetErrorName(r, &name);
+  a.cuGetErrorString(r, &desc);
+  std::string n = name ? name : "CUresult " + std::to_string(int(r));
+  std::string d = desc                            ? desc
+                  : r == CUDA_ERROR_STUB_LIBRARY ? "a stub library, not a driver"
+                                                  : "no description";
+  out.error = llvm::formatv("the CUDA driver {0} loaded but cuInit failed: "
+                            "{1} ({2})",
+                            a.libraryPath, n, d);
+  return false;
+}
+
+LoadedDriver load() {
+  LoadedDriver out;
+  void *lib = openLibrary(out);
   // The library stays loaded for the life of the process.
+  if (lib && resolveEntryPoints(lib, out))
+    initialise(out);
   return out;
 }
 
@@ -267,6 +287,15 @@ llvm::Expected<std::string> bitfold::runtime::deviceArch(int ordinal) {
     return std::move(e);
   api->cuDeviceGetAttribute(&minor,
                             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, *dev);
+  if (major * 10 + minor < kMinComputeCapability) {
+    char name[256] = {0};
+    api->cuDeviceGetName(name, sizeof(name) - 1, *dev);
+    return makeError(llvm::formatv(
+        "device cuda:{0} ('{1}') has compute capability {2}.{3}; bitfold "
+        "needs {4}.{5} (sm_{6}) or newer",
+        ordinal, name, major, minor, kMinComputeCapability / 10,
+        kMinComputeCapability % 10, kMinComputeCapability));
+  }
   std::string arch = llvm::formatv("sm_{0}{1}", major, minor).str();
   std::lock_guard<std::mutex> lock(mu);
   archs[ordinal] = arch;

@@ -116,7 +116,14 @@ struct DriverInfo {
 /// `bitfold version`; fails as driver() does without a driver.
 llvm::Expected<DriverInfo> queryDriver();
 
-/// "sm_XY" of a device (cached per device after the first query).
+/// The oldest GPUs bitfold generates code for: compute capability 8.0
+/// (sm_80, Ampere). Older targets lack instructions the kernels use, and
+/// LLVM's NVPTX backend dies on some of them (a fatal error, not an Error).
+constexpr int kMinComputeCapability = 80;
+
+/// "sm_XY" of a device (cached per device after the first query). An error
+/// naming the device and the minimum when it is below
+/// kMinComputeCapability, so nothing reaches codegen for it.
 llvm::Expected<std::string> deviceArch(int ordinal);
 
 /// The primary context of a device, retained on first use and kept for the

@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 using namespace bitfold;
@@ -60,8 +62,11 @@ double nowMs() {
       .count();
 }
 
-/// An flock()ed lock file; unlocked (and closed) on destruction.
-class FileLock {
+} // namespace
+
+/// An flock()ed lock file; unlocked (and closed) on destruction. The
+/// holder writes its pid into it, so waiters can say who they wait for.
+class bitfold::runtime::FileLock {
 public:
   ~FileLock() {
     if (fd >= 0) {
@@ -69,31 +74,49 @@ public:
       ::close(fd);
     }
   }
-  enum Result { Locked, TimedOut, Unavailable };
+  enum Result { Locked, TimedOut, Unavailable, EntryUnusable };
   /// Unavailable: the lock file cannot be created (read-only or missing
-  /// directory); `why` says so.
+  /// directory); EntryUnusable: something that is not a regular file sits
+  /// at its path (only this key is affected). `why` says so. `notice` is
+  /// called once when the wait passes `noticeSeconds`.
   Result acquire(const std::string &path, double timeoutSeconds,
+                 double noticeSeconds,
+                 llvm::function_ref<void(llvm::StringRef holder)> notice,
                  std::string &why) {
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd = ::open(path.c_str(),
+                O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     if (fd < 0) {
-      why = std::strerror(errno);
-      return Unavailable;
+      int err = errno;
+      why = std::strerror(err);
+      return err == EISDIR || err == ELOOP || err == ENXIO ? EntryUnusable
+                                                          : Unavailable;
     }
-    double deadline = nowMs() + timeoutSeconds * 1000.0;
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      why = "not a regular file";
+      return release(EntryUnusable);
+    }
+    double start = nowMs();
+    bool noticed = false;
     int sleepMs = 1;
     while (true) {
-      if (::flock(fd, LOCK_EX | LOCK_NB) == 0)
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        // The pid is informational: failing to write it changes nothing.
+        std::string pid = std::to_string(::getpid()) + "\n";
+        (void)!::ftruncate(fd, 0);
+        (void)!::pwrite(fd, pid.data(), pid.size(), 0);
         return Locked;
+      }
       if (errno != EWOULDBLOCK && errno != EINTR) {
         why = std::strerror(errno);
-        ::close(fd);
-        fd = -1;
-        return Unavailable;
+        return release(Unavailable);
       }
-      if (nowMs() > deadline) {
-        ::close(fd);
-        fd = -1;
-        return TimedOut;
+      double waited = (nowMs() - start) / 1000.0;
+      if (waited > timeoutSeconds)
+        return release(TimedOut);
+      if (!noticed && waited > noticeSeconds) {
+        noticed = true;
+        notice(holder());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(sleepMs));
       sleepMs = std::min(sleepMs * 2, 50);
@@ -101,10 +124,77 @@ public:
   }
 
 private:
+  Result release(Result r) {
+    ::close(fd);
+    fd = -1;
+    return r;
+  }
+  /// "pid N" as the holder wrote it, or "" when unknown.
+  std::string holder() const {
+    char buf[32] = {0};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    llvm::StringRef pid = llvm::StringRef(buf, n > 0 ? size_t(n) : 0).trim();
+    unsigned v = 0;
+    return pid.getAsInteger(10, v) ? "" : ("pid " + pid).str();
+  }
   int fd = -1;
 };
 
+namespace {
+
+/// Whether `dir` is a directory and not a symlink (so the cache never
+/// writes through a link planted inside it).
+bool isRealDirectory(llvm::StringRef dir) {
+  struct stat st;
+  return ::lstat(dir.str().c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 enum class ReadStatus { Found, Missing, Invalid };
+
+/// Reads a regular file of at most maxBytes without following a symlink or
+/// blocking on a FIFO. Missing: it is not there (or its folder cannot be
+/// read: the write path reports that); Invalid: `problem` says why.
+ReadStatus readRegularFile(const std::string &path, uint64_t maxBytes,
+                           std::string &out, std::string &problem) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR || err == EACCES)
+      return ReadStatus::Missing;
+    problem = err == ELOOP ? "it is a symbolic link" : std::strerror(err);
+    return ReadStatus::Invalid;
+  }
+  struct stat st;
+  ReadStatus status = ReadStatus::Invalid;
+  if (::fstat(fd, &st) != 0)
+    problem = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    problem = S_ISDIR(st.st_mode)    ? "it is a directory"
+              : S_ISFIFO(st.st_mode) ? "it is a FIFO, not a regular file"
+                                     : "it is not a regular file";
+  else if (uint64_t(st.st_size) > maxBytes)
+    problem = llvm::formatv("it is {0} bytes, over the {1}-byte limit of an "
+                            "entry",
+                            uint64_t(st.st_size), maxBytes);
+  else
+    status = ReadStatus::Found;
+  if (status == ReadStatus::Found) {
+    // read(), never mmap, so a file truncated under us cannot fault.
+    out.resize(size_t(st.st_size));
+    size_t got = 0;
+    while (got < out.size()) {
+      ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      got += size_t(n);
+    }
+    out.resize(got); // truncated meanwhile: the decoder says so.
+  }
+  ::close(fd);
+  return status;
+}
 
 struct ReadResult {
   ReadStatus status = ReadStatus::Missing;
@@ -112,27 +202,38 @@ struct ReadResult {
   codegen::CompiledKernel kernel;
 };
 
-ReadResult readEntry(const std::string &path, const std::string &keyText) {
+ReadResult readEntry(const std::string &path, const std::string &keyText,
+                     uint64_t maxBytes, const ValidateFn &validate) {
   ReadResult r;
-  // Volatile: read(), never mmap, so a file truncated under us cannot fault.
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                         /*RequiresNullTerminator=*/false,
-                                         /*IsVolatile=*/true);
-  if (!buf) // Missing, or an unreadable directory: the write path reports.
-    return r;
-  auto entry = decodeEntry((*buf)->getBuffer());
-  if (!entry) {
+  std::string bytes;
+  if (!isRealDirectory(llvm::sys::path::parent_path(path))) {
+    struct stat st;
+    if (::lstat(llvm::sys::path::parent_path(path).str().c_str(), &st) != 0)
+      return r; // no folder yet: a miss.
     r.status = ReadStatus::Invalid;
+    r.problem = "its folder is not a real directory (a symbolic link?)";
+    return r;
+  }
+  r.status = readRegularFile(path, maxBytes, bytes, r.problem);
+  if (r.status != ReadStatus::Found)
+    return r;
+  r.status = ReadStatus::Invalid;
+  auto entry = decodeEntry(bytes);
+  if (!entry) {
     r.problem = llvm::toString(entry.takeError());
     return r;
   }
   if (entry->keyText != keyText) {
-    r.status = ReadStatus::Invalid;
     r.problem = "it was written for a different key (hash collision or "
                 "stale entry); stored key:\n" +
                 entry->keyText;
     return r;
   }
+  if (validate)
+    if (llvm::Error e = validate(entry->kernel)) {
+      r.problem = "inconsistent with its kernel: " + llvm::toString(std::move(e));
+      return r;
+    }
   r.status = ReadStatus::Found;
   r.kernel = std::move(entry->kernel);
   return r;
@@ -158,6 +259,162 @@ std::string bitfold::runtime::entryPath(llvm::StringRef dir,
 }
 
 // ---- Entry files -----------------------------------------------------------
+
+namespace {
+
+/// Typed, range-checked reads of the metadata object: a wrong type or an
+/// out-of-range value is an error, never an exception or a silent default.
+class MetaReader {
+public:
+  explicit MetaReader(const json &o, std::string prefix = "")
+      : o(o), prefix(std::move(prefix)) {}
+  std::string str(const char *k) {
+    const json *v = find(k);
+    if (v && !v->is_string())
+      fail(k, "is not a string");
+    return v && v->is_string() ? v->get<std::string>() : "";
+  }
+  int64_t integer(const char *k, int64_t lo, int64_t hi) {
+    const json *v = find(k);
+    if (!v)
+      return lo;
+    if (!v->is_number_integer()) {
+      fail(k, "is not an integer");
+      return lo;
+    }
+    bool huge = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi);
+    int64_t x = huge ? hi : v->get<int64_t>();
+    if (huge || x < lo || x > hi)
+      fail(k, llvm::formatv("is {0}, outside [{1}, {2}]", v->dump(), lo, hi));
+    return std::clamp(x, lo, hi);
+  }
+  bool boolean(const char *k) {
+    const json *v = find(k);
+    if (v && !v->is_boolean())
+      fail(k, "is not true or false");
+    return v && v->is_boolean() && v->get<bool>();
+  }
+  double number(const char *k) {
+    const json *v = find(k);
+    if (v && !v->is_number())
+      fail(k, "is not a number");
+    return v && v->is_number() ? v->get<double>() : 0.0;
+  }
+  llvm::Error take() {
+    return problem.empty() ? llvm::Error::success()
+                           : makeError("inconsistent metadata: " + problem);
+  }
+  /// Problems of nested readers end up here.
+  void absorb(MetaReader &inner) {
+    if (problem.empty())
+      problem = inner.problem;
+  }
+  void fail(const llvm::Twine &k, const llvm::Twine &why) {
+    if (problem.empty())
+      problem = ("'" + prefix + k + "' " + why).str();
+  }
+
+private:
+  const json *find(const char *k) const {
+    auto it = o.find(k);
+    return it == o.end() ? nullptr : &*it;
+  }
+  const json &o;
+  std::string prefix; ///< "config." for a nested object.
+  std::string problem;
+};
+
+constexpr int64_t kMaxCtaThreads = 1024;
+constexpr int64_t kMaxAbiCount = 64;
+
+/// The object at `k` ("abi"), read by `body`; missing or not an
+/// object is a problem.
+void readObject(MetaReader &outer, const json &meta, const char *k,
+                llvm::function_ref<void(MetaReader &)> body) {
+  auto it = meta.find(k);
+  if (it == meta.end() || !it->is_object())
+    return outer.fail(k, "is missing or not an object");
+  MetaReader inner(*it, std::string(k) + ".");
+  body(inner);
+  outer.absorb(inner);
+}
+
+/// The number of .param declarations of PTX entry `name`, or -1 when the
+/// PTX declares no such entry.
+int ptxParamCount(llvm::StringRef ptx, llvm::StringRef name) {
+  size_t at = ptx.find((".entry " + name + "(").str());
+  if (at == llvm::StringRef::npos)
+    return -1;
+  llvm::StringRef params = ptx.drop_front(at).split('(').second.split(')').first;
+  return int(params.count(".param"));
+}
+
+/// The kernel must agree with itself: launchable config, sane ABI, and the
+/// PTX entry's parameter count equal to the ABI's.
+llvm::Error checkKernelConsistency(const codegen::CompiledKernel &k) {
+  if (k.config.ctaThreads() > kMaxCtaThreads)
+    return makeError(llvm::formatv("inconsistent metadata: {0} rows x {1} "
+                                   "threads per CTA exceeds {2}",
+                                   k.config.rowsPerCta, k.config.threadsPerRow,
+                                   kMaxCtaThreads));
+  int params = ptxParamCount(k.ptx, k.entryName);
+  if (params < 0 && llvm::StringRef(k.ptx).contains(".entry "))
+    return makeError("inconsistent metadata: the PTX has no entry '" +
+                     k.entryName + "'");
+  if (params >= 0 && size_t(params) != k.abi.paramCount())
+    return makeError(llvm::formatv(
+        "inconsistent metadata: the PTX entry takes {0} parameters, the ABI "
+        "({1} groups, {2} operands, {3} dims, {4} scalars) says {5}",
+        params, k.abi.numGroups, k.abi.numOperands, k.abi.numDims,
+        k.abi.numScalars, k.abi.paramCount()));
+  return llvm::Error::success();
+}
+
+/// Fills e.keyText and e.kernel (all but PTX and cubin) from e.metaJson.
+llvm::Error decodeMeta(CacheEntry &e) {
+  json meta = json::parse(e.metaJson, nullptr, /*allow_exceptions=*/false);
+  if (meta.is_discarded() || !meta.is_object())
+    return makeError("metadata is not valid JSON");
+  MetaReader m(meta);
+  codegen::CompiledKernel &k = e.kernel;
+  e.keyText = m.str("key");
+  k.entryName = m.str("entryName");
+  k.cubinTool = m.str("cubinTool");
+  // The config is stored once, as TileConfig text (its parser checks it).
+  std::string configText = m.str("config");
+  if (auto config = codegen::TileConfig::parse(configText))
+    k.config = *config;
+  else
+    m.fail("config", llvm::toString(config.takeError()));
+  readObject(m, meta, "abi", [&](MetaReader &a) {
+    k.abi.numGroups = int(a.integer("numGroups", 1, kMaxAbiCount));
+    k.abi.numOperands = int(a.integer("numOperands", 0, kMaxAbiCount));
+    k.abi.numDims = int(a.integer("numDims", 0, kMaxAbiCount));
+    k.abi.numScalars = int(a.integer("numScalars", 0, kMaxAbiCount));
+  });
+  k.sharedBytes = unsigned(m.integer("sharedBytes", 0, 1 << 20));
+  k.gridDependencyWait = m.boolean("gridDependencyWait");
+  m.integer("createdAt", INT64_MIN, INT64_MAX);
+  m.number("compileMs");
+  if (auto t = meta.find("stageTimes"); t != meta.end() && t->is_array())
+    for (const json &st : *t) {
+      if (!st.is_object())
+        return makeError("inconsistent metadata: a stage time is not an object");
+      MetaReader sr(st, "stageTimes.");
+      k.times.push_back({sr.str("stage"), sr.number("ms")});
+      m.absorb(sr);
+    }
+  if (llvm::Error err = m.take())
+    return err;
+  if (e.keyText.empty())
+    return makeError("metadata has no key");
+  if (k.entryName.empty())
+    return makeError("metadata has no kernel entry name");
+  return checkKernelConsistency(k);
+}
+
+} // namespace
+
 
 std::string bitfold::runtime::encodeEntry(const CacheKey &key,
                                           const codegen::CompiledKernel &k,
@@ -242,45 +499,11 @@ llvm::Expected<CacheEntry> bitfold::runtime::decodeEntry(llvm::StringRef bytes) 
                                    hexOf(sum), hexOf(actual)));
   CacheEntry e;
   e.metaJson = payload.take_front(metaLen).str();
-  json meta = json::parse(e.metaJson, nullptr, /*allow_exceptions=*/false);
-  if (meta.is_discarded() || !meta.is_object())
-    return makeError("metadata is not valid JSON");
-  auto str = [&](const char *k) -> std::string {
-    auto it = meta.find(k);
-    return it != meta.end() && it->is_string() ? it->get<std::string>() : "";
-  };
-  auto num = [](const json &o, const char *k) -> int64_t {
-    auto it = o.find(k);
-    return it != o.end() && it->is_number() ? it->get<int64_t>() : 0;
-  };
-  e.keyText = str("key");
-  if (e.keyText.empty())
-    return makeError("metadata has no key");
-  codegen::CompiledKernel &k = e.kernel;
-  k.entryName = str("entryName");
-  k.cubinTool = str("cubinTool");
-  auto config = codegen::TileConfig::parse(str("config"));
-  if (!config)
-    return makeError("metadata config: " + llvm::toString(config.takeError()));
-  k.config = *config;
-  if (auto a = meta.find("abi"); a != meta.end() && a->is_object()) {
-    k.abi.numGroups = int(num(*a, "numGroups"));
-    k.abi.numOperands = int(num(*a, "numOperands"));
-    k.abi.numDims = int(num(*a, "numDims"));
-    k.abi.numScalars = int(num(*a, "numScalars"));
-  }
-  k.sharedBytes = unsigned(num(meta, "sharedBytes"));
-  k.gridDependencyWait = meta.value("gridDependencyWait", false);
-  if (auto t = meta.find("stageTimes"); t != meta.end() && t->is_array())
-    for (const json &s : *t)
-      if (s.is_object())
-        k.times.push_back({s.value("stage", std::string()),
-                           s.value("ms", 0.0)});
-  if (k.entryName.empty())
-    return makeError("metadata has no kernel entry name");
-  k.ptx = payload.substr(metaLen, ptxLen).str();
+  e.kernel.ptx = payload.substr(metaLen, ptxLen).str();
   llvm::StringRef cubin = payload.substr(metaLen + ptxLen, cubinLen);
-  k.cubin.assign(cubin.begin(), cubin.end());
+  e.kernel.cubin.assign(cubin.begin(), cubin.end());
+  if (llvm::Error err = decodeMeta(e))
+    return std::move(err);
   return std::move(e);
 }
 
@@ -345,7 +568,7 @@ std::string CacheOrigin::describe() const {
 
 llvm::Expected<CompiledKernelRef>
 KernelCache::getOrCompile(const CacheKey &key, const CompileFn &compile,
-                          CacheOrigin *origin) {
+                          CacheOrigin *origin, const ValidateFn &validate) {
   CacheOrigin local;
   CacheOrigin &how = origin ? *origin : local;
   how = CacheOrigin{};
@@ -369,7 +592,7 @@ KernelCache::getOrCompile(const CacheKey &key, const CompileFn &compile,
   slot->state = Slot::Busy;
   lock.unlock();
 
-  auto result = loadOrCompile(key, compile, how);
+  auto result = loadOrCompile(key, compile, validate, how);
 
   lock.lock();
   if (result) {
@@ -401,9 +624,46 @@ KernelCache::compileNow(const CacheKey &key, const CompileFn &compile,
   return std::make_shared<const codegen::CompiledKernel>(std::move(*k));
 }
 
+int KernelCache::lockEntry(const CacheKey &key, const std::string &path,
+                           FileLock &fileLock) {
+  std::string why;
+  FileLock::Result locked = FileLock::Unavailable;
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  std::string lockPath = path.substr(0, path.size() - 4) + ".lock";
+  if (std::error_code ec = llvm::sys::fs::create_directories(parent))
+    why = ec.message();
+  else if (!isRealDirectory(parent))
+    locked = FileLock::EntryUnusable, why = "its folder is not a directory";
+  else
+    locked = fileLock.acquire(
+        lockPath, opts.lockTimeoutSeconds, opts.lockNoticeSeconds,
+        [&](llvm::StringRef holder) {
+          opts.warn(llvm::formatv(
+              "waiting for the kernel cache lock '{0}' ({1}another process "
+              "is compiling {2}); compiling here after {3} s",
+              lockPath, holder.empty() ? "" : "held by " + holder + ": ",
+              key.kernelName, opts.lockTimeoutSeconds).str());
+        },
+        why);
+  if (locked == FileLock::Unavailable && writable.exchange(false))
+    warnOnce("unwritable", "cannot write the kernel cache in '" + dir +
+                               "' (" + why +
+                               "); continuing with the in-memory cache only");
+  if (locked == FileLock::EntryUnusable)
+    warnOnce("entry:" + key.hash(),
+             "cannot use the kernel cache entry '" + path + "' (" + why +
+                 "); keeping " + key.kernelName + " in memory only");
+  if (locked == FileLock::TimedOut)
+    warnOnce("timeout:" + key.hash(),
+             llvm::formatv("waited {0} s for another process to compile "
+                           "{1} (lock '{2}'); compiling it here too",
+                           opts.lockTimeoutSeconds, key.kernelName, lockPath));
+  return locked;
+}
+
 llvm::Expected<CompiledKernelRef>
 KernelCache::loadOrCompile(const CacheKey &key, const CompileFn &compile,
-                           CacheOrigin &origin) {
+                           const ValidateFn &validate, CacheOrigin &origin) {
   double ms = 0;
   origin.kind = CacheOrigin::Compiled;
   if (dir.empty()) {
@@ -416,50 +676,25 @@ KernelCache::loadOrCompile(const CacheKey &key, const CompileFn &compile,
   const std::string h = key.hash();
   const std::string path = entryPath(dir, h);
 
-  double t0 = nowMs();
-  ReadResult r = readEntry(path, text);
-  if (r.status == ReadStatus::Found) {
+  auto hit = [&](ReadResult &r, double t0) -> CompiledKernelRef {
     ++counters.diskHits;
-    auto k = std::make_shared<const codegen::CompiledKernel>(std::move(r.kernel));
     origin = CacheOrigin{CacheOrigin::Disk, nowMs() - t0};
-    return k;
-  }
+    return std::make_shared<const codegen::CompiledKernel>(std::move(r.kernel));
+  };
+  double t0 = nowMs();
+  ReadResult r = readEntry(path, text, opts.maxEntryBytes, validate);
+  if (r.status == ReadStatus::Found)
+    return hit(r, t0);
 
   // Miss or bad entry: take the key's lock so one process compiles.
-  std::string why;
   FileLock fileLock;
-  FileLock::Result locked = FileLock::Unavailable;
-  if (writable) {
-    std::error_code ec = llvm::sys::fs::create_directories(
-        llvm::sys::path::parent_path(path));
-    if (ec)
-      why = ec.message();
-    else
-      locked = fileLock.acquire(path.substr(0, path.size() - 4) + ".lock",
-                                opts.lockTimeoutSeconds, why);
-  }
-  if (locked == FileLock::Unavailable && writable) {
-    writable = false;
-    warnOnce("unwritable", "cannot write the kernel cache in '" + dir +
-                               "' (" + why +
-                               "); continuing with the in-memory cache only");
-  }
-  if (locked == FileLock::TimedOut)
-    warnOnce("timeout:" + h,
-             llvm::formatv("waited {0} s for another process to compile "
-                           "{1} ({2}); compiling it here too",
-                           opts.lockTimeoutSeconds, key.kernelName, path));
+  int locked = writable ? lockEntry(key, path, fileLock) : FileLock::Unavailable;
   if (locked == FileLock::Locked) {
     // Another process may have published it while we waited.
     double t1 = nowMs();
-    r = readEntry(path, text);
-    if (r.status == ReadStatus::Found) {
-      ++counters.diskHits;
-      auto k = std::make_shared<const codegen::CompiledKernel>(
-          std::move(r.kernel));
-      origin = CacheOrigin{CacheOrigin::Disk, nowMs() - t1};
-      return k;
-    }
+    r = readEntry(path, text, opts.maxEntryBytes, validate);
+    if (r.status == ReadStatus::Found)
+      return hit(r, t1);
   }
 
   auto k = compileNow(key, compile, &ms);
@@ -472,7 +707,7 @@ KernelCache::loadOrCompile(const CacheKey &key, const CompileFn &compile,
                                  "' is invalid (" + r.problem +
                                  "); rebuilt it");
   }
-  if (writable && locked != FileLock::Unavailable)
+  if (writable && (locked == FileLock::Locked || locked == FileLock::TimedOut))
     publish(key, path, **k, ms);
   return k;
 }
@@ -487,6 +722,15 @@ void KernelCache::publish(const CacheKey &key, const std::string &path,
   auto fail = [&](const char *what, int err) {
     ++counters.diskWriteFailures;
     ::unlink(tmp.c_str());
+    // Something in the way of this one entry (a directory at its path)
+    // does not make the whole cache unwritable.
+    if (err == EISDIR || err == ENOTEMPTY || err == EEXIST || err == EBUSY)
+      return warnOnce("entry:" + key.hash(),
+                      llvm::formatv("cannot replace the kernel cache entry "
+                                    "'{0}' ({1}: {2}); keeping {3} in memory "
+                                    "only",
+                                    path, what, std::strerror(err),
+                                    key.kernelName));
     writable = false;
     warnOnce("unwritable", llvm::formatv("cannot write the kernel cache in "
                                          "'{0}' ({1}: {2}); continuing with "
@@ -514,4 +758,218 @@ void KernelCache::publish(const CacheKey &key, const std::string &path,
     return fail("close", errno);
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     return fail("rename", errno);
+}
+
+// ---- Maintenance -------------------------------------------------------------
+
+namespace {
+
+bool isLowerHex(llvm::StringRef s) {
+  return llvm::all_of(s, [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
+bool isDigits(llvm::StringRef s) {
+  return !s.empty() && llvm::all_of(s, llvm::isDigit);
+}
+
+/// A file of the cache's layout.
+struct LayoutFile {
+  enum Kind { Entry, Lock, Temp } kind;
+  std::string path, hash;
+  uint64_t bytes = 0;
+  int64_t mtime = 0;
+};
+
+/// Which cache file `name` (in folder `sub`) is, if any.
+std::optional<LayoutFile::Kind> classify(llvm::StringRef sub,
+                                         llvm::StringRef name) {
+  llvm::StringRef h = name.take_front(64), rest = name.drop_front(64);
+  if (h.size() != 64 || !isLowerHex(h) || !h.starts_with(sub))
+    return std::nullopt;
+  if (rest == ".bfk")
+    return LayoutFile::Entry;
+  if (rest == ".lock")
+    return LayoutFile::Lock;
+  auto [pid, n] = rest.drop_front(std::min<size_t>(rest.size(), 9)).split('.');
+  if (rest.starts_with(".bfk.tmp.") && isDigits(pid) && isDigits(n))
+    return LayoutFile::Temp;
+  return std::nullopt;
+}
+
+struct LayoutWalk {
+  std::vector<LayoutFile> files; ///< sorted by path.
+  std::vector<std::string> folders;
+  uint64_t foreign = 0;
+  std::vector<std::string> problems;
+};
+
+/// The names in `dir`, or a problem.
+std::vector<std::string> namesIn(const std::string &dir,
+                                 std::vector<std::string> &problems) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  llvm::sys::fs::directory_iterator it(dir, ec, /*FollowSymlinks=*/false), end;
+  for (; it != end && !ec; it.increment(ec))
+    names.push_back(llvm::sys::path::filename(it->path()).str());
+  if (ec)
+    problems.push_back("cannot read directory '" + dir + "': " + ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// Every file of the cache layout under `dir`, never following a symlink.
+LayoutWalk walkCache(llvm::StringRef dir) {
+  LayoutWalk w;
+  for (const std::string &sub : namesIn(dir.str(), w.problems)) {
+    std::string subPath = (dir + "/" + sub).str();
+    if (sub.size() != 2 || !isLowerHex(sub) || !isRealDirectory(subPath)) {
+      ++w.foreign;
+      continue;
+    }
+    w.folders.push_back(subPath);
+    for (const std::string &name : namesIn(subPath, w.problems)) {
+      std::string path = subPath + "/" + name;
+      struct stat st;
+      std::optional<LayoutFile::Kind> kind = classify(sub, name);
+      if (!kind || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        ++w.foreign;
+        continue;
+      }
+      w.files.push_back({*kind, path, name.substr(0, 64), uint64_t(st.st_size),
+                         int64_t(st.st_mtime)});
+    }
+  }
+  return w;
+}
+
+/// Whether another process holds the lock file (a compile is running).
+bool lockIsHeld(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0)
+    return false;
+  bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
+/// Removes `files`; the error names the first failure and counts them all.
+llvm::Error removeAll(llvm::ArrayRef<const LayoutFile *> files,
+                      CacheCleanResult &result) {
+  std::string first;
+  int failed = 0;
+  for (const LayoutFile *f : files) {
+    if (::unlink(f->path.c_str()) == 0 || errno == ENOENT) {
+      ++result.filesRemoved;
+      result.bytesRemoved += f->bytes;
+      continue;
+    }
+    if (failed++ == 0)
+      first = "cannot remove '" + f->path + "': " + std::strerror(errno);
+  }
+  if (!failed)
+    return llvm::Error::success();
+  return makeError(llvm::formatv("{0} ({1} file(s) could not be removed; {2} "
+                                 "removed)",
+                                 first, failed, result.filesRemoved));
+}
+
+} // namespace
+
+CacheListing bitfold::runtime::listCacheDir(llvm::StringRef dir) {
+  LayoutWalk w = walkCache(dir);
+  CacheListing out;
+  out.problems = std::move(w.problems);
+  out.foreign = int(w.foreign);
+  for (const LayoutFile &f : w.files) {
+    out.tmpFiles += f.kind == LayoutFile::Temp;
+    out.lockFiles += f.kind == LayoutFile::Lock;
+    if (f.kind != LayoutFile::Entry)
+      continue;
+    CacheFileInfo e;
+    e.path = f.path;
+    e.hash = f.hash;
+    e.bytes = f.bytes;
+    std::string bytes;
+    if (readRegularFile(f.path, kMaxEntryBytes, bytes, e.problem) !=
+        ReadStatus::Found) {
+      if (e.problem.empty())
+        e.problem = "cannot read it";
+    } else if (auto decoded = decodeEntry(bytes); !decoded) {
+      e.problem = llvm::toString(decoded.takeError());
+    } else {
+      e.metaJson = decoded->metaJson;
+      auto digest =
+          llvm::SHA256::hash(llvm::arrayRefFromStringRef(decoded->keyText));
+      if (llvm::toHex(digest, true) != e.hash)
+        e.problem = "the file name is not the hash of the key it holds";
+    }
+    out.entries.push_back(std::move(e));
+  }
+  return out;
+}
+
+llvm::Expected<CacheCleanResult>
+bitfold::runtime::clearCacheDir(llvm::StringRef dir) {
+  LayoutWalk w = walkCache(dir);
+  CacheCleanResult result;
+  result.foreign = w.foreign;
+  std::vector<const LayoutFile *> victims;
+  for (const LayoutFile &f : w.files) {
+    if (f.kind == LayoutFile::Lock && lockIsHeld(f.path)) {
+      ++result.busyLocks; // removing it would let a second compile start
+      continue;
+    }
+    victims.push_back(&f);
+  }
+  llvm::Error e = removeAll(victims, result);
+  for (const std::string &folder : w.folders)
+    ::rmdir(folder.c_str()); // fails, harmlessly, unless empty
+  if (!w.problems.empty() && !e)
+    e = makeError(w.problems.front());
+  if (e)
+    return std::move(e);
+  return result;
+}
+
+llvm::Expected<CacheCleanResult>
+bitfold::runtime::pruneCacheDir(llvm::StringRef dir, uint64_t maxBytes) {
+  LayoutWalk w = walkCache(dir);
+  CacheCleanResult result;
+  result.foreign = w.foreign;
+  std::vector<const LayoutFile *> entries;
+  uint64_t total = 0;
+  for (const LayoutFile &f : w.files)
+    if (f.kind == LayoutFile::Entry) {
+      entries.push_back(&f);
+      total += f.bytes;
+    }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const LayoutFile *a, const LayoutFile *b) {
+                     return a->mtime < b->mtime;
+                   });
+  std::vector<const LayoutFile *> victims;
+  for (const LayoutFile *f : entries) {
+    if (total <= maxBytes)
+      break;
+    victims.push_back(f);
+    total -= f->bytes;
+  }
+  if (llvm::Error e = removeAll(victims, result))
+    return std::move(e);
+  if (!w.problems.empty())
+    return makeError(w.problems.front());
+  return result;
+}
+
+llvm::Expected<std::string>
+bitfold::runtime::readEntryFile(llvm::StringRef path, uint64_t maxBytes) {
+  std::string bytes, problem;
+  ReadStatus s = readRegularFile(path.str(), maxBytes, bytes, problem);
+  if (s == ReadStatus::Found)
+    return bytes;
+  return makeError("cannot read '" + path + "': " +
+                   (problem.empty() ? "it does not exist or cannot be opened"
+                                    : problem));
 }

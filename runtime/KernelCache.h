@@ -17,9 +17,21 @@
 //  - an entry that is truncated, bit-flipped (xxh3 checksum over the
 //    payload), from another format version or for another key is rebuilt,
 //    with one warning per key and process;
+//  - an entry whose metadata is inconsistent (out-of-range config or ABI,
+//    a PTX entry whose parameter count disagrees with the ABI, or one the
+//    caller's validator rejects: the kernel definition disagrees) is
+//    rebuilt and replaced the same way;
+//  - the cache trusts nothing it reads: an entry must be a regular file
+//    (never a FIFO, device or symlink; opened with O_NOFOLLOW|O_NONBLOCK)
+//    no larger than CacheOptions::maxEntryBytes; anything else is rebuilt
+//    and the bad file replaced by rename;
 //  - a cache directory that cannot be created, is read-only or is full
 //    degrades to memory only (plus reading whatever valid entries it has),
-//    with one warning; never a failure.
+//    with one warning; never a failure. A single entry path that cannot be
+//    written (a directory sits there) is skipped for that key only;
+//  - a lock held by another process is waited for at most
+//    lockTimeoutSeconds, with a message naming the lock file (and the pid
+//    written in it) once the wait passes lockNoticeSeconds.
 //
 // On-disk layout: <dir>/<h[0:2]>/<h>.bfk, h = hex SHA-256 of the key text;
 // <h>.lock next to it (flock'ed while compiling; left behind, harmless).
@@ -70,21 +82,80 @@ struct CacheEntry {
   codegen::CompiledKernel kernel;
 };
 
+/// Entries larger than this are never read (a bogus file cannot make the
+/// reader allocate without bound).
+constexpr uint64_t kMaxEntryBytes = uint64_t(256) << 20;
+
 /// Serialises an entry (see the layout above); the metadata records the
 /// key, versions, config, ABI and compile times.
 std::string encodeEntry(const CacheKey &key,
                         const codegen::CompiledKernel &kernel,
                         double compileMs);
-/// Decodes and checks an entry: header, lengths, checksum, metadata. Errors
-/// say what is wrong ("truncated: ...", "checksum mismatch", ...).
+/// Decodes and checks an entry: header, lengths, checksum, metadata (every
+/// field its type and range; the PTX entry's parameter count against the
+/// ABI). Errors say what is wrong ("truncated: ...", "checksum mismatch",
+/// "inconsistent metadata: ..."). Never throws.
 llvm::Expected<CacheEntry> decodeEntry(llvm::StringRef bytes);
+
+/// Reads an entry file the way the cache does: a regular file only (no
+/// symlink, FIFO or device; never blocks), at most `maxBytes`.
+llvm::Expected<std::string> readEntryFile(llvm::StringRef path,
+                                          uint64_t maxBytes = kMaxEntryBytes);
+
+// ---- Maintenance (`bitfold cache ...`) ---------------------------------------
+// These touch only files that match the cache's own layout: <dir>/<xx>/
+// where xx is two lowercase hex digits and a real directory (not a
+// symlink), and in it regular files (not symlinks) named <h>.bfk, <h>.lock
+// or <h>.bfk.tmp.<pid>.<n>, with h 64 lowercase hex digits starting with
+// xx. Everything else under <dir> is left alone and counted as foreign.
+
+/// One .bfk entry found by listCacheDir().
+struct CacheFileInfo {
+  std::string path;
+  std::string hash;    ///< from the file name.
+  uint64_t bytes = 0;
+  std::string problem; ///< empty: valid.
+  std::string metaJson;///< the stored metadata (valid entries).
+};
+
+struct CacheListing {
+  std::vector<CacheFileInfo> entries; ///< sorted by path.
+  int tmpFiles = 0, lockFiles = 0, foreign = 0;
+  /// Directories that could not be read, and other problems that make the
+  /// listing incomplete (a verify must fail on them).
+  std::vector<std::string> problems;
+};
+
+/// Every entry of the cache in `dir`, decoded and checked.
+CacheListing listCacheDir(llvm::StringRef dir);
+
+struct CacheCleanResult {
+  uint64_t filesRemoved = 0;
+  uint64_t bytesRemoved = 0;
+  uint64_t foreign = 0; ///< files and folders left alone (not the layout).
+  uint64_t busyLocks = 0; ///< lock files held by a live compile, kept.
+};
+
+/// Removes every cache file (entries, temp files, unheld lock files) and
+/// the emptied <xx> folders. Never follows a symlink. An error when any
+/// removal fails (naming the file; the others are still removed).
+llvm::Expected<CacheCleanResult> clearCacheDir(llvm::StringRef dir);
+
+/// Removes the oldest entries (by modification time) until the entries
+/// total at most `maxBytes`. Same layout rules and errors as clear.
+llvm::Expected<CacheCleanResult> pruneCacheDir(llvm::StringRef dir,
+                                               uint64_t maxBytes);
 
 struct CacheOptions {
   std::string dir;  ///< empty: defaultCacheDir().
   bool disk = true; ///< false: memory only.
   /// How long to wait for another process's compile of the same key before
   /// compiling anyway (the result is still published atomically).
-  double lockTimeoutSeconds = 600;
+  double lockTimeoutSeconds = 120;
+  /// After this long waiting for a lock, say so (naming the lock file).
+  double lockNoticeSeconds = 2;
+  /// Entry files larger than this are treated as invalid.
+  uint64_t maxEntryBytes = kMaxEntryBytes;
   /// Where warnings go; default: stderr, "bitfold: warning: ...".
   std::function<void(llvm::StringRef)> warn;
 };
@@ -114,6 +185,13 @@ struct CacheOrigin {
 using CompiledKernelRef = std::shared_ptr<const codegen::CompiledKernel>;
 /// Produces the kernel on a miss. Injectable: tests pass a fake compiler.
 using CompileFn = std::function<llvm::Expected<codegen::CompiledKernel>()>;
+/// Checks a kernel read from disk against what the caller knows (its
+/// definition's ABI, the config asked for); an error makes the cache treat
+/// the entry as invalid: warn once, recompile, replace.
+using ValidateFn =
+    std::function<llvm::Error(const codegen::CompiledKernel &)>;
+
+class FileLock;
 
 class KernelCache {
 public:
@@ -124,10 +202,12 @@ public:
 
   /// The kernel for `key`: from memory, else from disk, else from
   /// `compile` (see the guarantees above). Thread safe. `origin`, when
-  /// given, says which of the three it was.
+  /// given, says which of the three it was. `validate`, when given, vets
+  /// kernels read from disk.
   llvm::Expected<CompiledKernelRef> getOrCompile(const CacheKey &key,
                                                  const CompileFn &compile,
-                                                 CacheOrigin *origin = nullptr);
+                                                 CacheOrigin *origin = nullptr,
+                                                 const ValidateFn &validate = {});
 
   CacheStats stats() const;
   /// The cache directory; empty when the cache is memory only.
@@ -139,10 +219,15 @@ private:
   struct Slot;
   llvm::Expected<CompiledKernelRef> loadOrCompile(const CacheKey &key,
                                                   const CompileFn &compile,
+                                                  const ValidateFn &validate,
                                                   CacheOrigin &origin);
   llvm::Expected<CompiledKernelRef> compileNow(const CacheKey &key,
                                                const CompileFn &compile,
                                                double *ms);
+  /// Takes the key's lock file; returns a FileLock::Result (warning as
+  /// needed: unwritable cache, unusable entry path, wait, time-out).
+  int lockEntry(const CacheKey &key, const std::string &path,
+                FileLock &lock);
   void publish(const CacheKey &key, const std::string &path,
                const codegen::CompiledKernel &kernel, double ms);
   void warnOnce(const std::string &tag, const llvm::Twine &message);

@@ -203,21 +203,22 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
 }
 
 llvm::Error Kernel::checkCompiled(const KernelDef &def,
+                                  const codegen::TileConfig &config,
                                   const codegen::CompiledKernel &k) const {
   const spec::KernelABI want = spec::KernelABI::of(def);
   if (k.abi == want && k.abi.paramCount() <= size_t(kMaxParams) &&
-      k.config.ctaThreads() > 0 && k.config.rowsPerCta > 0)
+      k.config == config && k.config.ctaThreads() > 0 &&
+      k.config.rowsPerCta > 0)
     return llvm::Error::success();
   return runtimeError(
       BITFOLD_ERROR_INTERNAL,
       llvm::formatv("{0}: the compiled kernel's ABI ({1} groups, {2} "
-                    "operands, {3} dims, {4} scalars, {5} rows x {6} "
-                    "threads per CTA) does not match the definition ({7}, "
-                    "{8}, {9}, {10})",
+                    "operands, {3} dims, {4} scalars, config {5}) does not "
+                    "match the definition ({6}, {7}, {8}, {9}, config {10})",
                     templateName, k.abi.numGroups, k.abi.numOperands,
-                    k.abi.numDims, k.abi.numScalars, k.config.rowsPerCta,
-                    k.config.threadsPerRow, want.numGroups, want.numOperands,
-                    want.numDims, want.numScalars));
+                    k.abi.numDims, k.abi.numScalars, k.config.str(),
+                    want.numGroups, want.numOperands, want.numDims,
+                    want.numScalars, config.str()));
 }
 
 Kernel::ClassEntry *Kernel::publish(const SpecKey &key, std::string keyText,
@@ -270,14 +271,19 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
   CacheKey ck =
       spec::makeCacheKey(**def, shape, *config, options, rt.toolchain());
   const Compiler &comp = rt.compiler();
+  // A disk entry is vetted against the definition and the config asked for
+  // (a mismatch is rebuilt by the cache); a fresh compile must match too.
+  auto matches = [&](const codegen::CompiledKernel &k) {
+    return checkCompiled(**def, *config, k);
+  };
   auto compiled = rt.cache().getOrCompile(
       ck, [&]() { return comp.compile(**def, shape, *config, options); },
-      &entry->origin);
+      &entry->origin, matches);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,
                         llvm::toString(compiled.takeError()));
-  if (llvm::Error e = checkCompiled(**def, **compiled))
-    return std::move(e);
+  if (llvm::Error e = matches(**compiled))
+    return e;
   entry->specialiseMs = msSince(t0);
   return publish(key, ck.text(), *def, *compiled, std::move(entry));
 }

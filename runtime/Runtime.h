@@ -168,6 +168,7 @@ private:
   chooseConfig(const std::shared_ptr<const dsl::KernelDef> &def,
                const SpecKey &key, const std::string &arch, ClassEntry &entry);
   llvm::Error checkCompiled(const dsl::KernelDef &def,
+                            const codegen::TileConfig &config,
                             const codegen::CompiledKernel &k) const;
   ClassEntry *publish(const SpecKey &key, std::string keyText,
                       std::shared_ptr<const dsl::KernelDef> def,

@@ -2,9 +2,41 @@
 
 #include "runtime/Status.h"
 
+#include "llvm/Support/ErrorHandling.h"
+
+#include <cstdio>
+#include <mutex>
+
 using namespace bitfold::runtime;
 
 char RuntimeError::ID = 0;
+
+namespace {
+
+void report(const char *kind, const char *reason) {
+  // No allocation: the heap may be what failed.
+  std::fprintf(stderr, "bitfold: %s in LLVM: %s\n", kind,
+               reason ? reason : "(no reason given)");
+  std::fflush(stderr);
+}
+
+void onFatalError(void *, const char *reason, bool) {
+  report("fatal error", reason);
+}
+
+void onBadAlloc(void *, const char *reason, bool) {
+  report("out of memory", reason);
+}
+
+} // namespace
+
+void bitfold::runtime::installLlvmErrorHandlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::install_fatal_error_handler(onFatalError);
+    llvm::install_bad_alloc_error_handler(onBadAlloc);
+  });
+}
 
 llvm::Error bitfold::runtime::withContext(llvm::Error e,
                                           const llvm::Twine &prefix) {

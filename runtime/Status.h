@@ -37,6 +37,17 @@ inline llvm::Error runtimeError(bitfold_status code, const llvm::Twine &msg) {
 /// Prefixes the message of `e` (keeping its code).
 llvm::Error withContext(llvm::Error e, const llvm::Twine &prefix);
 
+/// Installs LLVM's fatal-error and bad-alloc handlers, once per process
+/// (bitfold_runtime_create calls it). LLVM does not allow recovery from
+/// either: after the handler returns it exits (fatal error) or aborts
+/// (allocation failure), and throwing through LLVM's frames is unsafe. So
+/// the handlers only make the end explicit and attributable: "bitfold:
+/// fatal error in LLVM: <reason>" on stderr, instead of a bare abort. The
+/// runtime's real defence is never to reach them: inputs LLVM would die on
+/// (a GPU below the minimum compute capability, a bad arch) are refused
+/// before codegen with a status.
+void installLlvmErrorHandlers();
+
 /// Consumes `e`; returns its code and stores its message in `message`.
 bitfold_status takeStatus(llvm::Error e, std::string &message);
 

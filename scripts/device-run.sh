@@ -12,6 +12,11 @@
 #             test_torch_ops.py, examples/torch, bench/host_cost.py
 #                                                       -> $OUT/torch.log, torch-examples.json,
 #                                                          host_cost.md
+#   sanitize  compute-sanitizer memcheck, racecheck, initcheck, synccheck
+#             over every stock template x every legal config at a small
+#             shape (`bitfold run`)                     -> $OUT/compute-sanitizer.txt
+#             knobs: SANITIZE_TEMPLATES, SANITIZE_TOOLS, SANITIZE_JOBS (8
+#             runs at once), SANITIZE_BUDGET_S (stop starting runs after it)
 #   any other word is passed to bash as a command after the package is set up.
 # Usage: bash scripts/device-run.sh version kernels suite
 set -uo pipefail
@@ -51,6 +56,42 @@ torch_step() {
     exit $rc
   ) 2>&1 | tee "$OUT/torch.log" | tail -40
   return "${PIPESTATUS[0]}"
+# One line per (template, shape, config, tool): "clean" or the error count.
+sanitize_one() { # template shape config tool
+  local log=/tmp/bf-cs/$1.$3.$4.log
+  if (( $(date +%s) > SANITIZE_DEADLINE )); then echo "$1 $2 $3 $4 NOT-RUN (budget)"; return; fi
+  timeout 300 compute-sanitizer --tool "$4" --error-exitcode 86 \
+    bitfold run "$1" --shape "$2" --config "$3" --iters 1 >"$log" 2>&1
+  local rc=$? errors
+  errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)
+  if [[ $rc == 0 && ${errors:-0} == 0 ]]; then echo "$1 $2 $3 $4 clean"
+  else echo "$1 $2 $3 $4 FAILED rc=$rc errors=${errors:-?} log=$log"; fi
+}
+sanitize() {
+  local summary=$OUT/compute-sanitizer.txt start=$SECONDS
+  local -A shapes=([ln_modulate]=1,8,128 [qk_layernorm]=1,8,2,128
+    [conv_bias]=1,96,1,4,4 [residual_gate]=1,8,256 [rmsnorm_modulate]=1,8,2048
+    [wan_rmsnorm_silu]=1,96,1,4,4)
+  mkdir -p /tmp/bf-cs
+  command -v compute-sanitizer >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
+  export SANITIZE_DEADLINE=$(( $(date +%s) + ${SANITIZE_BUDGET_S:-520} ))
+  export -f sanitize_one
+  for t in ${SANITIZE_TEMPLATES:-${!shapes[@]}}; do
+    for c in $(bitfold compile "$t" --shape "${shapes[$t]}" --list-configs); do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+        echo "$t ${shapes[$t]} $c $tool"
+      done
+    done
+  done | xargs -P "${SANITIZE_JOBS:-8}" -L 1 bash -c 'sanitize_one "$@"' _ \
+    | sort > "$summary.runs"
+  { echo "compute-sanitizer $(compute-sanitizer --version | tail -1)"
+    bitfold version | grep '^GPU 0' || true
+    echo "runs: $(wc -l < "$summary.runs"), clean: $(grep -c ' clean$' "$summary.runs"), failed: $(grep -c ' FAILED ' "$summary.runs"), not run (budget): $(grep -c ' NOT-RUN ' "$summary.runs"), $((SECONDS - start)) s"
+    grep ' FAILED ' "$summary.runs" || true
+    echo "--- every run"; cat "$summary.runs"; } > "$summary"
+  grep -o 'log=.*' "$summary.runs" | cut -d= -f2 | xargs -r cp -t "$OUT" 2>/dev/null
+  head -3 "$summary"
+  ! grep -q ' FAILED ' "$summary.runs"
 }
 
 status=0
@@ -62,6 +103,7 @@ for step in "$@"; do
       BITFOLD_GPU_SUMMARY=$OUT/gpu-suite.json python3 -m pytest -q -p no:cacheprovider \
         "$root/tests/gpu" -rs 2>&1 | tee "$OUT/gpu-suite.log" | tail -25 || status=1 ;;
     torch) torch_step || status=1 ;;
+    sanitize) sanitize || status=1 ;;
     *) bash -c "$step" || status=1 ;;
   esac
 done

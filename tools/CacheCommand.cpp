@@ -31,50 +31,20 @@ struct EntryFile {
   nlohmann::json meta;
 };
 
-/// Every *.bfk under dir (two levels), decoded; plus counts of temp and
-/// lock files.
+/// Every entry of the cache layout under dir (runtime::listCacheDir), with
+/// its metadata parsed; plus counts of temp and lock files and the problems
+/// that make the listing incomplete (unreadable folders).
 std::vector<EntryFile> scanCache(const std::string &dir, int *tmpFiles,
-                                 int *lockFiles) {
+                                 int *lockFiles,
+                                 std::vector<std::string> *problems) {
+  runtime::CacheListing listing = runtime::listCacheDir(dir);
+  *tmpFiles = listing.tmpFiles;
+  *lockFiles = listing.lockFiles;
+  *problems = listing.problems;
   std::vector<EntryFile> entries;
-  std::error_code ec;
-  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
-       it != end && !ec; it.increment(ec)) {
-    llvm::StringRef p = it->path();
-    llvm::StringRef name = llvm::sys::path::filename(p);
-    if (name.contains(".tmp.")) {
-      if (tmpFiles)
-        ++*tmpFiles;
-      continue;
-    }
-    if (name.ends_with(".lock")) {
-      if (lockFiles)
-        ++*lockFiles;
-      continue;
-    }
-    if (!name.ends_with(".bfk"))
-      continue;
-    EntryFile e;
-    e.path = p.str();
-    e.hash = name.drop_back(4).str();
-    auto buf = llvm::MemoryBuffer::getFile(p, false, false, true);
-    if (!buf) {
-      e.problem = "cannot read: " + buf.getError().message();
-      entries.push_back(std::move(e));
-      continue;
-    }
-    e.bytes = (*buf)->getBufferSize();
-    auto decoded = decodeEntry((*buf)->getBuffer());
-    if (!decoded) {
-      e.problem = llvm::toString(decoded.takeError());
-    } else {
-      e.meta = nlohmann::json::parse(decoded->metaJson, nullptr, false);
-      auto digest =
-          llvm::SHA256::hash(llvm::arrayRefFromStringRef(decoded->keyText));
-      if (llvm::toHex(digest, true) != e.hash)
-        e.problem = "the file name is not the hash of the key it holds";
-    }
-    entries.push_back(std::move(e));
-  }
+  for (runtime::CacheFileInfo &f : listing.entries)
+    entries.push_back({f.path, f.hash, f.bytes, f.problem,
+                       nlohmann::json::parse(f.metaJson, nullptr, false)});
   std::sort(entries.begin(), entries.end(),
             [](const EntryFile &a, const EntryFile &b) {
               std::string ka = a.meta.is_object() ? a.meta.value("kernel", "") : "";
@@ -156,9 +126,12 @@ void printStats(const std::vector<EntryFile> &entries, llvm::StringRef dir,
                          humanBytes(cb.second));
 }
 
-int verifyEntries(const std::vector<EntryFile> &entries, llvm::StringRef dir,
+int verifyEntries(const std::vector<EntryFile> &entries,
+                  llvm::ArrayRef<std::string> problems, llvm::StringRef dir,
                   bool deleteBad, llvm::raw_ostream &out) {
   int bad = 0;
+  for (const std::string &p : problems)
+    out << "BAD " << p << "\n";
   for (const EntryFile &e : entries) {
     if (e.problem.empty())
       continue;
@@ -172,42 +145,19 @@ int verifyEntries(const std::vector<EntryFile> &entries, llvm::StringRef dir,
   }
   out << entries.size() - bad << " of " << entries.size()
       << " entries valid in " << dir << "\n";
-  return bad && !deleteBad ? kFailed : kOk;
+  return (bad && !deleteBad) || !problems.empty() ? kFailed : kOk;
 }
 
-/// Removes the cache's entries, temp and lock files, then empty shard
-/// folders. Exit 1 when a file could not be removed.
+/// Removes only the cache's own files (runtime::clearCacheDir: its layout,
+/// never through a symlink). Exit 1 when a file could not be removed.
 int clearCache(const std::string &dir, llvm::raw_ostream &out,
                llvm::raw_ostream &err) {
-  int removed = 0, failed = 0;
-  uint64_t bytes = 0;
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (llvm::sys::fs::recursive_directory_iterator it(dir, ec), end;
-       it != end && !ec; it.increment(ec)) {
-    llvm::StringRef name = llvm::sys::path::filename(it->path());
-    if (name.ends_with(".bfk") || name.ends_with(".lock") ||
-        name.contains(".bfk.tmp."))
-      files.push_back(it->path());
-  }
-  for (const std::string &f : files) {
-    uint64_t size = 0;
-    llvm::sys::fs::file_size(f, size);
-    if (!llvm::sys::fs::remove(f)) {
-      ++removed;
-      bytes += size;
-    } else {
-      ++failed;
-      report(err, "cache", "cannot remove " + f, kFailed);
-    }
-  }
-  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
-       it.increment(ec))
-    if (llvm::sys::fs::is_directory(it->path()))
-      llvm::sys::fs::remove(it->path()); // fails unless empty
-  out << "removed " << removed << " files (" << humanBytes(bytes) << ") from "
-      << dir << "\n";
-  return failed ? kFailed : kOk;
+  auto cleared = runtime::clearCacheDir(dir);
+  if (!cleared)
+    return report(err, "cache", cleared.takeError(), kFailed);
+  out << "removed " << cleared->filesRemoved << " files ("
+      << humanBytes(cleared->bytesRemoved) << ") from " << dir << "\n";
+  return kOk;
 }
 
 } // namespace
@@ -222,7 +172,9 @@ int tools::cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
   if (o.action == CacheAction::Clear)
     return clearCache(dir, out, err);
   int tmpFiles = 0, lockFiles = 0;
-  std::vector<EntryFile> entries = scanCache(dir, &tmpFiles, &lockFiles);
+  std::vector<std::string> problems;
+  std::vector<EntryFile> entries =
+      scanCache(dir, &tmpFiles, &lockFiles, &problems);
   switch (o.action) {
   case CacheAction::Ls:
     listEntries(entries, dir, out);
@@ -231,7 +183,7 @@ int tools::cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
     printStats(entries, dir, tmpFiles, lockFiles, out);
     return kOk;
   case CacheAction::Verify:
-    return verifyEntries(entries, dir, o.deleteBad, out);
+    return verifyEntries(entries, problems, dir, o.deleteBad, out);
   case CacheAction::Clear:
     break;
   }

@@ -481,16 +481,11 @@ int tools::tuneCommand(const TuneOptions &args, llvm::raw_ostream &out,
 int tools::tuneMergeCommand(const std::vector<std::string> &inputs,
                             const std::string &output, llvm::raw_ostream &out,
                             llvm::raw_ostream &err) {
-  TuneDB merged;
-  for (const std::string &in : inputs) {
-    auto db = TuneDB::load(in);
-    if (!db)
-      return report(err, "tune merge", db.takeError(), kFailed);
-    merged.merge(*db);
-  }
-  if (llvm::Error e = merged.save(output))
-    return report(err, "tune merge", std::move(e), kFailed);
-  out << "merged " << inputs.size() << " DBs: " << merged.size()
+  // Refuses a bad input and then writes nothing (TuneDB::mergeFiles).
+  auto merged = TuneDB::mergeFiles(inputs, output);
+  if (!merged)
+    return report(err, "tune merge", merged.takeError(), kFailed);
+  out << "merged " << inputs.size() << " DBs: " << merged->size()
       << " entries -> " << output << "\n";
   return kOk;
 }

@@ -2,6 +2,8 @@
 
 #include "TestEnv.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 using namespace bitfold::autotune;
 using namespace bitfold::autotune::test;
 
@@ -173,3 +175,94 @@ TEST(TuneDB, OtherShapeClassOrKernelIsAMiss) {
 }
 
 } // namespace
+
+// ---- Strict types and ranges -------------------------------------------------
+
+namespace {
+
+/// A one-measurement DB whose measurement has `field` set to `value` (JSON
+/// text), and top-level `format` / `version` as given.
+std::string dbText(const std::string &field, const std::string &value,
+                   const std::string &format = "\"bitfold-tune-db\"",
+                   const std::string &version = "1") {
+  std::string m = R"({"config":"r1.t128.v8.p1","medianUs":30.0,"spreadUs":1.0,)"
+                  R"("minUs":29.0,"maxUs":31.0,"samples":20,"cut":false})";
+  if (!field.empty()) {
+    size_t at = m.find("\"" + field + "\":");
+    size_t from = at + field.size() + 3;
+    size_t to = m.find_first_of(",}", from);
+    m = m.substr(0, from) + value + m.substr(to);
+  }
+  return R"({"format":)" + format + R"(,"version":)" + version +
+         R"(,"entries":[{"key":{"kernel":"k","kernelHash":"h","shapeClass":"c",)"
+         R"("dtypes":"x:bf16","gpu":"g","arch":"sm_90","bitfold":"0.1.0",)"
+         R"("llvm":"22","toolchain":"t"},"defaultConfig":"r1.t128.v8.p1",)"
+         R"("measurements":[)" +
+         m + "]}]}";
+}
+
+void expectRejected(const std::string &text, const std::string &why) {
+  auto db = TuneDB::fromJsonText(text);
+  ASSERT_FALSE(bool(db)) << "accepted: " << text << "\nas:\n"
+                         << db->toJsonText();
+  std::string msg = llvm::toString(db.takeError());
+  EXPECT_NE(msg.find(why), std::string::npos) << msg << "\nfor " << text;
+}
+
+} // namespace
+
+TEST(TuneDBStrict, TheBaseTextIsValid) {
+  auto db = TuneDB::fromJsonText(dbText("", ""));
+  ASSERT_TRUE(bool(db)) << llvm::toString(db.takeError());
+  EXPECT_EQ(db->size(), 1u);
+}
+
+TEST(TuneDBStrict, NonStringFormatIsAnErrorNotAnException) {
+  expectRejected(dbText("", "", "1"), "not a bitfold tune DB");
+  expectRejected(dbText("", "", "null"), "not a bitfold tune DB");
+  expectRejected(dbText("", "", "[\"bitfold-tune-db\"]"), "not a bitfold tune DB");
+}
+
+TEST(TuneDBStrict, NumbersAreNeverRoundedOrWrapped) {
+  expectRejected(dbText("samples", "1e30"), "'samples' must be an integer");
+  expectRejected(dbText("samples", "1099511627776"), "'samples' must be an integer");
+  expectRejected(dbText("samples", "-3"), "'samples' must be an integer");
+  expectRejected(dbText("samples", "2.5"), "'samples' must be an integer");
+  expectRejected(dbText("samples", "\"20\""), "'samples' must be an integer");
+  expectRejected(dbText("", "", "\"bitfold-tune-db\"", "1.9"),
+                 "'version' must be an integer");
+  expectRejected(dbText("", "", "\"bitfold-tune-db\"", "4294967297"),
+                 "'version' must be an integer");
+}
+
+TEST(TuneDBStrict, TimingsMustBeFiniteAndNonNegative) {
+  expectRejected(dbText("medianUs", "-1.0"), "'medianUs' must be a finite number >= 0");
+  expectRejected(dbText("maxUs", "-0.5"), "'maxUs' must be a finite number >= 0");
+  expectRejected(dbText("spreadUs", "true"), "'spreadUs' must be a finite number");
+  expectRejected(dbText("cut", "0"), "'cut' must be true or false");
+  expectRejected(dbText("config", "7"), "'config' must be a string");
+}
+
+TEST(TuneDBStrict, MergeRefusesABadInputAndWritesNothing) {
+  TempDir dir;
+  std::string good = dir.file("good.json"), bad = dir.file("bad.json"),
+              out = dir.file("out.json");
+  ASSERT_FALSE(bool(dbA().save(good)));
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(bad, ec);
+    os << dbText("samples", "1e30");
+  }
+  auto merged = TuneDB::mergeFiles({good, bad}, out);
+  ASSERT_FALSE(bool(merged));
+  std::string msg = llvm::toString(merged.takeError());
+  EXPECT_NE(msg.find(bad), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nothing written"), std::string::npos) << msg;
+  EXPECT_FALSE(llvm::sys::fs::exists(out));
+  // Good inputs merge and round-trip unchanged.
+  auto ok = TuneDB::mergeFiles({good}, out);
+  ASSERT_TRUE(bool(ok)) << llvm::toString(ok.takeError());
+  auto back = TuneDB::load(out);
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(*back, dbA());
+}

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -129,6 +131,34 @@ TEST(CApiBasics, CreateRejectsNullOut) {
             BITFOLD_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(bitfold_last_error(), "bitfold_runtime_create: out is NULL");
   bitfold_runtime_destroy(nullptr); // a no-op
+}
+
+TEST(CApiBasics, BadTuneDbIsWarnedAboutAndIgnored) {
+  // A DB whose "format" is a number: it threw out of the loader and the
+  // runtime creation returned INTERNAL; documented: warned about, ignored.
+  char path[] = "/tmp/bitfold-bad-tune-db-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char text[] = R"({"format": 1, "version": 1, "entries": []})";
+  ASSERT_EQ(::write(fd, text, sizeof text - 1), ssize_t(sizeof text - 1));
+  ::close(fd);
+  std::vector<std::string> warnings;
+  bitfold_runtime_options o;
+  bitfold_runtime_options_init(&o);
+  o.tune_db = path;
+  o.warning_user = &warnings;
+  o.warning = [](const char *msg, void *user) {
+    static_cast<std::vector<std::string> *>(user)->push_back(msg);
+  };
+  bitfold_runtime *rt = nullptr;
+  EXPECT_EQ(bitfold_runtime_create(&o, &rt), BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  bitfold_runtime_destroy(rt);
+  ::unlink(path);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("not used"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("not a bitfold tune DB"), std::string::npos)
+      << warnings[0];
 }
 
 TEST_F(CApi, TemplateLookupErrors) {

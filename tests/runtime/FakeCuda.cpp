@@ -9,7 +9,12 @@
 // fake_cuda_expect_params(n) makes the next launch record n parameters.
 // Knobs (environment): FAKE_CUDA_INIT_RESULT (cuInit's result),
 // FAKE_CUDA_MISSING (an entry point cuGetProcAddress does not find),
-// FAKE_CUDA_LAUNCH_RESULT (cuLaunchKernel's result, read at each launch).
+// FAKE_CUDA_LAUNCH_RESULT (cuLaunchKernel's result, read at each launch),
+// FAKE_CUDA_LOAD_RESULT (cuModuleLoadData's result, read at each load; no
+// module is created when it fails), FAKE_CUDA_CTX_RESULT (the result of
+// cuCtxGetCurrent / SetCurrent / PushCurrent: a context gone bad),
+// FAKE_CUDA_CC1 (device 1's compute capability as "61": an old GPU, named
+// "Fake GTX 1080 #1").
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,7 +67,10 @@ CUresult cuDriverGetVersion(int *v) {
 const char *errorName(CUresult r) {
   switch (int(r)) {
   case 0: return "CUDA_SUCCESS";
+  case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
   case 100: return "CUDA_ERROR_NO_DEVICE";
+  case 201: return "CUDA_ERROR_INVALID_CONTEXT";
+  case 709: return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
   case 400: return "CUDA_ERROR_INVALID_HANDLE";
   case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
   default: return "CUDA_ERROR_UNKNOWN";
@@ -73,8 +81,11 @@ CUresult cuGetErrorName(CUresult r, const char **s) {
   return CUDA_SUCCESS;
 }
 CUresult cuGetErrorString(CUresult r, const char **s) {
-  *s = int(r) == 100 ? "no CUDA-capable device is detected"
+  *s = int(r) == 2     ? "out of memory"
+       : int(r) == 100 ? "no CUDA-capable device is detected"
+       : int(r) == 201 ? "invalid device context"
        : int(r) == 700 ? "an illegal memory access was encountered"
+       : int(r) == 709 ? "context is destroyed"
                        : "fake error";
   return CUDA_SUCCESS;
 }
@@ -88,13 +99,17 @@ CUresult cuDeviceGet(CUdevice *d, int ordinal) {
   *d = ordinal;
   return CUDA_SUCCESS;
 }
+/// Compute capability of device d as 10 * major + minor.
+int capability(CUdevice d) { return d == 1 ? envInt("FAKE_CUDA_CC1", 90) : 90; }
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
-  std::snprintf(name, size_t(len), "Fake H200 #%d", int(d));
+  std::snprintf(name, size_t(len),
+                capability(d) < 80 ? "Fake GTX 1080 #%d" : "Fake H200 #%d",
+                int(d));
   return CUDA_SUCCESS;
 }
-CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice) {
-  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
-       : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? capability(d) / 10
+       : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? capability(d) % 10
        : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     ? 132
                                                            : 0;
   return CUDA_SUCCESS;
@@ -109,11 +124,14 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult contextResult() { return CUresult(envInt("FAKE_CUDA_CTX_RESULT", 0)); }
 CUresult cuCtxGetCurrent(CUcontext *c) {
   *c = stack.empty() ? nullptr : stack.back();
-  return CUDA_SUCCESS;
+  return contextResult();
 }
 CUresult cuCtxSetCurrent(CUcontext c) {
+  if (contextResult() != CUDA_SUCCESS)
+    return contextResult();
   if (!stack.empty())
     stack.pop_back();
   if (c)
@@ -122,6 +140,8 @@ CUresult cuCtxSetCurrent(CUcontext c) {
 }
 CUresult cuCtxPushCurrent(CUcontext c) {
   count("cuCtxPushCurrent");
+  if (contextResult() != CUDA_SUCCESS)
+    return contextResult();
   stack.push_back(c);
   return CUDA_SUCCESS;
 }
@@ -142,6 +162,8 @@ CUresult cuCtxGetDevice(CUdevice *d) {
 CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   count("cuModuleLoadData");
+  if (CUresult r = CUresult(envInt("FAKE_CUDA_LOAD_RESULT", 0)))
+    return r;
   std::lock_guard<std::mutex> lock(mu);
   lastImage = static_cast<const char *>(image);
   static uintptr_t next = 0x5000;

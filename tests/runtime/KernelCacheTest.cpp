@@ -8,13 +8,19 @@
 #include "runtime/KernelCache.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -630,4 +636,391 @@ TEST(KernelCacheDegraded, DiskCacheOffByEnvironment) {
   ASSERT_TRUE(bool(cache.getOrCompile(makeKey(), fc.fn())));
   EXPECT_FALSE(llvm::sys::fs::exists(entryPath(tmp.path, makeKey().hash())));
   EXPECT_TRUE(w.messages.empty());
+}
+
+// ---- The cache trusts nothing it reads ---------------------------------------
+
+namespace {
+
+/// `entry` with its metadata JSON changed by `edit` and a correct
+/// checksum: consistent to the checksum, inconsistent inside.
+std::string withMeta(const std::string &entry,
+                     llvm::function_ref<void(nlohmann::json &)> edit,
+                     const std::string &ptx = "") {
+  llvm::StringRef rest = llvm::StringRef(entry).split('\n').second;
+  auto [sizes, payload] = rest.split('\n');
+  llvm::SmallVector<llvm::StringRef, 4> f;
+  sizes.split(f, ' ');
+  size_t metaLen = 0, ptxLen = 0, cubinLen = 0;
+  EXPECT_FALSE(f[0].getAsInteger(10, metaLen) || f[1].getAsInteger(10, ptxLen) ||
+               f[2].getAsInteger(10, cubinLen));
+  nlohmann::json meta = nlohmann::json::parse(payload.take_front(metaLen).str());
+  edit(meta);
+  std::string metaText = meta.dump();
+  std::string ptxText =
+      ptx.empty() ? payload.substr(metaLen, ptxLen).str() : ptx;
+  std::string body = metaText + ptxText +
+                     payload.substr(metaLen + ptxLen, cubinLen).str();
+  std::string sum;
+  llvm::raw_string_ostream(sum)
+      << llvm::format_hex_no_prefix(llvm::xxh3_64bits(llvm::StringRef(body)), 16);
+  return "BITFOLD-KERNEL 1\n" + std::to_string(metaText.size()) + " " +
+         std::to_string(ptxText.size()) + " " + std::to_string(cubinLen) + " " +
+         sum + "\n" + body;
+}
+
+/// Writes an inconsistent entry for `key` and checks the cache rebuilds
+/// and replaces it with one warning naming `problem`.
+void expectRebuilt(const std::string &dir, const CacheKey &key,
+                   const std::string &bytes, const std::string &problem,
+                   const ValidateFn &validate = {}) {
+  std::string path = entryPath(dir, key.hash());
+  ASSERT_FALSE(llvm::sys::fs::create_directories(
+      llvm::sys::path::parent_path(path)));
+  writeFile(path, bytes);
+  Warnings w;
+  KernelCache cache(w.options(dir));
+  FakeCompiler fc;
+  auto k = cache.getOrCompile(key, fc.fn(), nullptr, validate);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ(fc.calls, 1) << "the inconsistent entry was used";
+  ASSERT_EQ(w.messages.size(), 1u);
+  EXPECT_NE(w.messages[0].find(problem), std::string::npos) << w.messages[0];
+  EXPECT_TRUE(bool(decodeEntry(readFile(path)))) << "not replaced";
+  EXPECT_EQ(cache.stats().corruptRebuilt, 1u);
+}
+
+} // namespace
+
+TEST(KernelCacheMetadata, WrongTypeIsAnErrorNotAnException) {
+  std::string good = encodeEntry(makeKey(), fakeKernel(), 1.0);
+  std::string bad = withMeta(good, [](nlohmann::json &m) {
+    m["config"]["twoPass"] = 0;
+  });
+  auto e = decodeEntry(bad); // threw a json type_error on main
+  ASSERT_FALSE(bool(e));
+  EXPECT_NE(llvm::toString(e.takeError()).find("'config.twoPass' is not true or false"),
+            std::string::npos);
+  auto c = decodeEntry(withMeta(good, [](nlohmann::json &m) {
+    m["createdAt"] = "yesterday";
+  }));
+  ASSERT_FALSE(bool(c));
+  llvm::consumeError(c.takeError());
+}
+
+TEST(KernelCacheMetadata, TwoPassAsNumberIsRebuilt) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  expectRebuilt(tmp.path, key,
+                withMeta(encodeEntry(key, fakeKernel(), 1.0),
+                         [](nlohmann::json &m) { m["config"]["twoPass"] = 0; }),
+                "twoPass");
+}
+
+TEST(KernelCacheMetadata, ZeroRowsPerCtaIsRebuilt) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  expectRebuilt(tmp.path, key,
+                withMeta(encodeEntry(key, fakeKernel(), 1.0),
+                         [](nlohmann::json &m) { m["config"]["rowsPerCta"] = 0; }),
+                "'config.rowsPerCta' is 0, outside [1, 1024]");
+}
+
+TEST(KernelCacheMetadata, AbiThePtxContradictsIsInvalid) {
+  // ln_modulate's ABI: 1 group x 4 operands x 2 + 1 rows + 1 dim + 1 scalar
+  // = 11 parameters; the metadata claims 5 operands (13).
+  std::string ptx = ".visible .entry bitfold_ln_modulate(\n";
+  for (int i = 0; i < 11; ++i)
+    ptx += "\t.param .u64 p" + std::to_string(i) + (i < 10 ? ",\n" : "\n");
+  ptx += ")\n{\n}\n";
+  std::string bytes = withMeta(
+      encodeEntry(makeKey(), fakeKernel(), 1.0),
+      [](nlohmann::json &m) { m["abi"]["numOperands"] = 5; }, ptx);
+  auto e = decodeEntry(bytes);
+  ASSERT_FALSE(bool(e));
+  EXPECT_NE(llvm::toString(e.takeError())
+                .find("the PTX entry takes 11 parameters, the ABI (1 groups, "
+                      "5 operands, 1 dims, 1 scalars) says 13"),
+            std::string::npos);
+  // With the matching count it decodes.
+  EXPECT_TRUE(bool(decodeEntry(withMeta(
+      encodeEntry(makeKey(), fakeKernel(), 1.0), [](nlohmann::json &) {}, ptx))));
+}
+
+TEST(KernelCacheMetadata, EntryTheValidatorRejectsIsRebuiltAndReplaced) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  ValidateFn fourOperands = [](const codegen::CompiledKernel &k) -> llvm::Error {
+    if (k.abi.numOperands == 4)
+      return llvm::Error::success();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%d operands, the definition has 4",
+                                   k.abi.numOperands);
+  };
+  expectRebuilt(tmp.path, key,
+                withMeta(encodeEntry(key, fakeKernel(), 1.0),
+                         [](nlohmann::json &m) { m["abi"]["numOperands"] = 5; }),
+                "5 operands, the definition has 4", fourOperands);
+  // The replacement passes: a second cache hits the disk.
+  Warnings w;
+  KernelCache again(w.options(tmp.path));
+  FakeCompiler fc;
+  ASSERT_TRUE(bool(again.getOrCompile(key, fc.fn(), nullptr, fourOperands)));
+  EXPECT_EQ(fc.calls, 0);
+  EXPECT_TRUE(w.messages.empty());
+}
+
+namespace {
+
+/// getOrCompile of `key` in a child with an alarm: a hang fails the test
+/// instead of hanging it. Reports "ok <compiles> <warnings>\n<warnings>".
+ChildRun getInChild(const std::string &dir, const CacheKey &key,
+                    uint64_t maxEntryBytes = kMaxEntryBytes) {
+  return runInChild([&] {
+    ::alarm(20);
+    Warnings w;
+    CacheOptions o = w.options(dir);
+    o.maxEntryBytes = maxEntryBytes;
+    KernelCache cache(o);
+    FakeCompiler fc;
+    bool ok = bool(cache.getOrCompile(key, fc.fn()));
+    std::string r = (ok ? "ok " : "failed ") + std::to_string(fc.calls) + " " +
+                    std::to_string(w.messages.size()) + "\n";
+    for (const std::string &m : w.messages)
+      r += m + "\n";
+    return r;
+  });
+}
+
+} // namespace
+
+TEST(KernelCacheHostile, FifoEntryIsReplacedWithoutHanging) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  std::string path = entryPath(tmp.path, key.hash());
+  ASSERT_FALSE(llvm::sys::fs::create_directories(
+      llvm::sys::path::parent_path(path)));
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  ChildRun child = getInChild(tmp.path, key);
+  ASSERT_TRUE(child.exitedWith(0)) << "status " << child.status << " (14: the "
+                                   << "alarm: it hung)\n" << child.report;
+  EXPECT_EQ(child.report.rfind("ok 1 1\n", 0), 0u) << child.report;
+  EXPECT_NE(child.report.find("FIFO"), std::string::npos) << child.report;
+  EXPECT_TRUE(bool(decodeEntry(readFile(path)))) << "the FIFO was not replaced";
+}
+
+TEST(KernelCacheHostile, SymlinkToDevZeroIsNeverFollowed) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  std::string path = entryPath(tmp.path, key.hash());
+  ASSERT_FALSE(llvm::sys::fs::create_directories(
+      llvm::sys::path::parent_path(path)));
+  ASSERT_EQ(::symlink("/dev/zero", path.c_str()), 0);
+  ChildRun child = getInChild(tmp.path, key);
+  ASSERT_TRUE(child.exitedWith(0)) << "status " << child.status << "\n"
+                                   << child.report;
+  EXPECT_EQ(child.report.rfind("ok 1 1\n", 0), 0u) << child.report;
+  EXPECT_NE(child.report.find("symbolic link"), std::string::npos)
+      << child.report;
+  struct stat st;
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "the link was not replaced by an entry";
+}
+
+TEST(KernelCacheHostile, OversizedEntryIsNotRead) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  populate(tmp.path, key);
+  std::string path = entryPath(tmp.path, key.hash());
+  writeFile(path, readFile(path) + std::string(4096, 'x'));
+  ChildRun child = getInChild(tmp.path, key, /*maxEntryBytes=*/2048);
+  ASSERT_TRUE(child.exitedWith(0)) << child.report;
+  EXPECT_EQ(child.report.rfind("ok 1 1\n", 0), 0u) << child.report;
+  EXPECT_NE(child.report.find("over the 2048-byte limit"), std::string::npos)
+      << child.report;
+}
+
+TEST(KernelCacheHostile, DirectoryAtOneEntryPathDisablesOnlyThatEntry) {
+  TempDir tmp;
+  CacheKey key = makeKey(), other = makeKey("r4.t32.v8.p1");
+  std::string path = entryPath(tmp.path, key.hash());
+  ASSERT_FALSE(llvm::sys::fs::create_directories(path));
+  Warnings w;
+  KernelCache cache(w.options(tmp.path));
+  FakeCompiler fc;
+  ASSERT_TRUE(bool(cache.getOrCompile(key, fc.fn())));
+  ASSERT_TRUE(bool(cache.getOrCompile(other, fc.fn())));
+  EXPECT_TRUE(cache.diskWritable());
+  EXPECT_TRUE(bool(decodeEntry(readFile(entryPath(tmp.path, other.hash())))))
+      << "the other key was not written: one bad path turned off the disk";
+  ASSERT_FALSE(w.messages.empty());
+  EXPECT_NE(w.messages.back().find(path), std::string::npos) << w.messages.back();
+}
+
+TEST(KernelCacheHostile, HeldLockIsWaitedForBoundedlyWithItsName) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  std::string entry = entryPath(tmp.path, key.hash());
+  std::string lock = entry.substr(0, entry.size() - 4) + ".lock";
+  ASSERT_FALSE(llvm::sys::fs::create_directories(
+      llvm::sys::path::parent_path(entry)));
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0); // another holder (own open file)
+  ASSERT_GT(::write(fd, "4242\n", 5), 0);
+  Warnings w;
+  CacheOptions o = w.options(tmp.path);
+  o.lockTimeoutSeconds = 0.5;
+  o.lockNoticeSeconds = 0.1;
+  KernelCache cache(o);
+  FakeCompiler fc;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(bool(cache.getOrCompile(key, fc.fn())));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                 .count();
+  ::close(fd);
+  EXPECT_LT(s, 5.0);
+  EXPECT_EQ(fc.calls, 1);
+  ASSERT_EQ(w.messages.size(), 2u);
+  EXPECT_NE(w.messages[0].find("waiting for the kernel cache lock '" + lock +
+                               "' (held by pid 4242"),
+            std::string::npos)
+      << w.messages[0];
+  EXPECT_NE(w.messages[1].find(lock), std::string::npos) << w.messages[1];
+}
+
+// ---- clear and prune touch only the cache's own files ------------------------
+
+namespace {
+
+bool exists(const std::string &p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+} // namespace
+
+TEST(KernelCacheClear, ProjectFolderKeepsEverythingButCacheFiles) {
+  TempDir project, outside;
+  writeFile(project.path + "/Cargo.lock", "cargo");
+  writeFile(project.path + "/yarn.lock", "yarn");
+  ASSERT_FALSE(llvm::sys::fs::create_directories(project.path + "/.git"));
+  writeFile(project.path + "/.git/index.lock", "git");
+  writeFile(outside.path + "/real.lock", "outside");
+  writeFile(outside.path + "/x.bfk", "outside");
+  ASSERT_EQ(::symlink((outside.path + "/real.lock").c_str(),
+                      (project.path + "/linked.lock").c_str()), 0);
+  ASSERT_EQ(::symlink(outside.path.c_str(), (project.path + "/vendor").c_str()),
+            0);
+  // A two-hex-digit folder that is a symlink, holding cache-like names.
+  std::string h(64, 'c');
+  writeFile(outside.path + "/" + h + ".lock", "outside");
+  ASSERT_EQ(::symlink(outside.path.c_str(), (project.path + "/cc").c_str()), 0);
+  // A real cache entry among them, and a foreign file in its folder.
+  CacheKey key = makeKey();
+  populate(project.path, key);
+  std::string entry = entryPath(project.path, key.hash());
+  std::string sub = llvm::sys::path::parent_path(entry).str();
+  writeFile(sub + "/notes.lock", "mine");
+
+  auto r = clearCacheDir(project.path);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->filesRemoved, 2u); // the entry and its lock file
+  EXPECT_FALSE(exists(entry));
+  for (std::string p :
+       {project.path + "/Cargo.lock", project.path + "/yarn.lock",
+        project.path + "/.git/index.lock", project.path + "/linked.lock",
+        outside.path + "/real.lock", outside.path + "/x.bfk",
+        outside.path + "/" + h + ".lock", sub + "/notes.lock"})
+    EXPECT_TRUE(exists(p)) << p << " was removed";
+}
+
+TEST(KernelCacheClear, FailedRemovalIsAnError) {
+  TempDir tmp;
+  populate(tmp.path, makeKey());
+  std::string sub =
+      llvm::sys::path::parent_path(entryPath(tmp.path, makeKey().hash())).str();
+  ASSERT_EQ(::chmod(tmp.path.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(sub.c_str(), 0755), 0); // readable, not writable
+  ChildRun child = runInChild([&] {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
+      ::_exit(77);
+    auto r = clearCacheDir(tmp.path);
+    return r ? std::string("ok") : "error: " + llvm::toString(r.takeError());
+  });
+  if (child.exitedWith(77))
+    GTEST_SKIP() << "cannot drop to uid 65534";
+  ASSERT_TRUE(child.exitedWith(0)) << child.report;
+  EXPECT_EQ(child.report.rfind("error: cannot remove '", 0), 0u) << child.report;
+  EXPECT_NE(child.report.find("Permission denied"), std::string::npos)
+      << child.report;
+}
+
+TEST(KernelCacheClear, PruneRemovesTheOldestEntriesFirst) {
+  TempDir tmp;
+  std::vector<CacheKey> keys = {makeKey("r1.t128.v8.p1"),
+                                makeKey("r2.t128.v8.p1"),
+                                makeKey("r4.t128.v8.p1")};
+  uint64_t one = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    populate(tmp.path, keys[i]);
+    std::string p = entryPath(tmp.path, keys[i].hash());
+    struct timespec times[2] = {{0, 0}, {time_t(1000000 * (i + 1)), 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), times, 0), 0);
+    one = std::max<uint64_t>(one, readFile(p).size());
+  }
+  auto r = pruneCacheDir(tmp.path, one + 10);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->filesRemoved, 2u);
+  EXPECT_FALSE(exists(entryPath(tmp.path, keys[0].hash())));
+  EXPECT_FALSE(exists(entryPath(tmp.path, keys[1].hash())));
+  EXPECT_TRUE(exists(entryPath(tmp.path, keys[2].hash())));
+}
+
+TEST(KernelCacheList, UnreadableFolderIsAProblemNotSkipped) {
+  TempDir tmp;
+  CacheKey key = makeKey();
+  populate(tmp.path, key);
+  std::string sub =
+      llvm::sys::path::parent_path(entryPath(tmp.path, key.hash())).str();
+  ASSERT_EQ(::chmod(tmp.path.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(sub.c_str(), 0700), 0);
+  ChildRun child = runInChild([&] {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
+      ::_exit(77);
+    CacheListing l = listCacheDir(tmp.path);
+    std::string r = std::to_string(l.problems.size()) + "\n";
+    for (const std::string &p : l.problems)
+      r += p + "\n";
+    return r;
+  });
+  ::chmod(sub.c_str(), 0755);
+  if (child.exitedWith(77))
+    GTEST_SKIP() << "cannot drop to uid 65534";
+  ASSERT_TRUE(child.exitedWith(0)) << child.report;
+  EXPECT_EQ(child.report.rfind("1\ncannot read directory '" + sub + "'", 0), 0u)
+      << child.report;
+}
+
+TEST(KernelCacheList, ListsEntriesWithTheirProblems) {
+  TempDir tmp;
+  CacheKey key = makeKey(), bad = makeKey("r4.t32.v8.p1");
+  populate(tmp.path, key);
+  populate(tmp.path, bad);
+  std::string badPath = entryPath(tmp.path, bad.hash());
+  writeFile(badPath, withMeta(readFile(badPath), [](nlohmann::json &m) {
+              m["config"]["twoPass"] = 0;
+            }));
+  CacheListing l = listCacheDir(tmp.path);
+  ASSERT_EQ(l.entries.size(), 2u);
+  EXPECT_EQ(l.lockFiles, 2);
+  EXPECT_TRUE(l.problems.empty());
+  int invalid = 0;
+  for (const CacheFileInfo &e : l.entries)
+    if (!e.problem.empty()) {
+      ++invalid;
+      EXPECT_EQ(e.path, badPath);
+      EXPECT_NE(e.problem.find("twoPass"), std::string::npos) << e.problem;
+    }
+  EXPECT_EQ(invalid, 1);
 }

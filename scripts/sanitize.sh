@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Builds bitfold under sanitizers, each in its own build directory, and runs
+# the CPU suite there:
+#   asan  BITFOLD_SANITIZE=address,undefined in build-asan/: every CPU test
+#         (CTest, fuzz targets included), UBSan fatal on the first report;
+#   tsan  BITFOLD_SANITIZE=thread in build-tsan/: the runtime's threading
+#         tests (the cache's racing threads and processes, concurrent
+#         launches, the tune DB policy's worker).
+#   fuzz  clang-22 (Debian's clang-22 and libclang-rt-22-dev) in
+#         build-fuzz/: libFuzzer targets with the libraries instrumented
+#         for coverage (-fsanitize=fuzzer-no-link) under ASan+UBSan; each
+#         runs FUZZ_SECONDS (600) seconds, niced, one after the other;
+#         logs in build-fuzz/fuzz-<target>.log.
+# Usage: scripts/sanitize.sh [asan] [tsan] [fuzz] (default: asan tsan). Exit status 0
+# only when every selected run is clean. Logs: <build dir>/sanitize.log.
+# BITFOLD_SANITIZE_ROOT (default: the source root) holds the build dirs;
+# extra CMake arguments in BITFOLD_SANITIZE_CMAKE_ARGS.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+base=${BITFOLD_SANITIZE_ROOT:-$root}
+jobs=${JOBS:-$(nproc)}
+steps=("$@")
+[[ ${#steps[@]} -gt 0 ]] || steps=(asan tsan)
+
+configure() { # dir sanitizers [cmake args...]
+  local dir=$1 sanitizers=$2
+  shift 2
+  if [[ ! -f $dir/build.ninja ]]; then
+    # shellcheck disable=SC2086
+    cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DBITFOLD_SANITIZE="$sanitizers" -DBITFOLD_BUILD_BENCH=OFF "$@" \
+      ${BITFOLD_SANITIZE_CMAKE_ARGS:-} >/dev/null
+  fi
+}
+
+# The installed-package test links a plain C consumer against the
+# sanitized libbitfold.so: not meaningful here.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+# LLVM's and MLIR's own one-time allocations are not bitfold's leaks.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp:print_suppressions=0}
+
+status=0
+for step in "${steps[@]}"; do
+  case $step in
+    asan)
+      dir=$base/build-asan
+      configure "$dir" address,undefined
+      # SANITIZE_TARGETS / SANITIZE_TESTS narrow a run (default: all).
+      # shellcheck disable=SC2086
+      ninja -C "$dir" -j"$jobs" ${SANITIZE_TARGETS:-}
+      (cd "$dir" && ctest -j"$jobs" --output-on-failure \
+         -E 'InstalledPackage|^examples\.' ${SANITIZE_TESTS:+-R "$SANITIZE_TESTS"} \
+         2>&1 | tee sanitize.log | tail -15) || status=1
+      grep -q '100% tests passed' "$dir/sanitize.log" || status=1 ;;
+    tsan)
+      dir=$base/build-tsan
+      configure "$dir" thread
+      ninja -C "$dir" -j"$jobs" runtime_cache_test runtime_launch_test \
+        runtime_driver_fault_test autotune_test
+      (cd "$dir" && ctest -j"$jobs" --output-on-failure \
+         -R 'ManyThreads|Racing|Concurrent|Thread|Policy|DriverFault' \
+         2>&1 | tee sanitize.log | tail -15) || status=1
+      grep -q '100% tests passed' "$dir/sanitize.log" || status=1 ;;
+    fuzz)
+      dir=$base/build-fuzz
+      configure "$dir" address,undefined -DCMAKE_C_COMPILER=clang-22 \
+        -DCMAKE_CXX_COMPILER=clang++-22 -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link
+      targets=$(cd "$root/tests/fuzz" && for d in */CMakeLists.txt; do
+        sed -n 's/^bitfold_add_fuzz_target(\([a-z_0-9]*\).*/\1/p' "$d"; done)
+      for t in $targets; do ninja -C "$dir" -j"$jobs" "fuzz_$t"; done
+      for t in $targets; do
+        bin=$(find "$dir/tests/fuzz" -name "fuzz_$t" -type f | head -1)
+        seeds=$root/tests/fuzz/$t/corpus # by convention: target = folder
+        [[ -d $seeds ]] || seeds=
+        mkdir -p "$dir/fuzz-$t-corpus"
+        # shellcheck disable=SC2086
+        (cd "$dir" && ASAN_OPTIONS=detect_leaks=0 nice -n 15 "$bin" \
+           -max_total_time="${FUZZ_SECONDS:-600}" -rss_limit_mb=4096 \
+           -timeout=20 -print_final_stats=1 "fuzz-$t-corpus" $seeds \
+           > "fuzz-$t.log" 2>&1) || status=1
+        tail -3 "$dir/fuzz-$t.log"
+      done ;;
+    *) echo "sanitize.sh: unknown step '$step' (asan, tsan, fuzz)" >&2; exit 2 ;;
+  esac
+done
+exit $status
