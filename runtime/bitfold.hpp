@@ -172,6 +172,18 @@ public:
     return Kernel(k);
   }
 
+  /// A kernel from a program text (the kernel text format); see
+  /// bitfold_kernel_from_source. `Runtime::kernel(def)` of the jit
+  /// component passes a KernelDef's canonical text here.
+  Result<Kernel> kernelFromSource(const std::string &text) const {
+    bitfold_kernel *k = nullptr;
+    bitfold_status s =
+        bitfold_kernel_from_source(rt_, text.data(), text.size(), &k);
+    if (s != BITFOLD_SUCCESS)
+      return Status::fromLastCall(s);
+    return Kernel(k);
+  }
+
   static std::vector<std::string> templateNames() {
     std::vector<std::string> out;
     for (int i = 0; i < bitfold_num_templates(); ++i)
