@@ -184,6 +184,16 @@ public:
     return Kernel(k);
   }
 
+  /// A kernel from a program built with the jit component's C++ DSL (a
+  /// bitfold::dsl::KernelDef): its canonical text is its identity, so this
+  /// is kernelFromSource(def.canonicalText). (A template, so that this
+  /// header needs no DSL header.)
+  template <typename Def, typename = decltype(std::declval<const Def &>()
+                                                  .canonicalText)>
+  Result<Kernel> kernel(const Def &def) const {
+    return kernelFromSource(def.canonicalText);
+  }
+
   static std::vector<std::string> templateNames() {
     std::vector<std::string> out;
     for (int i = 0; i < bitfold_num_templates(); ++i)

@@ -75,9 +75,9 @@ int compareOnGpu(bitfold::Runtime &rt, const bitfold::dsl::KernelDef &def,
                  const std::vector<std::vector<uint16_t>> &expected,
                  int64_t rows, int64_t cols) {
   const Cuda *c = cuda(nullptr);
-  auto k = rt.kernelFromSource(def.canonicalText);
+  auto k = rt.kernel(def); // = kernelFromSource(def.canonicalText)
   if (!k) {
-    std::fprintf(stderr, "  kernelFromSource: %s\n",
+    std::fprintf(stderr, "  kernel(def): %s\n",
                  k.status().message().c_str());
     return 1;
   }

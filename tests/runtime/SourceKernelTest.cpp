@@ -11,7 +11,8 @@
 #include "FakeCodegen.h"
 #include "FakeCuda.h"
 
-#include "runtime/bitfold.h"
+#include "dsl/Parser.h"
+#include "runtime/bitfold.hpp"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -212,4 +213,21 @@ TEST_F(SourceKernel, NullArgumentsAreErrors) {
             BITFOLD_ERROR_INVALID_ARGUMENT);
   EXPECT_STREQ(bitfold_last_error(),
                "bitfold_kernel_from_source: out is NULL");
+}
+
+TEST_F(SourceKernel, CppKernelOfADefIsTheKernelOfItsText) {
+  std::string text = replaced(kScale, "src_user_scale", "src_cpp_def");
+  auto def = bitfold::dsl::parseKernel(text);
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  auto rtpp = bitfold::Runtime::create();
+  ASSERT_TRUE(rtpp.ok()) << rtpp.status().message();
+  auto byDef = rtpp->kernel(**def);
+  ASSERT_TRUE(byDef.ok()) << byDef.status().message();
+  auto byText = rtpp->kernelFromSource(text);
+  ASSERT_TRUE(byText.ok()) << byText.status().message();
+  EXPECT_EQ(byDef->get(), byText->get());
+  EXPECT_EQ(byDef->tensorNames(), (std::vector<std::string>{"x", "y"}));
+  auto bad = rtpp->kernelFromSource("bitfold.row_program");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), BITFOLD_ERROR_INVALID_ARGUMENT);
 }
