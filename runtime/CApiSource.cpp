@@ -11,6 +11,7 @@
 
 #include "templates/UserKernels.h"
 
+#include <new>
 #include <string>
 
 using namespace bitfold;
@@ -30,12 +31,24 @@ BITFOLD_API bitfold_status bitfold_kernel_from_source(bitfold_runtime *runtime,
         BITFOLD_ERROR_INVALID_ARGUMENT,
         (std::string("bitfold_kernel_from_source: ") + missing + " is NULL")
             .c_str());
-  auto desc = templates::addUserKernelText(llvm::StringRef(text, length),
-                                           "<source>");
-  if (!desc)
-    return runtime::reportError(BITFOLD_ERROR_INVALID_ARGUMENT,
-                                llvm::toString(desc.takeError()).c_str());
-  std::string name = (*desc)->name;
+  std::string name, error;
+  try { // nothing may cross the C ABI (bitfold_template guards itself)
+    auto desc = templates::addUserKernelText(llvm::StringRef(text, length),
+                                             "<source>");
+    if (desc)
+      name = (*desc)->name;
+    else
+      error = llvm::toString(desc.takeError());
+  } catch (const std::bad_alloc &) {
+    return runtime::reportError(BITFOLD_ERROR_INTERNAL,
+                                "bitfold_kernel_from_source: out of memory");
+  } catch (...) {
+    return runtime::reportError(BITFOLD_ERROR_INTERNAL,
+                                "bitfold_kernel_from_source: unexpected "
+                                "exception");
+  }
+  if (!error.empty())
+    return runtime::reportError(BITFOLD_ERROR_INVALID_ARGUMENT, error.c_str());
   return bitfold_template(runtime, name.c_str(), "", out);
 }
 

@@ -62,6 +62,14 @@ def poisoned(like):
     return t
 
 
+def raw(t):
+    """A bf16 CUDA tensor as bitfold.RawTensor (the launch path bitfold.torch
+    uses: bitfold_launch_raw)."""
+    assert t.dtype == torch.bfloat16 and t.is_cuda
+    return bitfold.RawTensor(t.data_ptr(), "bf16", tuple(t.shape), tuple(t.stride()),
+                             t.device.index)
+
+
 def median_us(fn, iters=50, warmup=5):
     for _ in range(warmup):
         fn()
@@ -138,7 +146,7 @@ def run_case(rt, name, make, in_names, out_names, scalars, eager, exact, note, s
     k = rt.kernel_from_source(text_of(name))
     outs = {o: poisoned(ref[o]) for o in out_names}
     stream = torch.cuda.current_stream().cuda_stream
-    args = [t[n] for n in in_names] + [outs[o] for o in out_names]
+    args = [raw(t[n]) for n in in_names] + [raw(outs[o]) for o in out_names]
     k.launch(args, scalars, stream)
     torch.cuda.synchronize()
     row = {"kernel": name, "shape": f"{rows},{cols}", "seed": seed, "outputs": {}}
@@ -154,7 +162,8 @@ def run_case(rt, name, make, in_names, out_names, scalars, eager, exact, note, s
             ok = False
     # Determinism: a second launch gives the same bits.
     again = {o: poisoned(ref[o]) for o in out_names}
-    k.launch([t[n] for n in in_names] + [again[o] for o in out_names], scalars, stream)
+    k.launch([raw(t[n]) for n in in_names] + [raw(again[o]) for o in out_names], scalars,
+             stream)
     torch.cuda.synchronize()
     row["deterministic"] = all(
         bool((again[o].view(torch.int16) == outs[o].view(torch.int16)).all()) for o in out_names)

@@ -10,8 +10,10 @@
 #include "CliSupport.h"
 
 #include "autotune/TuneTasks.h"
+#include "dsl/Parser.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -92,6 +94,22 @@ TEST(Program, TheExampleProgramsInterpret) {
                                      "4,256"};
     Output o = cli(args);
     EXPECT_EQ(o.status, 0) << joined(args) << "\n" << o.out << o.err;
+  }
+}
+
+TEST(Program, TheExampleProgramsRoundTripWithTheSameHash) {
+  for (const char *name : {"add_rmsnorm", "bias_gelu_tanh", "softmax"}) {
+    std::string file = std::string(BITFOLD_SOURCE_DIR) +
+                       "/examples/user_kernels/" + name + ".bfk";
+    auto buf = llvm::MemoryBuffer::getFile(file);
+    ASSERT_TRUE(bool(buf)) << file;
+    auto def = dsl::parseKernel((*buf)->getBuffer(), file);
+    ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+    auto again = dsl::parseKernel((*def)->canonicalText, file);
+    ASSERT_TRUE(bool(again)) << llvm::toString(again.takeError());
+    EXPECT_EQ((*again)->canonicalText, (*def)->canonicalText) << file;
+    EXPECT_EQ((*again)->hash, (*def)->hash) << file;
+    EXPECT_EQ(dsl::printCanonical(**again), (*def)->canonicalText) << file;
   }
 }
 
