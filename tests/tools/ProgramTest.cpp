@@ -129,6 +129,19 @@ TEST(Program, AMalformedFileNamesFileLineAndColumn) {
       << missing.err;
 }
 
+TEST(Program, TuneRegistersItsProgramsBeforeReadingTheShapesFile) {
+  TempDir dir;
+  std::string text = kScale;
+  text.replace(text.find("groups 1"), 8, "groups x");
+  std::string bad = dir.write("bad.bfk", text);
+  std::vector<std::string> args = {"tune", "--program", bad, "--shapes",
+                                   dir.write("s.json", "[]"), "--out",
+                                   dir.path.str().str() + "/out"};
+  Output o = cli(args);
+  EXPECT_EQ(o.status, 1) << joined(args) << "\n" << o.err;
+  EXPECT_NE(o.err.find(bad + ":2:8: expected"), std::string::npos) << o.err;
+}
+
 TEST(Program, ANameAndAProgramTogetherIsAUsageError) {
   TempDir dir;
   std::string file = dir.write("scale.bfk", kScale);
