@@ -2,8 +2,11 @@
 
 #include "autotune/TuneTasks.h"
 
+#include "templates/UserKernels.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <nlohmann/json.hpp>
 
@@ -53,14 +56,19 @@ autotune::parseShapesFile(llvm::StringRef text) {
       dst = it->get<std::string>();
       return llvm::Error::success();
     };
-    if (llvm::Error e = str("template", r.templateName))
+    if (j.contains("program")) {
+      if (llvm::Error e = str("program", r.program))
+        return std::move(e);
+    } else if (llvm::Error e = str("template", r.templateName)) {
       return std::move(e);
+    }
     if (llvm::Error e = str("shape", r.shape))
       return std::move(e);
     for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "template" && it.key() != "shape" && it.key() != "params")
+      if (it.key() != "template" && it.key() != "program" &&
+          it.key() != "shape" && it.key() != "params")
         return taskError(where + ": unknown key '" + it.key() +
-                         "' (template, shape, params)");
+                         "' (template or program, shape, params)");
     if (auto p = j.find("params"); p != j.end()) {
       if (!p->is_object())
         return taskError(where + ": 'params' must be an object");
@@ -93,6 +101,19 @@ autotune::loadShapesFile(llvm::StringRef path) {
   auto r = parseShapesFile((*buf)->getBuffer());
   if (!r)
     return taskError(path + ": " + llvm::toString(r.takeError()));
+  for (ShapeRequest &req : *r) {
+    if (req.program.empty())
+      continue;
+    llvm::SmallString<256> file(req.program);
+    if (llvm::sys::path::is_relative(file)) {
+      file = llvm::sys::path::parent_path(path);
+      llvm::sys::path::append(file, req.program);
+    }
+    auto desc = templates::addUserKernelFile(file);
+    if (!desc)
+      return taskError(path + ": " + llvm::toString(desc.takeError()));
+    req.templateName = (*desc)->name;
+  }
   return r;
 }
 
@@ -100,7 +121,11 @@ std::string autotune::shapesFileText(llvm::ArrayRef<ShapeRequest> requests) {
   std::string s = "[\n";
   for (size_t i = 0; i < requests.size(); ++i) {
     const ShapeRequest &r = requests[i];
-    json j{{"template", r.templateName}, {"shape", r.shape}};
+    json j{{"shape", r.shape}};
+    if (r.program.empty())
+      j["template"] = r.templateName;
+    else
+      j["program"] = r.program;
     if (!r.params.empty())
       j["params"] = r.params;
     s += "  " + j.dump() + (i + 1 < requests.size() ? ",\n" : "\n");

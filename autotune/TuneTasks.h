@@ -31,6 +31,9 @@ struct ShapeRequest {
   std::string templateName;
   std::string shape; ///< "1,4096,4096", as templates::parseShape reads it.
   std::map<std::string, std::string> params;
+  /// "program": a kernel text file instead of "template" (relative to the
+  /// shapes file); loadShapesFile registers it and sets templateName.
+  std::string program;
   /// "dtype=bf16 residual=1": what KernelDescriptor::parseParams reads.
   std::string paramsText() const;
   /// "ln_modulate 1,4096,4096 dtype=bf16" (for messages and the report).

@@ -146,6 +146,22 @@ BITFOLD_API bitfold_status bitfold_template(bitfold_runtime *runtime,
                                             const char *params,
                                             bitfold_kernel **out);
 
+/** Creates a kernel from a program in the kernel text format
+ *  (docs/kernel-format.md), `length` bytes of `text` (no NUL needed). The
+ *  program is parsed, verified and registered under its name as a user
+ *  kernel; the kernel then launches exactly like a template's (per-shape
+ *  specialisation, memory and disk caches, tune DB) and takes no
+ *  parameters. Errors (BITFOLD_ERROR_INVALID_ARGUMENT): a malformed text
+ *  ("line:column: expected X, found Y"), a program the verifier rejects
+ *  (its message names the node), a name that is a stock template's, or a
+ *  different program under a name already registered (the same program
+ *  again gives the same kernel). Nothing is registered or cached for a
+ *  program that fails. The kernel is owned by the runtime. */
+BITFOLD_API bitfold_status bitfold_kernel_from_source(bitfold_runtime *runtime,
+                                                      const char *text,
+                                                      size_t length,
+                                                      bitfold_kernel **out);
+
 /** The tensors a launch takes, in order: for each tensor group (q and k of
  *  qk_layernorm are two groups), the kernel's operands in declaration
  *  order, inputs then outputs. Names are the operands' ("x", "scale",

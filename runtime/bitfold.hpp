@@ -172,6 +172,28 @@ public:
     return Kernel(k);
   }
 
+  /// A kernel from a program text (the kernel text format); see
+  /// bitfold_kernel_from_source. `Runtime::kernel(def)` of the jit
+  /// component passes a KernelDef's canonical text here.
+  Result<Kernel> kernelFromSource(const std::string &text) const {
+    bitfold_kernel *k = nullptr;
+    bitfold_status s =
+        bitfold_kernel_from_source(rt_, text.data(), text.size(), &k);
+    if (s != BITFOLD_SUCCESS)
+      return Status::fromLastCall(s);
+    return Kernel(k);
+  }
+
+  /// A kernel from a program built with the jit component's C++ DSL (a
+  /// bitfold::dsl::KernelDef): its canonical text is its identity, so this
+  /// is kernelFromSource(def.canonicalText). (A template, so that this
+  /// header needs no DSL header.)
+  template <typename Def, typename = decltype(std::declval<const Def &>()
+                                                  .canonicalText)>
+  Result<Kernel> kernel(const Def &def) const {
+    return kernelFromSource(def.canonicalText);
+  }
+
   static std::vector<std::string> templateNames() {
     std::vector<std::string> out;
     for (int i = 0; i < bitfold_num_templates(); ++i)

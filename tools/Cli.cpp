@@ -11,6 +11,7 @@
 #include "tools/Commands.h"
 
 #include "bitfold/Config.h"
+#include "templates/UserKernels.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -60,6 +61,13 @@ cl::SubCommand tuneCmd(
 cl::opt<std::string> kernelName(cl::Positional, cl::desc("<kernel>"),
                                 cl::sub(interpCmd), cl::sub(compileCmd),
                                 cl::sub(runCmd), cl::cat(category));
+cl::list<std::string>
+    programOpt("program", cl::value_desc("FILE"),
+               cl::desc("a kernel text file (docs/kernel-format.md) instead "
+                        "of <kernel>: registered under its program's name "
+                        "(tune: that name may be used in the shapes file)"),
+               cl::sub(interpCmd), cl::sub(compileCmd), cl::sub(runCmd),
+               cl::sub(tuneCmd), cl::cat(category));
 cl::opt<std::string>
     shapeOpt("shape", cl::value_desc("DIMS"),
              cl::desc("tensor dims: B,S,D (row-major, or any ...,D), "
@@ -196,11 +204,51 @@ cl::opt<std::string> workerReport("worker-report", cl::Hidden,
 
 // ---- Dispatch ---------------------------------------------------------------
 
-ProblemArgs problemArgs() { return {kernelName, paramsOpt, shapeOpt}; }
+/// Registers each --program file; the names of their programs.
+llvm::Expected<std::vector<std::string>> registerPrograms() {
+  std::vector<std::string> names;
+  for (const std::string &file : programOpt) {
+    auto desc = templates::addUserKernelFile(file);
+    if (!desc)
+      return desc.takeError();
+    names.push_back((*desc)->name);
+  }
+  return names;
+}
+
+/// The one place a command's kernel is resolved: <kernel>, or the program
+/// of --program FILE, registered (templates/UserKernels.h) so that every
+/// command then reaches it by name like a stock kernel. Nonzero: the exit
+/// status, after reporting why (usage: both given; failed: the file).
+int resolveProblem(llvm::StringRef cmd, ProblemArgs &a,
+                   llvm::raw_ostream &err) {
+  a = {kernelName, paramsOpt, shapeOpt};
+  if (programOpt.empty())
+    return kOk;
+  if (programOpt.size() > 1 || !kernelName.empty())
+    return report(err, cmd,
+                  "expected a kernel name or one --program FILE, not both",
+                  kUsage);
+  auto names = registerPrograms();
+  if (!names)
+    return report(err, cmd, names.takeError(), kFailed);
+  a.kernel = names->front();
+  return kOk;
+}
+
+int interpFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
+  ProblemArgs problem;
+  if (int status = resolveProblem("interp", problem, err))
+    return status;
+  return interpCommand({problem, seedOpt, printText, archOpt}, out, err);
+}
 
 int compileFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
+  ProblemArgs problem;
+  if (int status = resolveProblem("compile", problem, err))
+    return status;
   CompileCommandOptions o;
-  o.problem = problemArgs();
+  o.problem = problem;
   o.config = configOpt;
   o.listConfigs = listConfigs;
   o.codegen.arch = archOpt;
@@ -214,8 +262,11 @@ int compileFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
 }
 
 int runFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
+  ProblemArgs problem;
+  if (int status = resolveProblem("run", problem, err))
+    return status;
   RunOptions o;
-  o.problem = problemArgs();
+  o.problem = problem;
   o.config = configOpt;
   o.tuneDb = tuneDbOpt;
   o.seed = seedOpt;
@@ -239,6 +290,9 @@ int tuneFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
     return tuneMergeCommand(inputs, outOpt, out, err);
   }
   TuneOptions o;
+  o.programs.assign(programOpt.begin(), programOpt.end());
+  if (auto names = registerPrograms(); !names)
+    return report(err, "tune", names.takeError(), kFailed);
   o.shapes = shapesOpt;
   o.out = outOpt;
   o.report = reportOpt;
@@ -277,8 +331,7 @@ int dispatch(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   if (templatesCmd)
     return templatesCommand(out);
   if (interpCmd)
-    return interpCommand({problemArgs(), seedOpt, printText, archOpt}, out,
-                         err);
+    return interpFromFlags(out, err);
   if (compileCmd)
     return compileFromFlags(out, err);
   if (runCmd)

@@ -97,6 +97,9 @@ int cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
 
 struct TuneOptions {
   std::string shapes, out, report;
+  /// --program files, registered before the shapes file is read (workers
+  /// get them too).
+  std::vector<std::string> programs;
   std::vector<std::string> templateFilter;
   std::string shard = "0/1";
   std::string devices = "0";

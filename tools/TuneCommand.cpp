@@ -326,6 +326,8 @@ llvm::Expected<Worker> startWorker(const TuneOptions &args, const Shard &sub,
       "--cut-ratio", llvm::formatv("{0}", args.cutRatio).str(),
       "--timing", args.timing == Timing::Steady ? "steady" : "flushed",
       "--worker-db", w.db, "--worker-report", w.report};
+  for (const std::string &program : args.programs)
+    wargs.insert(wargs.end(), {"--program", program});
   if (!args.templateFilter.empty())
     wargs.insert(wargs.end(),
                  {"--templates", llvm::join(args.templateFilter, ",")});

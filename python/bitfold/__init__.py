@@ -63,6 +63,15 @@ def _params_text(params, kwargs):
     return ",".join(parts)
 
 
+def _program_name(text):
+    """NAME of the header line "bitfold.row_program NAME v1" (for repr)."""
+    for line in text.splitlines():
+        words = line.split(b"#", 1)[0].split()
+        if len(words) >= 2 and words[0] == b"bitfold.row_program":
+            return words[1].decode(errors="replace")
+    return "<source>"
+
+
 class Runtime:
     """A bitfold runtime: its kernels, their compiled shape classes and the
     disk cache. Thread-safe (launches and lookups from many threads)."""
@@ -86,21 +95,48 @@ class Runtime:
     def version(self):
         return self.lib.bitfold_version().decode()
 
-    def kernel(self, name, params="", **kwargs):
-        """The kernel of template `name` with parameters as text
-        ("dtype=f16,gate=per_batch") and/or keywords (dtype="f16")."""
-        text = _params_text(params, kwargs)
-        key = (name, text)
+    def _lookup(self, key, find):
+        """The kernel cached under `key`, else find(handle_ref) -> (name,
+        params) fills a new handle (once, under the lock)."""
         k = self._kernels.get(key)
         if k is None:
             with self._lock:
                 k = self._kernels.get(key)
                 if k is None:
                     h = ctypes.c_void_p()
-                    _check(self.lib, self.lib.bitfold_template(
-                        self.handle, name.encode(), text.encode(), ctypes.byref(h)))
-                    k = self._kernels[key] = Kernel(self, h, name, text)
+                    name, params = find(ctypes.byref(h))
+                    k = self._kernels[key] = Kernel(self, h, name, params)
         return k
+
+    def kernel(self, name, params="", **kwargs):
+        """The kernel of template `name` with parameters as text
+        ("dtype=f16,gate=per_batch") and/or keywords (dtype="f16")."""
+        text = _params_text(params, kwargs)
+
+        def find(out):
+            _check(self.lib, self.lib.bitfold_template(self.handle, name.encode(),
+                                                       text.encode(), out))
+            return name, text
+        return self._lookup((name, text), find)
+
+    def kernel_from_source(self, text):
+        """A kernel from a program in the kernel text format
+        (docs/kernel-format.md; str or bytes): parsed, verified and
+        registered under the program's name, then launched like a
+        template's kernel (shape classes, caches, tune DB). Raises
+        BitfoldError (BITFOLD_ERROR_INVALID_ARGUMENT) with "line:column:"
+        for malformed text, the verifier's message for an invalid program,
+        and for a name taken by a stock template or by a different program."""
+        fn = getattr(self.lib, "bitfold_kernel_from_source", None)
+        if fn is None:
+            raise BitfoldError("BITFOLD_ERROR_UNSUPPORTED",
+                               f"{self.lib.bitfold_path} has no bitfold_kernel_from_source")
+        data = text.encode() if isinstance(text, str) else bytes(text)
+
+        def find(out):
+            _check(self.lib, fn(self.handle, data, len(data), out))
+            return _program_name(data), ""
+        return self._lookup(("<source>", data), find)
 
     def kernels(self):
         """The kernels looked up so far."""
@@ -222,18 +258,8 @@ class Kernel:
             _check(self.lib, status)
 
 
-def kernel_from_source(source, name=None, runtime=None, **params):
-    """A kernel from DSL text (user-defined kernels).
-
-    HOOK: the text parser is being written elsewhere (dsl/). When the C API
-    gains its entry point (e.g. bitfold_kernel_from_source), bind it in
-    _lib._SIGNATURES and call it here; Kernel, launch and bitfold.torch's
-    generic op path need no change.
-    """
-    rt = runtime or default_runtime()
-    fn = getattr(rt.lib, "bitfold_kernel_from_source", None)
-    if fn is None:
-        raise NotImplementedError(
-            "kernel_from_source: this libbitfold.so has no bitfold_kernel_from_source "
-            "(user-defined kernels are not in the C API yet)")
-    raise NotImplementedError("kernel_from_source: bind bitfold_kernel_from_source here")
+def kernel_from_source(source, runtime=None):
+    """A kernel from a program in the kernel text format
+    (docs/kernel-format.md) on `runtime` (default: default_runtime()); see
+    Runtime.kernel_from_source."""
+    return (runtime or default_runtime()).kernel_from_source(source)

@@ -68,6 +68,8 @@ _SIGNATURES = {
     "bitfold_runtime_cache_stats": ([_VP, ctypes.POINTER(CacheStats)], _I),
     "bitfold_runtime_destroy": ([_VP], None),
     "bitfold_template": ([_VP, _CP, _CP, ctypes.POINTER(_VP)], _I),
+    # The text is passed as bytes with its length (no NUL needed).
+    "bitfold_kernel_from_source": ([_VP, _CP, ctypes.c_size_t, ctypes.POINTER(_VP)], _I),
     "bitfold_kernel_num_tensors": ([_VP], _I),
     "bitfold_kernel_tensor_name": ([_VP, _I], _CP),
     "bitfold_kernel_tensor_is_output": ([_VP, _I], _I),

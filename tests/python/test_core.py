@@ -72,10 +72,44 @@ class InstalledPackage(unittest.TestCase):
         finally:
             rt.close()
 
-    def test_kernel_from_source_is_a_marked_hook(self):
-        with self.assertRaises(NotImplementedError):
-            bitfold.kernel_from_source("kernel k { }", runtime=bitfold.Runtime(disk_cache=False))
+    def test_kernel_from_source_gives_a_kernel_with_the_programs_operands(self):
+        text = "\n".join([
+            "bitfold.row_program py_user_scale v1", "groups 1",
+            "guard cols % 1 == 0, 1 <= cols <= 16777216",
+            "input x : f32 row_major per_element", "scalar a : f32 default 2",
+            "body:", "  %x = load x : f32", "  %a = scalar a : f32",
+            "  %y = mul %x, %a : f32", "  output y : f32 row_major = %y", ""])
+        rt = bitfold.Runtime(disk_cache=False)
+        try:
+            k = rt.kernel_from_source(text)
+            self.assertEqual(k.tensor_names, ["x", "y"])
+            self.assertEqual(k.tensor_is_output, [False, True])
+            self.assertEqual(k.scalar_names, ["a"])
+            self.assertEqual(k.name, "py_user_scale")
+            self.assertIs(rt.kernel_from_source(text), k)
+            self.assertIs(bitfold.kernel_from_source(text, runtime=rt), k)
+            # Registered by name: the template lookup reaches it too.
+            self.assertEqual(rt.kernel("py_user_scale").tensor_names, ["x", "y"])
+        finally:
+            rt.close()
 
+    def test_kernel_from_source_errors_carry_line_and_column(self):
+        stock = "\n".join([
+            "bitfold.row_program ln_modulate v1", "groups 1",
+            "guard cols % 1 == 0, 1 <= cols <= 16777216",
+            "input x : f32 row_major per_element", "body:",
+            "  %x = load x : f32", "  output y : f32 row_major = %x", ""])
+        rt = bitfold.Runtime(disk_cache=False)
+        try:
+            with self.assertRaises(bitfold.BitfoldError) as e:
+                rt.kernel_from_source("bitfold.row_program bad v1\ngroups x\n")
+            self.assertEqual(e.exception.status, "BITFOLD_ERROR_INVALID_ARGUMENT")
+            self.assertRegex(e.exception.message, r"2:8: expected")
+            with self.assertRaises(bitfold.BitfoldError) as e:
+                rt.kernel_from_source(stock.encode())
+            self.assertIn("stock kernel", e.exception.message)
+        finally:
+            rt.close()
 
 if __name__ == "__main__":
     unittest.main()

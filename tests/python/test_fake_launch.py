@@ -90,6 +90,20 @@ class FakeDriverLaunch(unittest.TestCase):
         self.k.launch(caps, [1e-6])
         self.assertParams(self.last(), LN_PARAMS)
 
+    def test_a_kernel_from_source_launches_its_programs_abi(self):
+        # examples/user_kernels/softmax.bfk: x then y, no dims, no scalars.
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                            "user_kernels", "softmax.bfk")
+        with open(path) as f:
+            k = self.rt.kernel_from_source(f.read())
+        self.assertEqual(k.tensor_names, ["x", "y"])
+        self.fake.fake_cuda_expect_params(5)
+        k.launch([RawTensor(0x10000000, "bf16", (4, 64), (64, 1), 0),
+                  RawTensor(0x20000000, "bf16", (4, 64), (64, 1), 0)], [], stream=0xABC0)
+        launch = self.last()
+        self.assertParams(launch, [0x10000000, 64, 0x20000000, 64, 4])
+        self.assertEqual(launch.stream, 0xABC0)
+
     def test_rejections_raise_with_the_c_status(self):
         bad = ln_tensors()
         bad[0] = bad[0]._replace(dtype="f16")

@@ -1,0 +1,85 @@
+//===- examples/user_kernels/Kernels.cpp - The programs in C++ ------------===//
+
+#include "Kernels.h"
+
+#include <limits>
+
+using namespace bitfold::dsl;
+
+namespace {
+
+/// flashinfer's RMSNorm order: 32 lanes push 8-element vectors and merge
+/// by butterfly.
+FoldOrder warpButterfly() {
+  FoldOrder o;
+  o.name = "warp_butterfly";
+  o.threads = 32;
+  o.vector = 8;
+  for (int offset = 1; offset < 32; offset *= 2)
+    o.stages.push_back({TreeStage::ButterflyXor, offset});
+  return o;
+}
+
+std::shared_ptr<const Combiner> sumOf(const char *name, bool squares) {
+  return std::make_shared<Combiner>(
+      name, std::vector<std::string>{"acc"}, std::vector<float>{0.0f},
+      [squares](const State &s, const Expr &v) {
+        return State{{s[0] + (squares ? v * v : v)}};
+      },
+      [](const State &a, const State &b) { return State{{a[0] + b[0]}}; });
+}
+
+std::shared_ptr<const Combiner> rowMax() {
+  return std::make_shared<Combiner>(
+      "row_max", std::vector<std::string>{"m"},
+      std::vector<float>{-std::numeric_limits<float>::infinity()},
+      [](const State &s, const Expr &v) { return State{{max_nan(s[0], v)}}; },
+      [](const State &a, const State &b) {
+        return State{{max_nan(a[0], b[0])}};
+      });
+}
+
+} // namespace
+
+llvm::Expected<user_kernels::DefRef> user_kernels::addRmsNorm() {
+  RowProgram p("user_add_rmsnorm");
+  p.guardCols(8, 8, 8192);
+  Input x = p.input("x", bf16, Layout::RowMajor);
+  Input r = p.input("r", bf16, Layout::RowMajor);
+  Input w = p.input("w", bf16, Layout::RowMajor, IndexMap::PerColumn);
+  Expr eps = p.scalar("eps", 1e-6f);
+  Expr h = round(bf16, x.row() + r.row());
+  Expr hf = h.to_f32();
+  Expr ss = p.fold(hf, warpButterfly(), sumOf("sum_of_squares", true))[0];
+  Expr rstd = rsqrt_approx_ftz(div_rn(ss, p.cols().to_f32()) + eps);
+  Expr xb = round(bf16, hf * rstd);
+  p.output("h", bf16, Layout::RowMajor, h);
+  p.output("y", bf16, Layout::RowMajor, round(bf16, xb * w.row()));
+  return p.build();
+}
+
+llvm::Expected<user_kernels::DefRef> user_kernels::biasGeluTanh() {
+  RowProgram p("user_bias_gelu_tanh");
+  Input x = p.input("x", bf16, Layout::RowMajor);
+  Input bias = p.input("bias", bf16, Layout::RowMajor, IndexMap::PerColumn);
+  Expr v = round(bf16, x.row() + bias.row()).to_f32();
+  Expr one = 1.0f, two = 2.0f;
+  Expr u = Expr(0.7978845608028654f) * (v + Expr(0.044715f) * (v * v * v));
+  // tanh(u) = 1 - 2 / (exp(2u) + 1): no tanhf in the DSL yet.
+  Expr th = one - div_rn(two, exp_libdevice(two * u) + one);
+  p.output("y", bf16, Layout::RowMajor,
+           round(bf16, (Expr(0.5f) * v) * (one + th)));
+  return p.build();
+}
+
+llvm::Expected<user_kernels::DefRef> user_kernels::softmax() {
+  RowProgram p("user_softmax");
+  p.guardCols(8, 8, 8192);
+  Input x = p.input("x", bf16, Layout::RowMajor);
+  Expr xf = x.row().to_f32();
+  Expr max = p.fold(xf, warpButterfly(), rowMax())[0];
+  Expr e = exp_libdevice(xf - max);
+  Expr sum = p.fold(e, warpButterfly(), sumOf("sum", false))[0];
+  p.output("y", bf16, Layout::RowMajor, round(bf16, div_rn(e, sum)));
+  return p.build();
+}

@@ -1,0 +1,25 @@
+//===- examples/user_kernels/Kernels.h - Three kernels outside templates/ -===//
+//
+// Each builds the same program as its text file (NAME.bfk): the same
+// canonical text, so the same hash, cache entries and kernel.
+//
+//===----------------------------------------------------------------------===//
+#ifndef BITFOLD_EXAMPLES_USER_KERNELS_KERNELS_H
+#define BITFOLD_EXAMPLES_USER_KERNELS_KERNELS_H
+
+#include "dsl/IR.h"
+
+namespace user_kernels {
+
+using DefRef = std::shared_ptr<const bitfold::dsl::KernelDef>;
+
+/// h = bf16(x + r); y = bf16(bf16(h * rsqrt(mean(h^2) + eps)) * w).
+llvm::Expected<DefRef> addRmsNorm();
+/// y = gelu_tanh(bf16(x + bias)), tanh written with expf.
+llvm::Expected<DefRef> biasGeluTanh();
+/// y = exp(x - max) / sum(exp(x - max)): two dependent folds.
+llvm::Expected<DefRef> softmax();
+
+} // namespace user_kernels
+
+#endif

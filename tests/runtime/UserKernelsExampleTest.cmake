@@ -1,0 +1,63 @@
+# CTest script: install the "bitfold" and "jit" components to a scratch
+# prefix, then build examples/user_kernels against that prefix alone
+# (find_package(bitfold COMPONENTS jit), and again through pkg-config
+# bitfold-jit) and run it: each C++ kernel must have the hash of its text
+# file, interpret, and compile to PTX (no GPU: the launch is skipped).
+#   -DBUILD_DIR=<build tree> -DEXAMPLE_DIR=<examples/user_kernels>
+#   -DWORK_DIR=<scratch> -DCXX_COMPILER=<c++> -DGENERATOR=<generator>
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+foreach(component bitfold jit)
+  run(${CMAKE_COMMAND} --install ${BUILD_DIR} --component ${component}
+      --prefix ${prefix})
+endforeach()
+# No internal header leaks: only the public DSL and codegen headers.
+file(GLOB_RECURSE headers RELATIVE ${prefix}/include ${prefix}/include/*)
+list(SORT headers)
+message(STATUS "installed headers: ${headers}")
+foreach(h ${headers})
+  if(NOT h MATCHES "^(dlpack/|bitfold/(bitfold\\.hp?p?|dsl/(IR|Ops|Parser|Interp|ApproxModels|ApproxTables)\\.h|dsl/Ops\\.def|codegen/Codegen\\.h)$)")
+    message(FATAL_ERROR "unexpected installed header: ${h}")
+  endif()
+endforeach()
+
+# 1. find_package(bitfold COMPONENTS jit).
+set(env ${CMAKE_COMMAND} -E env BITFOLD_LIBCUDA=/nonexistent/libcuda.so.1
+    BITFOLD_DISK_CACHE=0)
+run(${CMAKE_COMMAND} -S ${EXAMPLE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run(${env} ${WORK_DIR}/build/user_kernels ${EXAMPLE_DIR})
+message(STATUS "user_kernels (find_package):\n${out}")
+foreach(want "user_add_rmsnorm" "user_bias_gelu_tanh" "user_softmax"
+        "same hash" "PTX (sm_90)" "interp y[0, 0:6]")
+  string(FIND "${out}" "${want}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "user_kernels output lacks '${want}'")
+  endif()
+endforeach()
+
+# 2. pkg-config bitfold-jit.
+find_program(PKG_CONFIG pkg-config REQUIRED)
+file(GLOB_RECURSE pcs ${prefix}/*/bitfold-jit.pc)
+get_filename_component(pcdir "${pcs}" DIRECTORY)
+run(${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${pcdir}
+    ${PKG_CONFIG} --cflags --libs bitfold-jit)
+separate_arguments(flags UNIX_COMMAND "${out}")
+get_filename_component(libdir ${pcdir} DIRECTORY)
+run(${CXX_COMPILER} ${EXAMPLE_DIR}/main.cpp ${EXAMPLE_DIR}/Kernels.cpp
+    ${EXAMPLE_DIR}/GpuBuffers.cpp -DUSER_KERNELS_SOURCE_DIR="${EXAMPLE_DIR}"
+    ${flags} -ldl -Wl,-rpath,${libdir} -o ${WORK_DIR}/user_kernels-pc)
+run(${env} ${WORK_DIR}/user_kernels-pc)
+message(STATUS "user_kernels (pkg-config): ok")
