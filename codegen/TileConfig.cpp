@@ -63,8 +63,30 @@ int codegen::registerLimit(int ctaThreads) {
 namespace {
 
 /// The shape against the program's guard, and the config's own limits.
+/// Codegen maps the plain fold-order model only. An order with several
+/// accumulators per lane, aligned vectors or CTA groups, or one that holds
+/// only for a row range (aten's generic reduction, docs/aten-reduce.md)
+/// runs in the interpreter; compiling it would silently drop what the
+/// model adds, so it is refused here, for every config.
+llvm::Error checkFoldOrdersMappable(const KernelDef &def) {
+  for (const dsl::FoldDecl &f : def.folds)
+    if (!f.order.isPlain() || f.order.hasRowRange())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("'{0}': fold order '{1}' uses {2}, which codegen does "
+                        "not map yet (the interpreter runs it; "
+                        "docs/aten-reduce.md section 7)",
+                        def.name, f.order.name,
+                        f.order.isPlain() ? "a row range"
+                                          : "accumulators per lane, aligned "
+                                            "vectors or CTA groups"));
+  return llvm::Error::success();
+}
+
 llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
                                 const TileConfig &c) {
+  if (llvm::Error e = checkFoldOrdersMappable(def))
+    return e;
   const int64_t D = shape.cols;
   if (D < def.minCols || D > def.maxCols || D % def.colsMultipleOf != 0)
     return llvm::createStringError(
