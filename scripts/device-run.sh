@@ -56,6 +56,7 @@ torch_step() {
     exit $rc
   ) 2>&1 | tee "$OUT/torch.log" | tail -40
   return "${PIPESTATUS[0]}"
+}
 # One line per (template, shape, config, tool): "clean" or the error count.
 sanitize_one() { # template shape config tool
   local log=/tmp/bf-cs/$1.$3.$4.log

@@ -4,7 +4,9 @@
 # (config "r1.t128.v8.p1" is sm_90 without PDL; ":sm_80", ":sm_100" and
 # ":sm_90:pdl" rows are the default config under those options). Run it on
 # two commits and diff the lists: empty means byte-identical PTX.
-# Usage: scripts/ptx-hashes.sh [TEMPLATE] > list.txt
+# Usage: scripts/ptx-hashes.sh [--mask-kernel-hash] [TEMPLATE] > list.txt
+#   --mask-kernel-hash: hash the PTX with the kernel hash in entry names
+#   masked, for changes that alter only the canonical text.
 #   BITFOLD_BUILD_DIR (default build/) is built first (target ptx_hashes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -37,8 +37,9 @@ def same_bits(out, expect):
     if a.shape != b.shape or a.dtype != b.dtype:
         return False, f"shape/dtype {a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
     nan_a, nan_b = torch.isnan(a), torch.isnan(b)
-    ia = a.view(torch.int16 if a.element_size() == 2 else torch.int32)
-    ib = b.view(torch.int16 if b.element_size() == 2 else torch.int32)
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+    ia = a.view(ints[a.element_size()])
+    ib = b.view(ints[b.element_size()])
     diff = (ia != ib) & ~(nan_a & nan_b)
     if not bool(diff.any()):
         return True, ""

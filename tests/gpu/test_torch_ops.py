@@ -194,7 +194,7 @@ def test_strict_mode_raises_with_the_guard_message():
         bt.ln_modulate(*args, 1e-6)
 
 
-def test_verify_once_passes_for_exact_ops_and_disables_inexact_ones():
+def test_verify_once_passes_for_exact_ops_and_disables_inexact_ones(monkeypatch):
     gen = torch.Generator(device="cuda").manual_seed(4)
     x = randn((2, 64, 512), BF, 1.0, gen)
     sc, sh = randn((2, 512), BF, 0.1, gen), randn((2, 512), BF, 0.1, gen)
@@ -202,7 +202,19 @@ def test_verify_once_passes_for_exact_ops_and_disables_inexact_ones():
         bt.ln_modulate(x, sc, sh, 1e-6, verify="once")
     s = bt.stats()["ln_modulate"]
     assert s["verified"] == 1 and s["mismatches"] == 0 and s["disabled"] is None, s
-    # wan_rmsnorm_silu is not bit-exact (NUMERICS.md 6): verify must catch it.
+    # A mismatch must disable the op, warn once and return the reference. The
+    # inexact wan kernel differs from eager on few elements (566 of 153M at
+    # the seed shape), so a small input may well match: the reference is
+    # made to differ in one element's last bit instead.
+    eager_wan = bt._eager.wan_rmsnorm_silu
+
+    def off_by_one_ulp(*a, **k):
+        y = eager_wan(*a, **k).clone()
+        bits = y.view(torch.int16)  # same element size: any strides
+        bits[(0,) * bits.dim()] ^= 1
+        return y
+
+    monkeypatch.setattr(bt._eager, "wan_rmsnorm_silu", off_by_one_ulp)
     c = randn((1, 96, 2, 16, 16), BF, 1.0, gen).contiguous(memory_format=torch.channels_last_3d)
     gamma, beta = randn((96,), BF, 1.0, gen), randn((96,), BF, 0.1, gen)
     with warnings.catch_warnings(record=True) as w:
@@ -210,7 +222,7 @@ def test_verify_once_passes_for_exact_ops_and_disables_inexact_ones():
         y = bt.wan_rmsnorm_silu(c, gamma, beta, verify="once")
         y2 = bt.wan_rmsnorm_silu(c, gamma, beta, verify="once")
     s = bt.stats()["wan_rmsnorm_silu"]
-    expect = bt._eager.wan_rmsnorm_silu(c, gamma, beta)
+    expect = off_by_one_ulp(c, gamma, beta)
     assert s["mismatches"] == 1 and "first differing flat index" in s["disabled"], s
     assert torch.equal(y, expect) and torch.equal(y2, expect)
     assert sum(str(m.message).startswith("bitfold.torch.wan_rmsnorm_silu: verify mismatch")
