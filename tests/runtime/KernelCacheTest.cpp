@@ -664,7 +664,8 @@ std::string withMeta(const std::string &entry,
   std::string sum;
   llvm::raw_string_ostream(sum)
       << llvm::format_hex_no_prefix(llvm::xxh3_64bits(llvm::StringRef(body)), 16);
-  return "BITFOLD-KERNEL 1\n" + std::to_string(metaText.size()) + " " +
+  return "BITFOLD-KERNEL " + std::to_string(kCacheFormat) + "\n" +
+         std::to_string(metaText.size()) + " " +
          std::to_string(ptxText.size()) + " " + std::to_string(cubinLen) + " " +
          sum + "\n" + body;
 }
@@ -695,12 +696,18 @@ void expectRebuilt(const std::string &dir, const CacheKey &key,
 TEST(KernelCacheMetadata, WrongTypeIsAnErrorNotAnException) {
   std::string good = encodeEntry(makeKey(), fakeKernel(), 1.0);
   std::string bad = withMeta(good, [](nlohmann::json &m) {
-    m["config"]["twoPass"] = 0;
+    m["abi"]["numGroups"] = "one";
   });
   auto e = decodeEntry(bad); // threw a json type_error on main
   ASSERT_FALSE(bool(e));
-  EXPECT_NE(llvm::toString(e.takeError()).find("'config.twoPass' is not true or false"),
-            std::string::npos);
+  std::string why = llvm::toString(e.takeError());
+  EXPECT_NE(why.find("'abi.numGroups'"), std::string::npos) << why;
+  auto cfg = decodeEntry(withMeta(good, [](nlohmann::json &m) {
+    m["config"] = 0; // the config is stored as TileConfig text
+  }));
+  ASSERT_FALSE(bool(cfg));
+  why = llvm::toString(cfg.takeError());
+  EXPECT_NE(why.find("'config' is not a string"), std::string::npos) << why;
   auto c = decodeEntry(withMeta(good, [](nlohmann::json &m) {
     m["createdAt"] = "yesterday";
   }));
@@ -708,13 +715,13 @@ TEST(KernelCacheMetadata, WrongTypeIsAnErrorNotAnException) {
   llvm::consumeError(c.takeError());
 }
 
-TEST(KernelCacheMetadata, TwoPassAsNumberIsRebuilt) {
+TEST(KernelCacheMetadata, BadPassCountIsRebuilt) {
   TempDir tmp;
   CacheKey key = makeKey();
   expectRebuilt(tmp.path, key,
                 withMeta(encodeEntry(key, fakeKernel(), 1.0),
-                         [](nlohmann::json &m) { m["config"]["twoPass"] = 0; }),
-                "twoPass");
+                         [](nlohmann::json &m) { m["config"] = "r1.t128.v8.p3"; }),
+                "passes must be 1 or 2");
 }
 
 TEST(KernelCacheMetadata, ZeroRowsPerCtaIsRebuilt) {
@@ -722,8 +729,8 @@ TEST(KernelCacheMetadata, ZeroRowsPerCtaIsRebuilt) {
   CacheKey key = makeKey();
   expectRebuilt(tmp.path, key,
                 withMeta(encodeEntry(key, fakeKernel(), 1.0),
-                         [](nlohmann::json &m) { m["config"]["rowsPerCta"] = 0; }),
-                "'config.rowsPerCta' is 0, outside [1, 1024]");
+                         [](nlohmann::json &m) { m["config"] = "r0.t128.v8.p1"; }),
+                "field 1 must be 'r' and a positive number");
 }
 
 TEST(KernelCacheMetadata, AbiThePtxContradictsIsInvalid) {
@@ -738,10 +745,12 @@ TEST(KernelCacheMetadata, AbiThePtxContradictsIsInvalid) {
       [](nlohmann::json &m) { m["abi"]["numOperands"] = 5; }, ptx);
   auto e = decodeEntry(bytes);
   ASSERT_FALSE(bool(e));
-  EXPECT_NE(llvm::toString(e.takeError())
+  std::string why = llvm::toString(e.takeError());
+  EXPECT_NE(why
                 .find("the PTX entry takes 11 parameters, the ABI (1 groups, "
                       "5 operands, 1 dims, 1 scalars) says 13"),
-            std::string::npos);
+            std::string::npos)
+      << why;
   // With the matching count it decodes.
   EXPECT_TRUE(bool(decodeEntry(withMeta(
       encodeEntry(makeKey(), fakeKernel(), 1.0), [](nlohmann::json &) {}, ptx))));
@@ -1009,7 +1018,7 @@ TEST(KernelCacheList, ListsEntriesWithTheirProblems) {
   populate(tmp.path, bad);
   std::string badPath = entryPath(tmp.path, bad.hash());
   writeFile(badPath, withMeta(readFile(badPath), [](nlohmann::json &m) {
-              m["config"]["twoPass"] = 0;
+              m["config"] = "r1.t128.v8.p3";
             }));
   CacheListing l = listCacheDir(tmp.path);
   ASSERT_EQ(l.entries.size(), 2u);
@@ -1020,7 +1029,7 @@ TEST(KernelCacheList, ListsEntriesWithTheirProblems) {
     if (!e.problem.empty()) {
       ++invalid;
       EXPECT_EQ(e.path, badPath);
-      EXPECT_NE(e.problem.find("twoPass"), std::string::npos) << e.problem;
+      EXPECT_NE(e.problem.find("passes must be 1 or 2"), std::string::npos) << e.problem;
     }
   EXPECT_EQ(invalid, 1);
 }

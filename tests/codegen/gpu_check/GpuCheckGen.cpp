@@ -12,6 +12,7 @@
 
 #include "codegen/Codegen.h"
 #include "codegen/CompileCommand.h"
+#include "dsl/ApproxModels.h"
 #include "dsl/Interp.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -133,7 +134,10 @@ int main(int argc, char **argv) {
         if (!def.operands[i].isOutput)
           writeFile(llvm::formatv("{0}/in_{1}_{2}.bin", dir, g, i),
                     bufs[g][i].data(), bufs[g][i].size());
-    if (llvm::Error e = dsl::interpret(def, bind)) {
+    // The expected outputs of the sm_90 kernels: sm_90's exact model of the
+    // approximate instructions.
+    if (llvm::Error e =
+            dsl::interpret(def, bind, *dsl::approxForArch("sm_90").unit)) {
       llvm::errs() << llvm::toString(std::move(e)) << "\n";
       return 1;
     }
