@@ -160,6 +160,19 @@ int clearCache(const std::string &dir, llvm::raw_ostream &out,
   return kOk;
 }
 
+/// Removes the oldest entries until at most maxBytes remain
+/// (runtime::pruneCacheDir: the same layout rules as clear).
+int pruneCache(const std::string &dir, uint64_t maxBytes,
+               llvm::raw_ostream &out, llvm::raw_ostream &err) {
+  auto pruned = runtime::pruneCacheDir(dir, maxBytes);
+  if (!pruned)
+    return report(err, "cache", pruned.takeError(), kFailed);
+  out << "pruned " << pruned->filesRemoved << " files ("
+      << humanBytes(pruned->bytesRemoved) << ") from " << dir
+      << " to at most " << humanBytes(maxBytes) << "\n";
+  return kOk;
+}
+
 } // namespace
 
 int tools::cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
@@ -171,6 +184,8 @@ int tools::cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
   }
   if (o.action == CacheAction::Clear)
     return clearCache(dir, out, err);
+  if (o.action == CacheAction::Prune)
+    return pruneCache(dir, o.maxBytes, out, err);
   int tmpFiles = 0, lockFiles = 0;
   std::vector<std::string> problems;
   std::vector<EntryFile> entries =
@@ -185,6 +200,7 @@ int tools::cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
   case CacheAction::Verify:
     return verifyEntries(entries, problems, dir, o.deleteBad, out);
   case CacheAction::Clear:
+  case CacheAction::Prune:
     break;
   }
   return kOk;

@@ -47,8 +47,8 @@ cl::SubCommand runCmd(
            "example: bitfold run rmsnorm_modulate --shape 1,4096,4096");
 cl::SubCommand cacheCmd(
     "cache", "Inspect the disk cache: ls, stats, verify (exit 1 if an entry "
-             "is bad) or clear.\n      example: bitfold cache verify --dir "
-             "~/.cache/bitfold");
+             "is bad), clear, or prune --max-bytes N (oldest entries first)."
+             "\n      example: bitfold cache verify --dir ~/.cache/bitfold");
 cl::SubCommand tuneCmd(
     "tune", "Time every legal tile config of each shape on the GPU, check "
             "they give identical bits, write DIR/tune-db.json and DIR/cache/; "
@@ -143,7 +143,7 @@ cl::list<std::string> scalarOpt("scalar", cl::value_desc("NAME=VALUE"),
 // A string, not an enum option: cl registers an unnamed enum's values as
 // flags of their own, and LLVM already has a --stats.
 cl::opt<std::string> cacheAction(cl::Positional, cl::Required,
-                                 cl::desc("ls|stats|verify|clear"),
+                                 cl::desc("ls|stats|verify|clear|prune"),
                                  cl::sub(cacheCmd), cl::cat(category));
 cl::opt<std::string> cacheDir("dir", cl::value_desc("DIR"),
                               cl::desc("cache directory (default: "
@@ -152,6 +152,11 @@ cl::opt<std::string> cacheDir("dir", cl::value_desc("DIR"),
                               cl::sub(cacheCmd), cl::cat(category));
 cl::opt<bool> deleteBad("delete-bad", cl::desc("verify: remove bad entries"),
                         cl::sub(cacheCmd), cl::cat(category));
+cl::opt<uint64_t> maxBytes("max-bytes", cl::value_desc("N"),
+                           cl::desc("prune: remove the least recently "
+                                    "written entries until at most N bytes "
+                                    "remain"),
+                           cl::sub(cacheCmd), cl::cat(category));
 
 // ---- tune -------------------------------------------------------------------
 
@@ -315,13 +320,20 @@ int cacheFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
       {"ls", CacheAction::Ls},
       {"stats", CacheAction::Stats},
       {"verify", CacheAction::Verify},
-      {"clear", CacheAction::Clear}};
+      {"clear", CacheAction::Clear},
+      {"prune", CacheAction::Prune}};
+  const bool prune = cacheAction == "prune";
+  if (prune != bool(maxBytes.getNumOccurrences()))
+    return report(err, "cache",
+                  prune ? "prune needs --max-bytes N"
+                        : "--max-bytes is an option of prune only",
+                  kUsage);
   for (const auto &[name, action] : actions)
     if (cacheAction == name)
-      return cacheCommand({action, cacheDir, deleteBad}, out, err);
+      return cacheCommand({action, cacheDir, deleteBad, maxBytes}, out, err);
   return report(err, "cache",
                 "unknown action '" + cacheAction +
-                    "' (expected ls, stats, verify or clear)",
+                    "' (expected ls, stats, verify, clear or prune)",
                 kUsage);
 }
 

@@ -86,11 +86,12 @@ struct RunOptions {
 int runCommand(const RunOptions &o, llvm::raw_ostream &out,
                llvm::raw_ostream &err);
 
-enum class CacheAction { Ls, Stats, Verify, Clear };
+enum class CacheAction { Ls, Stats, Verify, Clear, Prune };
 struct CacheCommandOptions {
   CacheAction action = CacheAction::Ls;
   std::string dir; ///< empty: the runtime's default cache directory.
   bool deleteBad = false;
+  uint64_t maxBytes = 0; ///< prune: the byte budget left behind.
 };
 int cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
                  llvm::raw_ostream &err);

@@ -13,7 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+
+#include <unistd.h>
 
 using namespace bitfold;
 using namespace bitfold::runtime;
@@ -88,6 +91,35 @@ TEST_F(CacheCommand, LsListsEntries) {
   EXPECT_NE(o.out.find("3 entries in " + dir), std::string::npos) << o.out;
 }
 
+TEST_F(CacheCommand, PruneKeepsTheNewestEntriesUnderTheBudget) {
+  // Oldest first: give the three entries distinct, known ages.
+  const char *order[][2] = {{"ln_modulate", "r1.t128.v8.p1"},
+                            {"conv_bias", "r4.t32.v8.p1"},
+                            {"ln_modulate", "r2.t64.v8.p1"}};
+  uint64_t newest = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::string p = entryPath(dir, key(order[i][0], order[i][1]).hash());
+    int fd = -1;
+    ASSERT_FALSE(llvm::sys::fs::openFileForWrite(
+        p, fd, llvm::sys::fs::CD_OpenExisting, llvm::sys::fs::OF_Append));
+    auto t = std::chrono::system_clock::now() - std::chrono::hours(3 - i);
+    llvm::sys::TimePoint<> tp = std::chrono::time_point_cast<
+        std::chrono::nanoseconds>(t);
+    ASSERT_FALSE(llvm::sys::fs::setLastAccessAndModificationTime(fd, tp));
+    ::close(fd);
+    if (i == 2)
+      ASSERT_FALSE(llvm::sys::fs::file_size(p, newest));
+  }
+  Output o = cache({"prune", "--max-bytes", std::to_string(newest), "--dir",
+                    dir});
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("pruned 2 files"), std::string::npos) << o.out;
+  Output ls = cache({"ls", "--dir", dir});
+  EXPECT_NE(ls.out.find("r2.t64.v8.p1"), std::string::npos) << ls.out;
+  EXPECT_EQ(ls.out.find("r4.t32.v8.p1"), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("1 entries in " + dir), std::string::npos) << ls.out;
+}
+
 TEST_F(CacheCommand, StatsCountsPerKernel) {
   Output o = cache({"stats", "--dir=" + dir});
   EXPECT_EQ(o.status, 0) << o.err;
@@ -146,12 +178,20 @@ TEST(CacheCommandUsage, BadArgumentsAreUsageErrors) {
   Output o = cache({});
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("Not enough positional"), std::string::npos) << o.err;
-  o = cache({"prune"});
+  o = cache({"purge"});
   EXPECT_EQ(o.status, 2);
-  EXPECT_NE(o.err.find("unknown action 'prune' (expected ls, stats, verify "
-                       "or clear)"),
+  EXPECT_NE(o.err.find("unknown action 'purge' (expected ls, stats, verify, "
+                       "clear or prune)"),
             std::string::npos)
       << o.err;
+  o = cache({"prune"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.err.find("prune needs --max-bytes N"), std::string::npos)
+      << o.err;
+  o = cache({"ls", "--max-bytes", "10"});
+  EXPECT_EQ(o.status, 2);
+  o = cache({"prune", "--max-bytes", "-1"});
+  EXPECT_EQ(o.status, 2);
   o = cache({"ls", "--bogus"});
   EXPECT_EQ(o.status, 2);
   o = cache({"ls", "--dir", "/nonexistent/bitfold-cache"});
