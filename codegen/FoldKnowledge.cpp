@@ -2,11 +2,12 @@
 
 #include "codegen/FoldKnowledge.h"
 
+#include "dsl/Interp.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <bit>
-#include <cmath>
 #include <functional>
 
 using namespace bitfold;
@@ -18,28 +19,19 @@ namespace {
 
 using Known = std::vector<std::optional<float>>;
 
-/// The exact ops on known arguments; anything else (approximate, or not
-/// modelled) is unknown. dsl exposes no per-op evaluator yet: once its op
-/// table has the interpreter's hooks, this switch should call them.
-std::optional<float> evalExact(DOp op, llvm::ArrayRef<float> a) {
+/// The ops the host folds on known arguments, evaluated by the
+/// interpreter's own hooks (dsl::evaluateOp). The set is deliberately this
+/// narrow one: folding more ops would make more registers constant and
+/// change the generated code. Anything else is unknown.
+bool foldsOnHost(DOp op) {
   switch (op) {
-  case DOp::Neg: return -a[0];
-  case DOp::Abs: return std::fabs(a[0]);
-  case DOp::Extend: return a[0];
-  case DOp::Add: return a[0] + a[1];
-  case DOp::Sub: return a[0] - a[1];
-  case DOp::Mul: return a[0] * a[1];
-  case DOp::Fma: return std::fma(a[0], a[1], a[2]);
-  case DOp::CmpLT: return a[0] < a[1] ? 1.0f : 0.0f;
-  case DOp::CmpLE: return a[0] <= a[1] ? 1.0f : 0.0f;
-  case DOp::CmpGT: return a[0] > a[1] ? 1.0f : 0.0f;
-  case DOp::CmpGE: return a[0] >= a[1] ? 1.0f : 0.0f;
-  case DOp::CmpEQ: return a[0] == a[1] ? 1.0f : 0.0f;
-  case DOp::CmpNE: return a[0] != a[1] ? 1.0f : 0.0f;
-  case DOp::And: return (a[0] != 0.0f && a[1] != 0.0f) ? 1.0f : 0.0f;
-  case DOp::Or: return (a[0] != 0.0f || a[1] != 0.0f) ? 1.0f : 0.0f;
-  case DOp::Not: return a[0] == 0.0f ? 1.0f : 0.0f;
-  default: return std::nullopt;
+  case DOp::Neg: case DOp::Abs: case DOp::Extend: case DOp::Add:
+  case DOp::Sub: case DOp::Mul: case DOp::Fma: case DOp::CmpLT:
+  case DOp::CmpLE: case DOp::CmpGT: case DOp::CmpGE: case DOp::CmpEQ:
+  case DOp::CmpNE: case DOp::And: case DOp::Or: case DOp::Not:
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -62,8 +54,8 @@ Known evalKnown(const dsl::State &body, const Known &args) {
       for (const dsl::Expr &x : n->args)
         if (std::optional<float> v = ev(x.get()))
           a.push_back(*v);
-      if (a.size() == n->args.size())
-        r = evalExact(n->op, a);
+      if (a.size() == n->args.size() && foldsOnHost(n->op))
+        r = dsl::evaluateOp(*n, a);
     }
     memo[n] = r;
     return r;
