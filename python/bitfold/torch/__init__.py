@@ -10,7 +10,9 @@ Every op exists twice:
                                                          CUDA graphs
 
 Ops: ln_modulate, qk_layernorm (q and k, one launch), conv_bias,
-residual_gate, rmsnorm_modulate, wan_rmsnorm_silu. Outputs come from torch's
+residual_gate, rmsnorm_modulate, wan_rmsnorm_silu (SGLang's and diffusers'
+Wan VAE norm + SiLU), hf_rmsnorm (HF LlamaRMSNorm, optional residual and
+modulation). Outputs come from torch's
 caching allocator (or `out=`, on the direct single-output ops); kernels run
 on torch's current stream.
 
@@ -20,6 +22,11 @@ checks) the op computes its eager chain, counts the reason in stats() and
 warns once per reason. configure(mode="strict") raises BitfoldFallback
 instead. These ops have no autograd: with grad enabled and an input that
 requires grad, they fall back to eager (which records the graph).
+
+Host cost: the first call at a layout (dtypes, shapes, strides, devices,
+scalars) takes the checked path and prepares a launcher; later calls at
+that layout reuse it (bench/host_cost.py). The C API still validates every
+launch, addresses' alignment included.
 
 verify="once": the first call per (op, dtype, width, device) also runs the
 eager chain and compares bit for bit (NaN where NaN); a mismatch disables
@@ -34,13 +41,14 @@ a cold shape works; warming shapes before capture keeps compiles out of it.
 """
 import torch as _torch  # noqa: F401  (bitfold.torch needs torch)
 
-from ._ops import (BitfoldFallback, config, conv_bias, ln_modulate, qk_layernorm,  # noqa: F401
-                   reset_stats, residual_gate, rmsnorm_modulate, stats, wan_rmsnorm_silu)
+from ._ops import (BitfoldFallback, config, conv_bias, hf_rmsnorm, ln_modulate,  # noqa: F401
+                   qk_layernorm, reset_stats, residual_gate, rmsnorm_modulate, stats,
+                   wan_rmsnorm_silu)
 from . import _custom  # noqa: F401  (registers torch.ops.bitfold.*)
 from ._patch import patch, unpatch  # noqa: F401
 
 OPS = ("ln_modulate", "qk_layernorm", "conv_bias", "residual_gate", "rmsnorm_modulate",
-       "wan_rmsnorm_silu")
+       "wan_rmsnorm_silu", "hf_rmsnorm")
 
 
 def configure(mode=None, verify=None):

@@ -3,7 +3,8 @@ torch.compile(fullgraph=True) and CUDA graphs: torch.ops.bitfold.<op>.
 
 Each body is the direct op; each fake impl runs the op's eager chain on the
 fake tensors, so shapes, dtypes and strides are the eager ones. The row-major
-ops return contiguous results on both sides; conv_bias and wan_rmsnorm_silu
+ops return contiguous results on both sides (hf_rmsnorm a list: [y], or
+[y, x + residual]); conv_bias and wan_rmsnorm_silu
 write into empty_like(x), which is the eager chain's layout wherever the
 kernel accepts the operands (dense channels-last), and fall back otherwise.
 """
@@ -81,11 +82,28 @@ def _(x, weight, scale, shift, eps, verify="default"):
 
 
 @torch.library.custom_op(f"{_NS}::wan_rmsnorm_silu", mutates_args=())
-def wan_rmsnorm_silu(x: torch.Tensor, gamma: torch.Tensor, bias: torch.Tensor,
+def wan_rmsnorm_silu(x: torch.Tensor, gamma: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                     conv_bias: Optional[torch.Tensor] = None, form: str = "x",
                      verify: str = "default") -> torch.Tensor:
-    return _ops.wan_rmsnorm_silu(x, gamma, bias, verify=_verify_arg(verify))
+    return _ops.wan_rmsnorm_silu(x, gamma, bias, conv_bias, form, verify=_verify_arg(verify))
 
 
 @wan_rmsnorm_silu.register_fake
-def _(x, gamma, bias, verify="default"):
-    return _eager.wan_rmsnorm_silu(x, gamma, bias)
+def _(x, gamma, bias=None, conv_bias=None, form="x", verify="default"):
+    return _eager.wan_rmsnorm_silu(x, gamma, bias, conv_bias, form)
+
+
+# One return type for both variants: [y], or [y, x + residual] with a residual.
+@torch.library.custom_op(f"{_NS}::hf_rmsnorm", mutates_args=())
+def hf_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+               residual: Optional[torch.Tensor] = None, scale: Optional[torch.Tensor] = None,
+               shift: Optional[torch.Tensor] = None,
+               verify: str = "default") -> list[torch.Tensor]:
+    out = _ops.hf_rmsnorm(x, weight, eps, residual, scale, shift, verify=_verify_arg(verify))
+    return [t.contiguous() for t in (out if residual is not None else (out,))]
+
+
+@hf_rmsnorm.register_fake
+def _(x, weight, eps, residual=None, scale=None, shift=None, verify="default"):
+    out = _eager.hf_rmsnorm(x, weight, eps, residual, scale, shift)
+    return [t.contiguous() for t in (out if residual is not None else (out,))]

@@ -18,9 +18,17 @@ per shape class with eager and disables the op on any difference.
                                   groups 1, cuDNN on); the kernel runs where
                                   the activations are channels_last_3d, the
                                   default NCDHW layout falls back to eager
+  WanResidualBlock                norm1/norm2 (WanRMS_norm) + SiLU ->
+                                  wan_rmsnorm_silu, form "f32" (diffusers'
+                                  norm on x.float()); channels-last only,
+                                  like conv_bias
+  RMSNorm (diffusers)             -> hf_rmsnorm where the weight has x's
+                                  dtype and there is no bias (there the two
+                                  forms round identically; an f32 weight on
+                                  bf16 x rounds differently: left to eager)
 
-Not patched: WanRMS_norm (+ SiLU). diffusers normalizes in fp32 and bitfold's
-wan_rmsnorm_silu is not bit-exact with either eager form (NUMERICS.md 6).
+Not patched: WanRMS_norm without a following SiLU (WanAttentionBlock), and
+the decoders' norm_out + SiLU (inside WanEncoder3d/WanDecoder3d.forward).
 """
 import hashlib
 import inspect
@@ -43,6 +51,8 @@ KNOWN = {  # diffusers 0.42.1
     "GlmImageAdaLayerNormContinuous.forward": "02e5315b7f03fdb4",
     "WanCausalConv3d.forward": "af8e1196477e73a0",
     "WanResidualBlock.forward": "5abf5935c447b9a3",
+    "WanRMS_norm.forward": "5641c5d163deb9a1",
+    "RMSNorm.forward": "c982fbc131df54ad",
 }
 
 CACHE_T = 2  # diffusers' autoencoder_kl_wan.CACHE_T (frames a conv caches)
@@ -237,13 +247,47 @@ def _wan_cached_conv(conv, x, feat_cache, feat_idx, residual=None):
     return x
 
 
+def _wan_norm_fits(norm, act):
+    """Whether act(norm(x)) is diffusers' WanRMS_norm + SiLU, as the kernel
+    computes it (channel-first, bias a tensor or the float 0., no hooks)."""
+    return (type(norm).__name__ == "WanRMS_norm" and norm.channel_first
+            and type(act) is nn.SiLU and not norm._forward_hooks
+            and not norm._forward_pre_hooks
+            and (isinstance(norm.bias, torch.Tensor) or norm.bias == 0.0))
+
+
+def _wan_norm_silu(owner, norm, x):
+    """owner.nonlinearity(norm(x)), as one wan_rmsnorm_silu (form "f32")
+    where patch() checked WanRMS_norm's code and the modules still fit."""
+    act = owner.nonlinearity
+    if not owner._bitfold_wan_norm or not _wan_norm_fits(norm, act):
+        return act(norm(x))
+    bias = norm.bias if isinstance(norm.bias, torch.Tensor) else None
+    return _op("wan_rmsnorm_silu", owner)(x, norm.gamma, bias, None, "f32")
+
+
 def _wan_residual_forward(self, x, feat_cache=None, feat_idx=[0]):  # noqa: B006 (diffusers' default)
-    """WanResidualBlock.forward with conv2's bias and `+ h` in one conv_bias."""
+    """WanResidualBlock.forward with each norm + SiLU in one
+    wan_rmsnorm_silu, and conv2's bias and `+ h` in one conv_bias."""
     h = self.conv_shortcut(x)
-    x = self.nonlinearity(self.norm1(x))
+    x = _wan_norm_silu(self, self.norm1, x)
     x = _wan_cached_conv(self.conv1, x, feat_cache, feat_idx)
-    x = self.dropout(self.nonlinearity(self.norm2(x)))
+    x = self.dropout(_wan_norm_silu(self, self.norm2, x))
     return _wan_cached_conv(self.conv2, x, feat_cache, feat_idx, residual=h)
+
+
+# ---- diffusers RMSNorm ------------------------------------------------------------
+
+def _rmsnorm_forward(self, hidden_states):
+    """diffusers RMSNorm.forward through hf_rmsnorm where both round the
+    same: a weight of x's dtype, no bias, one normalized dim, not on NPU
+    (whose branch calls npu_rms_norm)."""
+    w = self.weight
+    if w is None or self.bias is not None or len(self.dim) != 1 \
+            or w.dtype != hidden_states.dtype or hidden_states.device.type == "npu":
+        return type(self).forward(self, hidden_states)
+    out = _op("hf_rmsnorm", self)(hidden_states, w, self.eps)
+    return out[0] if isinstance(out, list) else out  # the custom op returns [y]
 
 
 # ---- patch / unpatch -------------------------------------------------------------
@@ -265,6 +309,8 @@ def _site(module):
         return "WanCausalConv3d.forward", "forward"
     if name == "WanResidualBlock" and type(module.conv2).__name__ == "WanCausalConv3d":
         return "WanResidualBlock.forward", "forward"
+    if name == "RMSNorm" and type(module).__module__ == "diffusers.models.normalization":
+        return "RMSNorm.forward", "forward"
     proc = getattr(module, "processor", None)
     if proc is not None and type(proc).__name__ == "GlmImageAttnProcessor" \
             and _plain_ln(getattr(module, "norm_q", None)) \
@@ -280,6 +326,7 @@ _FORWARDS = {
     "GlmImageAdaLayerNormContinuous.forward": _adaln_continuous_forward,
     "WanCausalConv3d.forward": _wan_conv_forward,
     "WanResidualBlock.forward": _wan_residual_forward,
+    "RMSNorm.forward": _rmsnorm_forward,
 }
 
 
@@ -287,6 +334,18 @@ def _original(module, key):
     if key == "GlmImageAttnProcessor.__call__":
         return type(module.processor).__call__
     return type(module).forward
+
+
+def _wan_norms_known(block, force, skipped):
+    """Whether block's WanRMS_norm code is the one checked (else its norm +
+    SiLU stay eager, and the key is reported as skipped)."""
+    norm = block.norm1
+    if type(norm).__name__ != "WanRMS_norm":
+        return False
+    if force or fingerprint(type(norm).forward) == KNOWN["WanRMS_norm.forward"]:
+        return True
+    skipped.add("WanRMS_norm.forward")
+    return False
 
 
 def patch(model, verify="once", force=False):
@@ -302,6 +361,8 @@ def patch(model, verify="once", force=False):
             skipped.add(key)
             continue
         m._bitfold_verify = verify
+        if key == "WanResidualBlock.forward":
+            m._bitfold_wan_norm = _wan_norms_known(m, force, skipped)
         if kind == "forward":
             m.forward = types.MethodType(_FORWARDS[key], m)
         else:
@@ -328,5 +389,6 @@ def unpatch(model):
             m.processor = m._bitfold_processor
             del m._bitfold_processor
         del m._bitfold_patched
+        m.__dict__.pop("_bitfold_wan_norm", None)
         n += 1
     return n
