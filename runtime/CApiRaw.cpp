@@ -1,15 +1,20 @@
-//===- runtime/CApiRaw.cpp - bitfold_launch_raw ---------------------------===//
+//===- runtime/CApiRaw.cpp - bitfold_launch_raw, prepared launches --------===//
 //
 // The flat-array launch (bitfold.h): DLTensors are rebuilt on the stack with
 // their shape and strides pointing into the caller's metadata, then launched
 // through bitfold_launch, so validation and messages are the DLTensor
-// path's by construction. Nothing is allocated.
+// path's by construction. Nothing is allocated. A prepared launch keeps the
+// decoded DLTensors (pointing into its own copy of the metadata) and fills
+// in only the addresses per launch, on a stack copy (so it is shareable).
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/CApiInternal.h"
 
 #include <cstdio>
+#include <memory>
+#include <new>
+#include <vector>
 
 using namespace bitfold::runtime;
 
@@ -50,7 +55,48 @@ int64_t decodeTensor(const void *data, const int64_t *w, int64_t left,
   return 2 + 2 * ndim;
 }
 
+/// Decodes the metadata of num_tensors tensors into `decoded` (addresses
+/// from `data`, which may be null: then all null).
+bitfold_status decodeAll(int num_tensors, const void *const *data,
+                         const int64_t *meta, int num_meta_words,
+                         DLTensor *decoded) {
+  if (num_tensors < 0 || num_tensors > BITFOLD_RAW_MAX_TENSORS)
+    return malformed("num_tensors is outside 0..BITFOLD_RAW_MAX_TENSORS", -1);
+  if (num_tensors > 0 && !meta)
+    return malformed("the address or metadata array is NULL", -1);
+  int64_t at = 0;
+  for (int i = 0; i < num_tensors; ++i) {
+    bitfold_status status = BITFOLD_SUCCESS;
+    int64_t used = decodeTensor(data ? data[i] : nullptr, meta + at,
+                                num_meta_words - at, i, decoded[i], status);
+    if (used < 0)
+      return status;
+    at += used;
+  }
+  if (at != num_meta_words)
+    return malformed("num_meta_words is not the length the tensors use", -1);
+  return BITFOLD_SUCCESS;
+}
+
+bitfold_status launchDecoded(bitfold_kernel *kernel, int num_tensors,
+                             const DLTensor *decoded, const float *scalars,
+                             int num_scalars, void *stream) {
+  const DLTensor *ptrs[BITFOLD_RAW_MAX_TENSORS];
+  for (int i = 0; i < num_tensors; ++i)
+    ptrs[i] = &decoded[i];
+  return bitfold_launch(kernel, num_tensors ? ptrs : nullptr, num_tensors,
+                        scalars, num_scalars, stream);
+}
+
 } // namespace
+
+struct bitfold_prepared {
+  bitfold_kernel *kernel = nullptr;
+  int numTensors = 0;
+  std::vector<int64_t> meta; ///< decoded[i].shape/strides point in here.
+  std::vector<float> scalars;
+  DLTensor decoded[BITFOLD_RAW_MAX_TENSORS] = {};
+};
 
 extern "C" {
 
@@ -58,26 +104,63 @@ BITFOLD_API bitfold_status bitfold_launch_raw(
     bitfold_kernel *kernel, int num_tensors, const void *const *data,
     const int64_t *meta, int num_meta_words, const float *scalars,
     int num_scalars, void *stream) {
-  if (num_tensors < 0 || num_tensors > BITFOLD_RAW_MAX_TENSORS)
-    return malformed("num_tensors is outside 0..BITFOLD_RAW_MAX_TENSORS", -1);
-  if (num_tensors > 0 && (!data || !meta))
+  if (num_tensors > 0 && !data)
     return malformed("the address or metadata array is NULL", -1);
   DLTensor decoded[BITFOLD_RAW_MAX_TENSORS];
-  const DLTensor *ptrs[BITFOLD_RAW_MAX_TENSORS];
-  int64_t at = 0;
-  for (int i = 0; i < num_tensors; ++i) {
-    bitfold_status status = BITFOLD_SUCCESS;
-    int64_t used = decodeTensor(data[i], meta + at, num_meta_words - at, i,
-                                decoded[i], status);
-    if (used < 0)
-      return status;
-    ptrs[i] = &decoded[i];
-    at += used;
+  if (bitfold_status s =
+          decodeAll(num_tensors, data, meta, num_meta_words, decoded))
+    return s;
+  return launchDecoded(kernel, num_tensors, decoded, scalars, num_scalars,
+                       stream);
+}
+
+BITFOLD_API bitfold_status bitfold_prepare_raw(
+    bitfold_kernel *kernel, int num_tensors, const int64_t *meta,
+    int num_meta_words, const float *scalars, int num_scalars,
+    bitfold_prepared **out) {
+  if (!out || !kernel)
+    return malformed(!out ? "out is NULL" : "kernel is NULL", -1);
+  *out = nullptr;
+  if (num_scalars < 0 || (num_scalars > 0 && !scalars))
+    return malformed("num_scalars is negative or scalars is NULL", -1);
+  if (num_meta_words < 0)
+    return malformed("num_meta_words is negative", -1);
+  std::unique_ptr<bitfold_prepared> p;
+  try { // no exception crosses the C ABI
+    p = std::make_unique<bitfold_prepared>();
+    p->meta.assign(meta, meta + (meta ? num_meta_words : 0));
+    p->scalars.assign(scalars, scalars + num_scalars);
+  } catch (const std::bad_alloc &) {
+    return reportError(BITFOLD_ERROR_INTERNAL,
+                       "bitfold_prepare_raw: out of host memory");
   }
-  if (at != num_meta_words)
-    return malformed("num_meta_words is not the length the tensors use", -1);
-  return bitfold_launch(kernel, num_tensors ? ptrs : nullptr, num_tensors,
-                        scalars, num_scalars, stream);
+  p->kernel = kernel;
+  p->numTensors = num_tensors;
+  if (bitfold_status s = decodeAll(num_tensors, nullptr, p->meta.data(),
+                                   num_meta_words, p->decoded))
+    return s;
+  *out = p.release();
+  return BITFOLD_SUCCESS;
+}
+
+BITFOLD_API bitfold_status bitfold_launch_prepared(
+    const bitfold_prepared *prepared, const void *const *data, void *stream) {
+  if (!prepared || (prepared->numTensors > 0 && !data))
+    return malformed(!prepared ? "the prepared launch is NULL"
+                               : "the address array is NULL",
+                     -1);
+  DLTensor decoded[BITFOLD_RAW_MAX_TENSORS];
+  for (int i = 0; i < prepared->numTensors; ++i) {
+    decoded[i] = prepared->decoded[i];
+    decoded[i].data = const_cast<void *>(data[i]);
+  }
+  return launchDecoded(prepared->kernel, prepared->numTensors, decoded,
+                       prepared->scalars.data(), int(prepared->scalars.size()),
+                       stream);
+}
+
+BITFOLD_API void bitfold_prepared_destroy(bitfold_prepared *prepared) {
+  delete prepared;
 }
 
 } // extern "C"

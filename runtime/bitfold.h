@@ -246,6 +246,28 @@ bitfold_launch_raw(bitfold_kernel *kernel, int num_tensors,
                    int num_meta_words, const float *scalars, int num_scalars,
                    void *stream);
 
+/** A bitfold_launch_raw call with its metadata and scalars fixed: for a
+ *  caller that launches one layout many times (bitfold.torch's warm calls)
+ *  and pays per argument it passes (ctypes). bitfold_prepare_raw checks
+ *  the arrays' form as bitfold_launch_raw does and copies them; it does
+ *  not validate the tensors (no addresses yet). Each
+ *  bitfold_launch_prepared then launches exactly as bitfold_launch_raw
+ *  with the same kernel, metadata and scalars and these `data` addresses
+ *  (every tensor validated, same statuses and messages); it allocates
+ *  nothing, and one prepared launch may be used from many threads. The
+ *  kernel (and its runtime) must outlive it. (Added in 0.1.) */
+typedef struct bitfold_prepared bitfold_prepared;
+BITFOLD_API bitfold_status
+bitfold_prepare_raw(bitfold_kernel *kernel, int num_tensors,
+                    const int64_t *meta, int num_meta_words,
+                    const float *scalars, int num_scalars,
+                    bitfold_prepared **out);
+BITFOLD_API bitfold_status
+bitfold_launch_prepared(const bitfold_prepared *prepared,
+                        const void *const *data, void *stream);
+/** Frees a prepared launch (NULL: nothing). */
+BITFOLD_API void bitfold_prepared_destroy(bitfold_prepared *prepared);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -82,6 +82,10 @@ _SIGNATURES = {
                         ctypes.POINTER(ctypes.c_float), _I, _VP], _I),
     # Arrays are passed as bytes (c_char_p: no copy); see Kernel.launch_raw.
     "bitfold_launch_raw": ([_VP, _I, _CP, _CP, _I, _CP, _I, _VP], _I),
+    # Prepared launches (bitfold.torch's warm calls; bytes as for launch_raw).
+    "bitfold_prepare_raw": ([_VP, _I, _CP, _I, _CP, _I, ctypes.POINTER(_VP)], _I),
+    "bitfold_launch_prepared": ([_VP, _CP, _VP], _I),
+    "bitfold_prepared_destroy": ([_VP], None),
 }
 
 _lock = threading.Lock()

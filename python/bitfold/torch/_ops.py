@@ -258,19 +258,35 @@ def _stream_arg(stream):
     return arg
 
 
+class _Prepared:
+    """A bitfold_prepare_raw handle, destroyed with this object."""
+    __slots__ = ("handle", "_destroy")
+
+    def __init__(self, kernel, n, meta, nmeta, scalars):
+        lib, h = kernel.lib, ctypes.c_void_p()
+        self._destroy = None
+        bitfold._check(lib, lib.bitfold_prepare_raw(kernel.handle, n, meta, nmeta, scalars,
+                                                    len(scalars) >> 2, ctypes.byref(h)))
+        self.handle, self._destroy = h, lib.bitfold_prepared_destroy
+
+    def __del__(self):
+        if self._destroy is not None:
+            self._destroy(self.handle)
+
+
 def _prepare(op, kernel, tensors, meta, scalars, dev):
     """A launcher for operands laid out as `tensors` are now (dtypes,
     shapes, strides, devices): launch(ts) queues the kernel on the current
     stream with ts's addresses and returns True, or returns False having
     launched nothing (grad needed, a CUDA graph capture, or the C API
-    rejected the launch): the caller takes the checked path."""
-    fn = kernel._raw_untyped
-    if fn is None:
-        raise bitfold.BitfoldError("BITFOLD_ERROR_UNSUPPORTED",
-                                   f"{kernel.lib.bitfold_path} has no bitfold_launch_raw")
-    handle, n = kernel.handle, len(tensors)
-    meta, nmeta = meta
-    nsc = len(scalars) >> 2
+    rejected the launch): the caller takes the checked path. None where the
+    library has no prepared launches (each call takes the checked path)."""
+    lib, n = kernel.lib, len(tensors)
+    if getattr(lib, "bitfold_prepare_raw", None) is None:
+        return None
+    prepared = _Prepared(kernel, n, meta[0], meta[1], scalars)
+    # Untyped: ctypes converts bytes and c_void_p arguments fastest so.
+    c, handle = lib["bitfold_launch_prepared"], prepared.handle
     addresses = _packers[n]
     grad, capturing, raw_stream, stream_arg = _grad_enabled, _capturing, _raw_stream, _streams
     cuda = tensors[0].is_cuda
@@ -289,10 +305,11 @@ def _prepare(op, kernel, tensors, meta, scalars, dev):
                 sarg = stream_arg[s]
             except KeyError:
                 sarg = _stream_arg(s)
-        if fn(handle, n, addresses(ts), meta, nmeta, scalars, nsc, sarg):
+        if c(handle, addresses(ts), sarg):
             return False
         counts["launches"] += 1
         return True
+    launch.prepared = prepared  # lives as long as the launcher
     return launch
 
 
@@ -408,7 +425,7 @@ def _run(call, kernels, variant, tensors, outs, scalars, dev):
             return refs
         verified = True
     with _lock:
-        if op not in _disabled:
+        if launch is not None and op not in _disabled:
             table = _site_table(op)
             if len(table) >= _MAX_SITES:
                 table.clear()
@@ -618,9 +635,12 @@ def _wan_operands(k):
     return ["x", "gamma"] + ["bias"] * k[3] + ["conv_bias"] * k[4] + ["y"]
 
 
-_wan_k = _kernels("wan_rmsnorm_silu", lambda k: (
-    f"dtype={_DT_NAME[k[0]]},form={k[1]},gamma={_DT_NAME[k[2]]},bias={int(k[3])},"
-    f"conv_bias={int(k[4])}"), _wan_operands)
+def _wan_params(k):
+    return (f"dtype={_DT_NAME[k[0]]},form={k[1]},gamma={_DT_NAME[k[2]]},bias={int(k[3])},"
+            f"conv_bias={int(k[4])}")
+
+
+_wan_k = _kernels("wan_rmsnorm_silu", _wan_params, _wan_operands)
 _wan_sites = _site_table("wan_rmsnorm_silu")
 
 
@@ -688,9 +708,12 @@ def _hf_operands(k):
             + ["sum"] * k[2] + ["y"])
 
 
-_hf_k = _kernels("hf_rmsnorm", lambda k: (
-    f"dtype={_DT_NAME[k[0]]},weight={_DT_NAME[k[1]]},residual={int(k[2])},"
-    f"modulate={int(k[3])}"), _hf_operands)
+def _hf_params(k):
+    return (f"dtype={_DT_NAME[k[0]]},weight={_DT_NAME[k[1]]},residual={int(k[2])},"
+            f"modulate={int(k[3])}")
+
+
+_hf_k = _kernels("hf_rmsnorm", _hf_params, _hf_operands)
 _hf_sites = _site_table("hf_rmsnorm")
 
 
