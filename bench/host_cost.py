@@ -1,12 +1,19 @@
 """Host time per call of bitfold.torch ops at a warm shape, beside the
-custom-op path, eager PyTorch and the pieces a call is made of.
+custom-op path, eager PyTorch and the pieces a direct call is made of; and
+what the copy of strided (fused-QKV) q/k views costs qk_layernorm.
 
     python3 bench/host_cost.py [--out DIR]     (GPU machine; writes DIR/host_cost.md/.json)
+    python3 bench/host_cost.py --fake-lib L --fake-cuda C [--out DIR]
+        (CPU: host tensors launched over the fake driver (tests/runtime/
+        FakeCuda.cpp) through libbitfold-fakecodegen.so: the Python side and
+        bitfold's own C share, without cuLaunchKernel or a CUDA allocator)
 
 Method: shapes small enough that the GPU keeps up with the host (each
 kernel takes a few microseconds), so the wall time of N back-to-back calls
 divided by N is host time; min of 7 repetitions of N = 2000 calls after 200
-warm calls; torch.cuda.synchronize() before and after each repetition.
+warm calls; torch.cuda.synchronize() before and after each repetition. On
+the fake driver the clock is this thread's CPU time (the CPU machine is
+shared). The copy table times the GPU with CUDA events (mean of 50 calls).
 """
 import argparse
 import json
@@ -17,127 +24,250 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
-from _bitfold_import import import_bitfold_torch  # noqa: E402
 
-bt = import_bitfold_torch()
-import bitfold  # noqa: E402
-import references as ref  # noqa: E402
-
-BF = torch.bfloat16
 N, REPS = 2000, 7
+BF = torch.bfloat16
+ARGS = None
+
+
+def setup():
+    """bitfold.torch, bitfold and the eager references, for the GPU or the
+    fake driver."""
+    if ARGS.fake_lib:
+        os.environ["BITFOLD_LIBCUDA"] = ARGS.fake_cuda
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+        import bitfold
+        bitfold._default = bitfold.Runtime(lib_path=ARGS.fake_lib, disk_cache=False)
+        import bitfold.torch as bt
+        bt._ops._ALLOW_HOST = True
+        return bt, bitfold, bt._eager
+    from _bitfold_import import import_bitfold_torch
+    bt = import_bitfold_torch()
+    import bitfold
+    import references
+    return bt, bitfold, references
+
+
+def sync():
+    if not ARGS.fake_lib:
+        torch.cuda.synchronize()
 
 
 def per_call_us(fn):
+    clock = time.thread_time if ARGS.fake_lib else time.perf_counter
     for _ in range(200):
         fn()
     best = float("inf")
     for _ in range(REPS):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        sync()
+        t0 = clock()
         for _ in range(N):
             fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / N * 1e6)
+        sync()
+        best = min(best, (clock() - t0) / N * 1e6)
     return best
 
 
-def cases():
-    g = torch.Generator(device="cuda").manual_seed(0)
+def tensors():
+    dev = "cpu" if ARGS.fake_lib else "cuda"
+    g = torch.Generator(device=dev).manual_seed(0)
 
     def r(*shape, fmt=None):
-        t = torch.randn(*shape, generator=g, device="cuda").to(BF)
+        t = torch.randn(*shape, generator=g, device=dev).to(BF)
         return t.contiguous(memory_format=fmt) if fmt else t
-    x, proj = r(1, 16, 1024), r(1, 4096)
-    sc, sh = proj[:, :1024], proj[:, 1024:2048]
-    q, k = r(1, 16, 8, 128), r(1, 16, 8, 128)
-    c, bias = r(1, 96, 1, 8, 8, fmt=torch.channels_last_3d), r(96)
-    gate = proj[:, 2048:3072].unsqueeze(1)
-    xw, w = r(1, 16, 2048), r(2048)
-    scw, shw = r(1, 2048), r(1, 2048)
-    return [
+    t = {"x": r(1, 16, 1024), "proj": r(1, 4096), "q": r(1, 16, 8, 128), "k": r(1, 16, 8, 128),
+         "c": r(1, 96, 1, 8, 8, fmt=torch.channels_last_3d), "bias": r(96),
+         "xw": r(1, 16, 2048), "w": r(2048), "scw": r(1, 2048), "shw": r(1, 2048),
+         "qkv": r(1, 16, 3 * 8 * 128), "w4": r(1024)}
+    t["sc"], t["sh"] = t["proj"][:, :1024], t["proj"][:, 1024:2048]
+    t["gate"] = t["proj"][:, 2048:3072].unsqueeze(1)
+    t["qv"] = t["qkv"][..., :1024].unflatten(-1, (8, 128))
+    t["kv"] = t["qkv"][..., 1024:2048].unflatten(-1, (8, 128))
+    t["c16"] = r(1, 96, 1, 4, 4, fmt=torch.channels_last_3d)
+    t["y"] = torch.empty_like(t["x"])
+    return t
+
+
+def has_template(bitfold, name, params):
+    try:
+        bitfold.default_runtime().kernel(name, params)
+        return True
+    except bitfold.BitfoldError:
+        return False
+
+
+def cases(bt, bitfold, ref, t):
+    """(name, direct, custom op or None, eager) per row."""
+    x, sc, sh, q, k = t["x"], t["sc"], t["sh"], t["q"], t["k"]
+    ops = None if ARGS.fake_lib else torch.ops.bitfold
+    rows = [
         ("ln_modulate (1,16,1024)", lambda: bt.ln_modulate(x, sc, sh, 1e-6),
-         lambda: torch.ops.bitfold.ln_modulate(x, sc, sh, 1e-6),
-         lambda: ref.ln_modulate(x, sc, sh, 1e-6)),
+         lambda: ops.ln_modulate(x, sc, sh, 1e-6), lambda: ref.ln_modulate(x, sc, sh, 1e-6)),
+        ("ln_modulate (1,16,1024), out= preallocated",
+         lambda: bt.ln_modulate(x, sc, sh, 1e-6, out=t["y"]), None, None),
+        ("ln_modulate (1,16,1024) under torch.inference_mode()", "inference", None, None),
         ("qk_layernorm (1,16,8,128) x2", lambda: bt.qk_layernorm(q, k, 1e-6),
-         lambda: torch.ops.bitfold.qk_layernorm(q, k, 1e-6),
-         lambda: ref.qk_layernorm(q, k, 1e-6)),
-        ("conv_bias (1,96,1,8,8)", lambda: bt.conv_bias(c, bias),
-         lambda: torch.ops.bitfold.conv_bias(c, bias), lambda: ref.conv_bias(c, bias)),
-        ("residual_gate (1,16,1024) per batch", lambda: bt.residual_gate(x, x, gate),
-         lambda: torch.ops.bitfold.residual_gate(x, x, gate),
-         lambda: ref.residual_gate(x, x, gate)),
-        ("rmsnorm_modulate (1,16,2048)", lambda: bt.rmsnorm_modulate(xw, w, scw, shw, 1e-6),
-         lambda: torch.ops.bitfold.rmsnorm_modulate(xw, w, scw, shw, 1e-6),
-         lambda: bt._eager.rmsnorm_modulate(xw, w, scw, shw, 1e-6)),
-    ], (x, sc, sh)
+         lambda: ops.qk_layernorm(q, k, 1e-6), lambda: ref.qk_layernorm(q, k, 1e-6)),
+        ("qk_layernorm fused-QKV views (copied)", lambda: bt.qk_layernorm(t["qv"], t["kv"], 1e-6),
+         lambda: ops.qk_layernorm(t["qv"], t["kv"], 1e-6),
+         lambda: ref.qk_layernorm(t["qv"], t["kv"], 1e-6)),
+        ("conv_bias (1,96,1,8,8)", lambda: bt.conv_bias(t["c"], t["bias"]),
+         lambda: ops.conv_bias(t["c"], t["bias"]), lambda: ref.conv_bias(t["c"], t["bias"])),
+        ("residual_gate (1,16,1024) per batch", lambda: bt.residual_gate(x, x, t["gate"]),
+         lambda: ops.residual_gate(x, x, t["gate"]), lambda: ref.residual_gate(x, x, t["gate"])),
+        ("rmsnorm_modulate (1,16,2048)",
+         lambda: bt.rmsnorm_modulate(t["xw"], t["w"], t["scw"], t["shw"], 1e-6),
+         lambda: ops.rmsnorm_modulate(t["xw"], t["w"], t["scw"], t["shw"], 1e-6),
+         lambda: bt._eager.rmsnorm_modulate(t["xw"], t["w"], t["scw"], t["shw"], 1e-6)),
+    ]
+    if has_template(bitfold, "hf_rmsnorm", "dtype=bf16,weight=bf16,residual=0,modulate=0"):
+        rows.append(("hf_rmsnorm (1,16,1024)", lambda: bt.hf_rmsnorm(x, t["w4"], 1e-6),
+                     lambda: ops.hf_rmsnorm(x, t["w4"], 1e-6),
+                     lambda: bt._eager.hf_rmsnorm(x, t["w4"], 1e-6)))
+    if has_template(bitfold, "wan_rmsnorm_silu",
+                    "dtype=bf16,form=f32,gamma=bf16,bias=0,conv_bias=0"):
+        c, g = t["c16"], t["bias"]
+        rows.append(("wan_rmsnorm_silu (1,96,1,4,4) form f32",
+                     lambda: bt.wan_rmsnorm_silu(c, g, None, None, "f32"),
+                     lambda: ops.wan_rmsnorm_silu(c, g, None, None, "f32"),
+                     lambda: bt._eager.wan_rmsnorm_silu(c, g, None, None, "f32")))
+    return rows
 
 
-def pieces(x, sc, sh):
-    """What one direct ln_modulate call is made of."""
-    from bitfold.torch import _ops
-    k = bitfold.default_runtime().kernel("ln_modulate", "dtype=bf16")
-    y = torch.empty_like(x)
-    ins, ts = (x, sc, sh), (x, sc, sh, y)
-    eps = _ops._f32.pack(1e-6)
-    _ops._launch(k, ins, ts, eps, 0)
-    key = (k.address, 0, _ops._layout(ins))
-    meta = _ops._meta[key]
-    data = _ops._ptr_structs[4].pack(*[t.data_ptr() for t in ts])
-    stream = torch.cuda.current_stream().cuda_stream
-    out = {
-        "guards (_ready)": per_call_us(lambda: _ops._ready("ln_modulate", ins, None)),
-        "torch.empty_like": per_call_us(lambda: torch.empty_like(x)),
-        "_launch (layout key, metadata lookup, addresses, stream, ctypes, C)": per_call_us(
-            lambda: _ops._launch(k, ins, ts, eps, 0)),
-        "kernel.launch_raw, packed arguments (ctypes + C launch)": per_call_us(
-            lambda: k.launch_raw(data, meta[0], meta[1], 4, eps, stream)),
-        "current raw stream": per_call_us(lambda: _ops._raw_stream(0)),
-    }
-    try:  # the previous Python binding, for comparison
-        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
-        import bitfold_torch
-        old = bitfold_torch.Runtime(lib_path=bitfold.default_runtime().lib.bitfold_path)
-        ko = old.kernel("ln_modulate")
-        out["python/bitfold_torch.py Kernel.launch (preallocated y)"] = per_call_us(
-            lambda: ko.launch([x, sc, sh, y], [1e-6]))
-    except Exception as e:  # reported, not fatal
-        out["python/bitfold_torch.py Kernel.launch"] = f"n/a: {e}"
+def measure_rows(bt, rows, t):
+    out = []
+    for name, direct, op, eager in rows:
+        if direct == "inference":
+            x, sc, sh = t["x"], t["sc"], t["sh"]
+            with torch.inference_mode():
+                r = {"case": name, "direct_us": per_call_us(lambda: bt.ln_modulate(x, sc, sh))}
+            out.append(r)
+            continue
+        r = {"case": name, "direct_us": per_call_us(direct)}
+        if op is not None and not ARGS.fake_lib:
+            r["custom_op_us"] = per_call_us(op)
+        if eager is not None:
+            r["eager_us"] = per_call_us(eager)
+        out.append(r)
     return out
 
 
+def pieces(bt, bitfold, t):
+    """What one warm direct ln_modulate call is made of."""
+    from bitfold.torch import _ops
+    x, sc, sh, y = t["x"], t["sc"], t["sh"], t["y"]
+    bt.ln_modulate(x, sc, sh, 1e-6)
+    key = _ops._key((x, sc, sh), 1e-6)
+    ent = _ops._ln_sites.get(key)
+    out = {
+        "layout key (_key: dtype, shape, strides, device of 3 tensors)": per_call_us(
+            lambda: _ops._key((x, sc, sh), 1e-6)),
+        "site lookup (_site)": per_call_us(lambda: _ops._site(_ops._ln_sites, key, None)),
+        "torch.empty_like": per_call_us(lambda: torch.empty_like(x)),
+        "checked-path guards (_ready; not on the warm path)": per_call_us(
+            lambda: _ops._ready("ln_modulate", (x, sc, sh), None)),
+    }
+    if ent is None:
+        out["prepared launcher"] = "n/a: no site (library without bitfold_prepare_raw?)"
+        return out
+    launch = ent[0]
+    prep = launch.prepared
+    lib = bitfold.default_runtime().lib
+    data = _ops._packers[4]((x, sc, sh, y))
+    fn = lib["bitfold_launch_prepared"]
+    out["prepared launcher (grad check, stream, addresses, C launch)"] = per_call_us(
+        lambda: launch((x, sc, sh, y)))
+    out["addresses packed (4 data_ptr + struct.pack)"] = per_call_us(
+        lambda: _ops._packers[4]((x, sc, sh, y)))
+    out["bitfold_launch_prepared alone (3 untyped ctypes args + C + driver)"] = per_call_us(
+        lambda: fn(prep.handle, data, None))
+    k = bitfold.default_runtime().kernel("ln_modulate", "dtype=bf16")
+    meta, nmeta = _ops._meta_words((x, sc, sh, y), max(x.get_device(), 0))
+    eps = _ops._f32.pack(1e-6)
+    raw, h = k._raw_untyped, k.handle
+    out["bitfold_launch_raw alone (8 untyped ctypes args + C + driver)"] = per_call_us(
+        lambda: raw(h, 4, data, meta, nmeta, eps, 1, None))
+    if not ARGS.fake_lib:
+        out["current raw stream"] = per_call_us(lambda: _ops._raw_stream(0))
+        out["capture check"] = per_call_us(lambda: _ops._capturing())
+    return out
+
+
+def gpu_us(fn, n=50):
+    for _ in range(5):
+        fn()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    a.record()
+    for _ in range(n):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / n * 1e3
+
+
+def copy_cost(bt):
+    """qk_layernorm on a fused QKV projection's q/k views (copied to
+    contiguous first) against contiguous q/k, GPU time per call."""
+    rows = []
+    for b, s, h, d in [(1, 4096, 32, 128), (1, 1024, 32, 128), (2, 256, 24, 64)]:
+        g = torch.Generator(device="cuda").manual_seed(1)
+        qkv = torch.randn(b, s, 3 * h * d, generator=g, device="cuda").to(BF)
+        qv = qkv[..., :h * d].unflatten(-1, (h, d))
+        kv = qkv[..., h * d:2 * h * d].unflatten(-1, (h, d))
+        qc, kc = qv.contiguous(), kv.contiguous()
+        views = gpu_us(lambda: bt.qk_layernorm(qv, kv, 1e-6))
+        contig = gpu_us(lambda: bt.qk_layernorm(qc, kc, 1e-6))
+        copies = gpu_us(lambda: (qv.contiguous(), kv.contiguous()))
+        eager = gpu_us(lambda: (torch.nn.functional.layer_norm(qv, (d,), eps=1e-6),
+                                torch.nn.functional.layer_norm(kv, (d,), eps=1e-6)))
+        rows.append({"shape": (b, s, h, d), "views_us": views, "contiguous_us": contig,
+                     "copies_us": copies, "eager_views_us": eager})
+    return rows
+
+
+def fmt(v):
+    return f"{v:.2f} us" if isinstance(v, float) else (v or "")
+
+
+def report(info):
+    where = "fake driver, CPU" if ARGS.fake_lib else info["gpu"]
+    lines = [f"# Host time per call ({where}, torch {info['torch']}, python {info['python']})",
+             "", "| op, shape | direct | torch.ops.bitfold | eager |", "|---|---|---|---|"]
+    lines += [f"| {r['case']} | {fmt(r['direct_us'])} | {fmt(r.get('custom_op_us'))} | "
+              f"{fmt(r.get('eager_us'))} |" for r in info["rows"]]
+    lines += ["", "| piece of a warm direct ln_modulate call | host time |", "|---|---|"]
+    lines += [f"| {k} | {fmt(v)} |" for k, v in info["pieces_us"].items()]
+    if info.get("copy"):
+        lines += ["", "qk_layernorm on fused-QKV views: GPU time per call (CUDA events)", "",
+                  "| (B, S, H, D) | views (copied, then one launch) | contiguous q, k | "
+                  "the two copies alone | eager F.layer_norm x2 on the views |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['shape']} | {fmt(r['views_us'])} | {fmt(r['contiguous_us'])} | "
+                  f"{fmt(r['copies_us'])} | {fmt(r['eager_views_us'])} |" for r in info["copy"]]
+    return "\n".join(lines) + "\n"
+
+
 def main():
+    global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
-    a = ap.parse_args()
-    rows = []
-    table, ln_args = cases()
-    x, sc, sh = ln_args
-    buf = torch.empty_like(x)
-    table.insert(1, ("ln_modulate (1,16,1024), out= preallocated",
-                     lambda: bt.ln_modulate(x, sc, sh, 1e-6, out=buf),
-                     lambda: torch.ops.bitfold.ln_modulate(x, sc, sh, 1e-6),
-                     lambda: ref.ln_modulate(x, sc, sh, 1e-6)))
-    for name, direct, op, eager in table:
-        rows.append({"case": name, "direct_us": per_call_us(direct),
-                     "custom_op_us": per_call_us(op), "eager_us": per_call_us(eager)})
-    parts = pieces(*ln_args)
-    info = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-            "python": sys.version.split()[0],
+    ap.add_argument("--fake-lib", help="libbitfold-fakecodegen.so (CPU run)")
+    ap.add_argument("--fake-cuda", help="libbitfold_fake_cuda.so (CPU run)")
+    ARGS = ap.parse_args()
+    bt, bitfold, ref = setup()
+    t = tensors()
+    rows = measure_rows(bt, cases(bt, bitfold, ref, t), t)
+    info = {"torch": torch.__version__, "python": sys.version.split()[0],
+            "gpu": None if ARGS.fake_lib else torch.cuda.get_device_name(0),
             "bitfold_lib": bitfold.default_runtime().lib.bitfold_path,
-            "method": __doc__.strip(), "rows": rows, "pieces_us": parts, "stats": bt.stats()}
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "host_cost.json"), "w") as f:
+            "method": __doc__.strip(), "rows": rows, "pieces_us": pieces(bt, bitfold, t),
+            "copy": None if ARGS.fake_lib else copy_cost(bt), "stats": bt.stats()}
+    os.makedirs(ARGS.out, exist_ok=True)
+    with open(os.path.join(ARGS.out, "host_cost.json"), "w") as f:
         json.dump(info, f, indent=1, default=str)
-    lines = [f"# Host time per call ({info['gpu']}, torch {info['torch']}, "
-             f"python {info['python']})", "", "| op, shape | direct | torch.ops.bitfold | eager |",
-             "|---|---|---|---|"]
-    lines += [f"| {r['case']} | {r['direct_us']:.1f} us | {r['custom_op_us']:.1f} us | "
-              f"{r['eager_us']:.1f} us |" for r in rows]
-    lines += ["", "| piece of a direct ln_modulate call | host time |", "|---|---|"]
-    lines += [f"| {k} | {v:.2f} us |" if isinstance(v, float) else f"| {k} | {v} |"
-              for k, v in parts.items()]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(a.out, "host_cost.md"), "w") as f:
+    text = report(info)
+    with open(os.path.join(ARGS.out, "host_cost.md"), "w") as f:
         f.write(text)
     print(text)
 

@@ -20,27 +20,28 @@ using namespace bitfold::runtime;
 
 namespace {
 
-bitfold_status malformed(const char *what, int tensor) {
+bitfold_status malformed(const char *what, int tensor,
+                         const char *fn = "bitfold_launch_raw") {
   char msg[160];
   if (tensor < 0)
-    std::snprintf(msg, sizeof msg, "bitfold_launch_raw: %s", what);
+    std::snprintf(msg, sizeof msg, "%s: %s", fn, what);
   else
-    std::snprintf(msg, sizeof msg, "bitfold_launch_raw: tensor %d: %s", tensor,
-                  what);
+    std::snprintf(msg, sizeof msg, "%s: tensor %d: %s", fn, tensor, what);
   return reportError(BITFOLD_ERROR_INVALID_ARGUMENT, msg);
 }
 
 /// Fills `out` from the metadata words at `w` (`left` of them); returns
 /// the words used, or -1 with the error reported.
 int64_t decodeTensor(const void *data, const int64_t *w, int64_t left,
-                     int index, DLTensor &out, bitfold_status &status) {
+                     int index, DLTensor &out, bitfold_status &status,
+                     const char *fn) {
   if (left < 2) {
-    status = malformed("the metadata ends inside its header", index);
+    status = malformed("the metadata ends inside its header", index, fn);
     return -1;
   }
   int64_t ndim = w[1];
   if (ndim < 0 || ndim > 64 || 2 + 2 * ndim > left) {
-    status = malformed("ndim is negative or runs past the metadata", index);
+    status = malformed("ndim is negative or runs past the metadata", index, fn);
     return -1;
   }
   uint64_t dtype = uint64_t(w[0]);
@@ -56,25 +57,28 @@ int64_t decodeTensor(const void *data, const int64_t *w, int64_t left,
 }
 
 /// Decodes the metadata of num_tensors tensors into `decoded` (addresses
-/// from `data`, which may be null: then all null).
+/// from `data`, which may be null: then all null); `fn` names the entry
+/// point in messages.
 bitfold_status decodeAll(int num_tensors, const void *const *data,
                          const int64_t *meta, int num_meta_words,
-                         DLTensor *decoded) {
+                         DLTensor *decoded, const char *fn) {
   if (num_tensors < 0 || num_tensors > BITFOLD_RAW_MAX_TENSORS)
-    return malformed("num_tensors is outside 0..BITFOLD_RAW_MAX_TENSORS", -1);
+    return malformed("num_tensors is outside 0..BITFOLD_RAW_MAX_TENSORS", -1,
+                     fn);
   if (num_tensors > 0 && !meta)
-    return malformed("the address or metadata array is NULL", -1);
+    return malformed("the address or metadata array is NULL", -1, fn);
   int64_t at = 0;
   for (int i = 0; i < num_tensors; ++i) {
     bitfold_status status = BITFOLD_SUCCESS;
     int64_t used = decodeTensor(data ? data[i] : nullptr, meta + at,
-                                num_meta_words - at, i, decoded[i], status);
+                                num_meta_words - at, i, decoded[i], status, fn);
     if (used < 0)
       return status;
     at += used;
   }
   if (at != num_meta_words)
-    return malformed("num_meta_words is not the length the tensors use", -1);
+    return malformed("num_meta_words is not the length the tensors use", -1,
+                     fn);
   return BITFOLD_SUCCESS;
 }
 
@@ -107,8 +111,8 @@ BITFOLD_API bitfold_status bitfold_launch_raw(
   if (num_tensors > 0 && !data)
     return malformed("the address or metadata array is NULL", -1);
   DLTensor decoded[BITFOLD_RAW_MAX_TENSORS];
-  if (bitfold_status s =
-          decodeAll(num_tensors, data, meta, num_meta_words, decoded))
+  if (bitfold_status s = decodeAll(num_tensors, data, meta, num_meta_words,
+                                   decoded, "bitfold_launch_raw"))
     return s;
   return launchDecoded(kernel, num_tensors, decoded, scalars, num_scalars,
                        stream);
@@ -118,13 +122,14 @@ BITFOLD_API bitfold_status bitfold_prepare_raw(
     bitfold_kernel *kernel, int num_tensors, const int64_t *meta,
     int num_meta_words, const float *scalars, int num_scalars,
     bitfold_prepared **out) {
+  const char *fn = "bitfold_prepare_raw";
   if (!out || !kernel)
-    return malformed(!out ? "out is NULL" : "kernel is NULL", -1);
+    return malformed(!out ? "out is NULL" : "kernel is NULL", -1, fn);
   *out = nullptr;
   if (num_scalars < 0 || (num_scalars > 0 && !scalars))
-    return malformed("num_scalars is negative or scalars is NULL", -1);
+    return malformed("num_scalars is negative or scalars is NULL", -1, fn);
   if (num_meta_words < 0)
-    return malformed("num_meta_words is negative", -1);
+    return malformed("num_meta_words is negative", -1, fn);
   std::unique_ptr<bitfold_prepared> p;
   try { // no exception crosses the C ABI
     p = std::make_unique<bitfold_prepared>();
@@ -137,7 +142,7 @@ BITFOLD_API bitfold_status bitfold_prepare_raw(
   p->kernel = kernel;
   p->numTensors = num_tensors;
   if (bitfold_status s = decodeAll(num_tensors, nullptr, p->meta.data(),
-                                   num_meta_words, p->decoded))
+                                   num_meta_words, p->decoded, fn))
     return s;
   *out = p.release();
   return BITFOLD_SUCCESS;
@@ -148,7 +153,7 @@ BITFOLD_API bitfold_status bitfold_launch_prepared(
   if (!prepared || (prepared->numTensors > 0 && !data))
     return malformed(!prepared ? "the prepared launch is NULL"
                                : "the address array is NULL",
-                     -1);
+                     -1, "bitfold_launch_prepared");
   DLTensor decoded[BITFOLD_RAW_MAX_TENSORS];
   for (int i = 0; i < prepared->numTensors; ++i) {
     decoded[i] = prepared->decoded[i];

@@ -54,17 +54,10 @@ class PreparedFastPath(unittest.TestCase):
 
     def setUp(self):
         import bitfold
-        import bitfold.torch as bt
-        from bitfold.torch import _ops
-        os.environ["BITFOLD_LIBCUDA"] = FAKE_CUDA
-        if bitfold._default is None:
-            bitfold._default = bitfold.Runtime(lib_path=FAKE_LIB, disk_cache=False)
+        from test_torch_cpu import TorchOnFakeDriver
+        TorchOnFakeDriver.setUp(self)  # the fake runtime, host tensors allowed, fresh stats
         if getattr(bitfold._default.lib, "bitfold_prepare_raw", None) is None:
             self.skipTest("the library has no bitfold_prepare_raw")
-        self.bt, self.ops = bt, _ops
-        _ops._ALLOW_HOST = True
-        bt.reset_stats()
-        bt.configure(mode="auto", verify="off")
 
     def tearDown(self):
         self.ops._ALLOW_HOST = False
@@ -86,6 +79,7 @@ class PreparedFastPath(unittest.TestCase):
 
     def test_the_warm_launch_passes_this_calls_addresses(self):
         import ctypes
+        from test_fake_launch import FakeLaunch
         fake = ctypes.CDLL(FAKE_CUDA)
         fake.fake_cuda_last_launch.restype = FakeLaunch
         x, sc, sh = ln_inputs(0)
@@ -145,17 +139,6 @@ class PreparedFastPath(unittest.TestCase):
                 call()
             s = self.bt.stats()[op]
             self.assertEqual((s["launches"], s["fallbacks"], len(self.sites(op))), (3, {}, 1), op)
-
-
-if torch is not None:
-    import ctypes
-
-    class FakeLaunch(ctypes.Structure):
-        _fields_ = [("function", ctypes.c_void_p), ("context", ctypes.c_void_p),
-                    ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
-                    ("sharedBytes", ctypes.c_uint), ("stream", ctypes.c_void_p),
-                    ("programmatic", ctypes.c_int), ("numParams", ctypes.c_int),
-                    ("params", ctypes.c_uint64 * 64)]
 
 
 # ---- wan_rmsnorm_silu and hf_rmsnorm on a stub runtime ------------------------------
