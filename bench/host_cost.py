@@ -61,10 +61,10 @@ def per_call_us(fn):
     for _ in range(REPS):
         sync()
         t0 = clock()
-        for _ in range(N):
+        for _ in range(ARGS.calls):
             fn()
         sync()
-        best = min(best, (clock() - t0) / N * 1e6)
+        best = min(best, (clock() - t0) / ARGS.calls * 1e6)
     return best
 
 
@@ -146,7 +146,7 @@ def measure_rows(bt, rows, t):
         r = {"case": name, "direct_us": per_call_us(direct)}
         if op is not None and not ARGS.fake_lib:
             r["custom_op_us"] = per_call_us(op)
-        if eager is not None:
+        if eager is not None and not ARGS.no_eager:
             r["eager_us"] = per_call_us(eager)
         out.append(r)
     return out
@@ -162,7 +162,7 @@ def pieces(bt, bitfold, t):
     out = {
         "layout key (_key: dtype, shape, strides, device of 3 tensors)": per_call_us(
             lambda: _ops._key((x, sc, sh), 1e-6)),
-        "site lookup (_site)": per_call_us(lambda: _ops._site(_ops._ln_sites, key, None)),
+        "site lookup (dict get)": per_call_us(lambda: _ops._ln_sites.get(key)),
         "torch.empty_like": per_call_us(lambda: torch.empty_like(x)),
         "checked-path guards (_ready; not on the warm path)": per_call_us(
             lambda: _ops._ready("ln_modulate", (x, sc, sh), None)),
@@ -254,6 +254,8 @@ def main():
     ap.add_argument("--out", default=".")
     ap.add_argument("--fake-lib", help="libbitfold-fakecodegen.so (CPU run)")
     ap.add_argument("--fake-cuda", help="libbitfold_fake_cuda.so (CPU run)")
+    ap.add_argument("--calls", type=int, default=N, help="calls per repetition")
+    ap.add_argument("--no-eager", action="store_true", help="skip the eager column")
     ARGS = ap.parse_args()
     bt, bitfold, ref = setup()
     t = tensors()

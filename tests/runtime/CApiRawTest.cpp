@@ -2,7 +2,9 @@
 //
 // The flat-array launch must launch exactly what the DLTensor launch does
 // (same parameters), fail with the same statuses and messages, reject
-// malformed arrays with a message, and allocate nothing when warm.
+// malformed arrays with a message, and allocate nothing when warm; so must
+// a prepared launch (bitfold_prepare_raw + bitfold_launch_prepared), which
+// validates every launch's addresses.
 //
 //===----------------------------------------------------------------------===//
 
@@ -171,6 +173,90 @@ TEST_F(Raw, RejectionsMatchTheDLTensorPath) {
   }
 }
 
+/// A prepared launch of `ts`'s layout (metadata and eps).
+bitfold_prepared *prepare(bitfold_kernel *k, const std::vector<Tensor> &ts,
+                          const float &eps, std::vector<const void *> &data) {
+  std::vector<int64_t> words;
+  data.clear();
+  for (const Tensor &t : ts)
+    t.appendRaw(data, words);
+  bitfold_prepared *p = nullptr;
+  EXPECT_EQ(bitfold_prepare_raw(k, int(ts.size()), words.data(),
+                                int(words.size()), &eps, 1, &p),
+            BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  return p; // the words were copied: they may go now
+}
+
+TEST_F(Raw, PreparedLaunchesTheParametersOfTheRawLaunch) {
+  std::vector<Tensor> ts = lnTensors();
+  std::vector<const void *> data;
+  bitfold_prepared *p = prepare(k, ts, eps, data);
+  ASSERT_NE(p, nullptr);
+  bitfold_status dlStatus;
+  std::string dlMessage;
+  expectParams(11);
+  ASSERT_EQ(launchBoth(ts, dlStatus, dlMessage), BITFOLD_SUCCESS);
+  FakeLaunch viaRaw = lastLaunch();
+  expectParams(11);
+  CUstream stream = reinterpret_cast<CUstream>(uintptr_t(0xABC0));
+  ASSERT_EQ(bitfold_launch_prepared(p, data.data(), stream), BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  FakeLaunch viaPrepared = lastLaunch();
+  EXPECT_EQ(viaPrepared.stream, stream);
+  for (int i = 0; i < 11; ++i)
+    EXPECT_EQ(viaPrepared.params[i], viaRaw.params[i]) << "parameter " << i;
+  // New addresses, same layout: the launch takes this call's addresses.
+  data[3] = reinterpret_cast<const void *>(uintptr_t(0x50000000));
+  ASSERT_EQ(bitfold_launch_prepared(p, data.data(), nullptr), BITFOLD_SUCCESS);
+  EXPECT_EQ(lastLaunch().params[6], 0x50000000u);
+  bitfold_prepared_destroy(p);
+}
+
+TEST_F(Raw, PreparedLaunchesValidateEachLaunchsAddresses) {
+  std::vector<Tensor> ts = lnTensors();
+  std::vector<const void *> data;
+  bitfold_prepared *p = prepare(k, ts, eps, data);
+  ASSERT_NE(p, nullptr);
+  ts[3].addr += 2; // y misaligned: what the raw launch says, the prepared says
+  bitfold_status dlStatus;
+  std::string dlMessage;
+  EXPECT_EQ(launchBoth(ts, dlStatus, dlMessage), BITFOLD_ERROR_ALIGNMENT);
+  data[3] = reinterpret_cast<const void *>(ts[3].addr);
+  EXPECT_EQ(bitfold_launch_prepared(p, data.data(), nullptr),
+            BITFOLD_ERROR_ALIGNMENT);
+  EXPECT_EQ(std::string(bitfold_last_error()), dlMessage);
+  EXPECT_EQ(bitfold_launch_prepared(p, nullptr, nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bitfold_launch_prepared(nullptr, data.data(), nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  bitfold_prepared_destroy(p);
+  bitfold_prepared_destroy(nullptr);
+}
+
+TEST_F(Raw, MalformedArraysAreRefusedWhenPrepared) {
+  std::vector<const void *> data;
+  std::vector<int64_t> words;
+  for (const Tensor &t : lnTensors())
+    t.appendRaw(data, words);
+  int n = int(words.size());
+  bitfold_prepared *p = reinterpret_cast<bitfold_prepared *>(uintptr_t(1));
+  EXPECT_EQ(bitfold_prepare_raw(k, 4, words.data(), n - 1, &eps, 1, &p),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_STREQ(bitfold_last_error(),
+               "bitfold_prepare_raw: tensor 3: ndim is negative or runs past "
+               "the metadata");
+  EXPECT_EQ(bitfold_prepare_raw(k, 4, words.data(), n, nullptr, 1, &p),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bitfold_prepare_raw(nullptr, 4, words.data(), n, &eps, 1, &p),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bitfold_prepare_raw(k, 4, words.data(), n, &eps, 1, nullptr),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bitfold_prepare_raw(k, 99, words.data(), n, &eps, 1, &p),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(Raw, MalformedArraysAreInvalidArguments) {
   std::vector<const void *> data;
   std::vector<int64_t> words;
@@ -250,6 +336,23 @@ TEST_F(Raw, WarmLaunchesDoNotAllocate) {
   countAllocations = false;
   EXPECT_TRUE(ok);
   EXPECT_EQ(allocations.load(), 0);
+}
+
+TEST_F(Raw, WarmPreparedLaunchesDoNotAllocate) {
+  std::vector<const void *> data;
+  bitfold_prepared *p = prepare(k, lnTensors(), eps, data);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(bitfold_launch_prepared(p, data.data(), nullptr), BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  allocations = 0;
+  countAllocations = true;
+  bool ok = true;
+  for (int i = 0; i < 100; ++i)
+    ok &= bitfold_launch_prepared(p, data.data(), nullptr) == BITFOLD_SUCCESS;
+  countAllocations = false;
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(allocations.load(), 0);
+  bitfold_prepared_destroy(p);
 }
 
 } // namespace
