@@ -2,8 +2,8 @@
 unpatched: torch.equal of the decoded frames and the decode time.
 
 Random weights (seeded), bf16, channels_last_3d activations (bitfold's conv
-bias kernel is channels-last; in the default NCDHW layout the patched sites
-fall back to eager, which stats() shows):
+bias and RMSNorm + SiLU kernels are channels-last; in the default NCDHW
+layout the patched sites fall back to eager, which stats() shows):
     python3 examples/torch/wan_vae_decode.py [--frames 3] [--hw 32]
 """
 import argparse

@@ -193,10 +193,14 @@ TEST_F(Raw, PreparedLaunchesTheParametersOfTheRawLaunch) {
   std::vector<const void *> data;
   bitfold_prepared *p = prepare(k, ts, eps, data);
   ASSERT_NE(p, nullptr);
-  bitfold_status dlStatus;
-  std::string dlMessage;
+  std::vector<const void *> rawData;
+  std::vector<int64_t> words;
+  for (const Tensor &t : ts)
+    t.appendRaw(rawData, words);
   expectParams(11);
-  ASSERT_EQ(launchBoth(ts, dlStatus, dlMessage), BITFOLD_SUCCESS);
+  ASSERT_EQ(bitfold_launch_raw(k, 4, rawData.data(), words.data(),
+                               int(words.size()), &eps, 1, nullptr),
+            BITFOLD_SUCCESS);
   FakeLaunch viaRaw = lastLaunch();
   expectParams(11);
   CUstream stream = reinterpret_cast<CUstream>(uintptr_t(0xABC0));
@@ -208,6 +212,7 @@ TEST_F(Raw, PreparedLaunchesTheParametersOfTheRawLaunch) {
     EXPECT_EQ(viaPrepared.params[i], viaRaw.params[i]) << "parameter " << i;
   // New addresses, same layout: the launch takes this call's addresses.
   data[3] = reinterpret_cast<const void *>(uintptr_t(0x50000000));
+  expectParams(11);
   ASSERT_EQ(bitfold_launch_prepared(p, data.data(), nullptr), BITFOLD_SUCCESS);
   EXPECT_EQ(lastLaunch().params[6], 0x50000000u);
   bitfold_prepared_destroy(p);
