@@ -12,9 +12,11 @@ Every op exists twice:
 Ops: ln_modulate, qk_layernorm (q and k, one launch), conv_bias,
 residual_gate, rmsnorm_modulate, wan_rmsnorm_silu (SGLang's and diffusers'
 Wan VAE norm + SiLU), hf_rmsnorm (HF LlamaRMSNorm, optional residual and
-modulation). Outputs come from torch's
-caching allocator (or `out=`, on the direct single-output ops); kernels run
-on torch's current stream.
+modulation; torch.ops.bitfold.hf_rmsnorm returns [y] or [y, x + residual]).
+Outputs come from torch's caching allocator (or `out=`, on the direct row
+ops); kernels run on torch's current stream. Strided q/k views of a fused
+QKV projection are copied to contiguous before qk_layernorm's launch, as
+aten's layer_norm copies them itself (bench/host_cost.py measures the copy).
 
 Fallback (mode "auto", the default): where a guard rejects the inputs
 (dtype, device, requires_grad, empty, or the C API's shape/stride/alignment
