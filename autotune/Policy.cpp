@@ -243,6 +243,11 @@ void TunePolicy::backgroundLoop() {
 void TunePolicy::persist() {
   if (opts.dbPath.empty())
     return;
+  // TuneDB::save's temp file is named by pid: one writer per process at a
+  // time (tunes may finish on launch threads and the background thread,
+  // of several runtimes).
+  static std::mutex persistMu;
+  std::lock_guard<std::mutex> writer(persistMu);
   TuneDB merged;
   auto onDisk = TuneDB::loadOrEmpty(opts.dbPath);
   if (!onDisk) {

@@ -589,6 +589,9 @@ Runtime::Runtime(RuntimeOptions options)
       warn("tune DB '" + options.tuneDb + "' not used (every shape class "
            "gets the default config): " + llvm::toString(opened.takeError()));
   }
+  if (options.tuneOnMiss.mode != TuneOnMissOptions::Off && options.tuneDb.empty())
+    warn("tune-on-miss is off: it needs a tune DB file to record winners "
+         "in (tune_db or $BITFOLD_TUNE_DB)");
   bucketRows = source && source->bucketsRows();
 }
 

@@ -18,6 +18,7 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
 #include <unistd.h>
 
 using namespace bitfold;
@@ -42,7 +43,9 @@ llvm::Error writeAtomically(const std::string &path, llvm::StringRef text) {
   if (std::error_code ec = llvm::sys::fs::create_directories(
           llvm::sys::path::parent_path(path)))
     return llvm::errorCodeToError(ec);
-  std::string tmp = llvm::formatv("{0}.tmp.{1}", path, ::getpid()).str();
+  static std::atomic<unsigned> counter{0};
+  std::string tmp =
+      llvm::formatv("{0}.tmp.{1}.{2}", path, ::getpid(), counter++).str();
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(tmp, ec);
