@@ -298,3 +298,44 @@ TEST_F(Prewarm, AProvisionalConfigIsReplacedOnceTheTuneRecords) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(RuntimeOptionsCApi, OutOfRangeOptionsAreRefused) {
+  bitfold_runtime_options o;
+  bitfold_runtime_options_init(&o);
+  EXPECT_EQ(o.tune_on_miss, BITFOLD_TUNE_OFF);
+  EXPECT_EQ(o.cache_max_bytes, -1);
+  EXPECT_EQ(o.compile_threads, 0);
+  o.disk_cache = 0;
+  o.tune_on_miss = 7;
+  bitfold_runtime *rt = nullptr;
+  EXPECT_EQ(bitfold_runtime_create(&o, &rt), BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_NE(std::string(bitfold_last_error()).find("tune_on_miss"),
+            std::string::npos);
+  o.tune_on_miss = BITFOLD_TUNE_OFF;
+  o.cache_max_bytes = -2;
+  EXPECT_EQ(bitfold_runtime_create(&o, &rt), BITFOLD_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(RuntimeOptionsCApi, TuneOnMissWithoutATuneDbSaysItIsOff) {
+  ::unsetenv("BITFOLD_TUNE_DB");
+  std::vector<std::string> warnings;
+  bitfold_runtime_options o;
+  bitfold_runtime_options_init(&o);
+  o.disk_cache = 0;
+  o.tune_on_miss = BITFOLD_TUNE_BACKGROUND;
+  o.warning = [](const char *m, void *user) {
+    static_cast<std::vector<std::string> *>(user)->push_back(m);
+  };
+  o.warning_user = &warnings;
+  bitfold_runtime *rt = nullptr;
+  ASSERT_EQ(bitfold_runtime_create(&o, &rt), BITFOLD_SUCCESS);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("tune-on-miss is off: it needs a tune DB file"),
+            std::string::npos);
+  bitfold_runtime_destroy(rt);
+}
+
+} // namespace
