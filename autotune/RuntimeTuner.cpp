@@ -59,8 +59,11 @@ llvm::Expected<TuneOutcome> tuneOnGpu(const runtime::ConfigRequest &r,
     return runner.takeError();
   codegen::CompileOptions options;
   options.arch = r.arch;
+  // Through the runtime's cache when it gave a compile (the winner is then
+  // a cache hit for the launch), else codegen directly.
   CompileConfigFn compile = [&](const codegen::TileConfig &c) {
-    return codegen::compile(*r.def, spec, c, options);
+    return r.compile ? r.compile(c)
+                     : codegen::compile(*r.def, spec, c, options);
   };
   SearchOptions so;
   so.compileThreads = 2; // launches keep the other cores

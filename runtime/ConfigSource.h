@@ -19,6 +19,8 @@
 #include "spec/ShapeSpec.h"
 #include "spec/TileConfig.h"
 
+#include "codegen/Codegen.h"
+
 #include "dsl/IR.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -42,6 +44,13 @@ struct ConfigRequest {
   /// Why a config is not legal for this shape (codegen::checkConfig), or
   /// success. Valid during configFor() only.
   std::function<llvm::Error(const spec::TileConfig &)> check;
+  /// Compiles a config for this kernel and class through the runtime's
+  /// cache, with the key a launch of it uses. Owns what it needs: valid
+  /// after configFor() returns, while the runtime lives (a tuner runs it
+  /// on its own threads).
+  std::function<llvm::Expected<codegen::CompiledKernel>(
+      const spec::TileConfig &)>
+      compile;
 };
 
 struct ConfigAnswer {

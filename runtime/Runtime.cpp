@@ -34,6 +34,13 @@ llvm::Error noDriver(const llvm::Twine &what, llvm::Error e) {
                       what + ": " + llvm::toString(std::move(e)));
 }
 
+codegen::CompileOptions compileOptionsFor(const std::string &arch, bool pdl) {
+  codegen::CompileOptions options;
+  options.arch = arch;
+  options.gridDependencyControl = pdl;
+  return options;
+}
+
 double msSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now() - t0)
@@ -203,6 +210,17 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
   req.check = [&](const codegen::TileConfig &c) {
     return comp.checkConfig(*def, shape, c);
   };
+  // Tuners compile through the cache with the launch's key: the winner is
+  // then a hit when the class resolves again.
+  req.compile = [rt = &rt, def, shape,
+                 options = compileOptionsFor(arch, key.pdl)](
+                    const codegen::TileConfig &c)
+      -> llvm::Expected<codegen::CompiledKernel> {
+    auto k = rt->compileCached(*def, shape, c, options);
+    if (!k)
+      return k.takeError();
+    return **k;
+  };
   // Read before asking: a tune finishing meanwhile then still counts.
   entry.generation = source->generation();
   ConfigAnswer answer = source->configFor(req);
@@ -281,28 +299,24 @@ Kernel::specialise(const SpecKey &key, int64_t cols, bool replace) {
   if (!config)
     return config.takeError();
 
-  const codegen::ShapeSpec shape = key.shape.shapeSpec();
-  codegen::CompileOptions options;
-  options.arch = *arch;
-  options.gridDependencyControl = key.pdl;
-  CacheKey ck =
-      spec::makeCacheKey(**def, shape, *config, options, rt.toolchain());
-  const Compiler &comp = rt.compiler();
   // A disk entry is vetted against the definition and the config asked for
   // (a mismatch is rebuilt by the cache); a fresh compile must match too.
   auto matches = [&](const codegen::CompiledKernel &k) {
     return checkCompiled(**def, *config, k);
   };
-  auto compiled = rt.cache().getOrCompile(
-      ck, [&]() { return comp.compile(**def, shape, *config, options); },
-      &entry->origin, matches);
+  std::string keyText;
+  auto compiled =
+      rt.compileCached(**def, key.shape.shapeSpec(), *config,
+                       compileOptionsFor(*arch, key.pdl), &keyText,
+                       &entry->origin, matches);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,
                         llvm::toString(compiled.takeError()));
   if (llvm::Error e = matches(**compiled))
     return e;
   entry->specialiseMs = msSince(t0);
-  return publish(key, ck.text(), *def, *compiled, std::move(entry), replace);
+  return publish(key, std::move(keyText), *def, *compiled, std::move(entry),
+                 replace);
 }
 
 llvm::Expected<CUfunction> Kernel::functionFor(Specialisation &s,
@@ -598,6 +612,18 @@ Runtime::Runtime(RuntimeOptions options)
 Runtime::~Runtime() {
   if (pool)
     pool->wait();
+}
+
+llvm::Expected<CompiledKernelRef> Runtime::compileCached(
+    const KernelDef &def, const codegen::ShapeSpec &shape,
+    const codegen::TileConfig &config, const codegen::CompileOptions &options,
+    std::string *keyText, CacheOrigin *origin, const ValidateFn &validate) {
+  CacheKey ck = spec::makeCacheKey(def, shape, config, options, toolchain());
+  if (keyText)
+    *keyText = ck.text();
+  return kernelCache.getOrCompile(
+      ck, [&]() { return comp.compile(def, shape, config, options); }, origin,
+      validate);
 }
 
 const std::string &Runtime::toolchain() {

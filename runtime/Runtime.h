@@ -273,6 +273,16 @@ public:
   /// per device.
   llvm::Expected<std::string> gpuName(int device);
 
+  /// The kernel of (def, shape, config, options) from the cache, compiled
+  /// on a miss; keyed by spec::makeCacheKey with toolchain(). `keyText`
+  /// receives the key's text. Thread safe.
+  llvm::Expected<CompiledKernelRef>
+  compileCached(const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
+                const codegen::TileConfig &config,
+                const codegen::CompileOptions &options,
+                std::string *keyText = nullptr, CacheOrigin *origin = nullptr,
+                const ValidateFn &validate = {});
+
   /// Runs `task` on the compile threads (created on first use).
   void runInBackground(std::function<void()> task);
   /// Prewarm bookkeeping (Kernel::prewarm).

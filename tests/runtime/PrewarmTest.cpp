@@ -12,6 +12,8 @@
 
 #include "FakeCodegen.h"
 
+#include "autotune/Policy.h"
+#include "autotune/TuneDB.h"
 #include "runtime/CApiInternal.h"
 #include "runtime/Runtime.h"
 #include "runtime/bitfold.h"
@@ -336,6 +338,40 @@ TEST(RuntimeOptionsCApi, TuneOnMissWithoutATuneDbSaysItIsOff) {
   EXPECT_NE(warnings[0].find("tune-on-miss is off: it needs a tune DB file"),
             std::string::npos);
   bitfold_runtime_destroy(rt);
+}
+
+} // namespace
+
+namespace {
+
+TEST_F(Prewarm, TuneOnMissInBackgroundSwitchesToTheRecordedWinner) {
+  const std::string db = dir.path + "/tune-db.json";
+  RuntimeOptions o;
+  o.compiler = gatedCompiler(nullptr, 0, &probes);
+  o.cache.disk = false;
+  o.tuneDb = db;
+  o.tuneOnMiss.mode = TuneOnMissOptions::Background;
+  o.tuneOnMiss.perTuneSeconds = 0; // every config (the fake times them fast)
+  Runtime rt(std::move(o));
+  Kernel *k = lnModulate(rt);
+  ASSERT_FALSE(bool(LnTensors(8, 64).launch(k)));
+  EXPECT_EQ(k->lastSpecialisation().configFrom,
+            "default (tuning in background)");
+  auto *policy = dynamic_cast<autotune::TunePolicy *>(rt.configSource());
+  ASSERT_NE(policy, nullptr);
+  policy->waitIdle(); // the fake GPU times every legal config
+  int compiled = fake::fakeCompiles;
+  ASSERT_FALSE(bool(LnTensors(8, 64).launch(k)));
+  Kernel::LastLaunch l = k->lastSpecialisation();
+  EXPECT_EQ(l.configFrom, "tune DB") << "config " << l.config;
+  // The fake times every config alike; ties go by config text, so the
+  // winner is not the default r2.t64.v4.p1: the class really switched.
+  EXPECT_NE(l.config, "r2.t64.v4.p1");
+  EXPECT_EQ(fake::fakeCompiles, compiled)
+      << "the winner " << l.config << " was compiled again after the tune";
+  auto onDisk = autotune::TuneDB::load(db);
+  ASSERT_TRUE(bool(onDisk)) << llvm::toString(onDisk.takeError());
+  EXPECT_EQ(onDisk->size(), 1u) << "the winner is not in " << db;
 }
 
 } // namespace
