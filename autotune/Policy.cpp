@@ -6,6 +6,8 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
+
 using namespace bitfold;
 using namespace bitfold::autotune;
 
@@ -18,6 +20,7 @@ llvm::StringRef autotune::provenanceName(Provenance p) {
   case Provenance::DefaultTuning: return "default (tuning in background)";
   case Provenance::TunedNow: return "tuned now";
   case Provenance::DefaultTuneFailed: return "default (tuning failed)";
+  case Provenance::DefaultBudgetSpent: return "default (tuning budget spent)";
   }
   return "?";
 }
@@ -101,8 +104,13 @@ Choice TunePolicy::choose(const ChooseRequest &req) {
   Choice fallback{req.defaultConfig, Provenance::Default, ""};
   if (std::optional<Choice> c = fromDatabase(req, fallback))
     return *c;
-  if (!req.tune)
+  if (!req.tune || opts.onMiss == OnMiss::UseDefault)
     return fallback;
+  if (budgetSpent()) {
+    if (fallback.from == Provenance::Default)
+      fallback.from = Provenance::DefaultBudgetSpent;
+    return fallback;
+  }
   switch (opts.onMiss) {
   case OnMiss::UseDefault:
     return fallback;
@@ -114,8 +122,22 @@ Choice TunePolicy::choose(const ChooseRequest &req) {
   return fallback;
 }
 
-Choice TunePolicy::tuneNow(const ChooseRequest &req, const Choice &fallback) {
+bool TunePolicy::budgetSpent() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return opts.budgetSeconds > 0 && secondsSpent >= opts.budgetSeconds;
+}
+
+llvm::Expected<TuneOutcome> TunePolicy::timedTune(const ChooseRequest &req) {
+  const auto t0 = std::chrono::steady_clock::now();
   auto outcome = req.tune();
+  std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+  std::lock_guard<std::mutex> lock(mu);
+  secondsSpent += took.count();
+  return outcome;
+}
+
+Choice TunePolicy::tuneNow(const ChooseRequest &req, const Choice &fallback) {
+  auto outcome = timedTune(req);
   if (!outcome) {
     std::string why = llvm::toString(outcome.takeError());
     warnOnce("tune\n" + req.key.text(), "tuning " + req.key.kernelName + " " +
@@ -146,6 +168,11 @@ Choice TunePolicy::tuneNow(const ChooseRequest &req, const Choice &fallback) {
 Choice TunePolicy::tuneInBackground(const ChooseRequest &req, Choice fallback) {
   {
     std::lock_guard<std::mutex> lock(mu);
+    if (gaveUp.count(req.key.text())) {
+      if (fallback.from == Provenance::Default)
+        fallback.from = Provenance::DefaultTuneFailed;
+      return fallback; // failed once: not retried in this process
+    }
     if (tuning.insert(req.key.text()).second) {
       queue.push_back(req);
       if (!worker.joinable())
@@ -171,20 +198,8 @@ TunePolicy::configFor(const runtime::ConfigRequest &r) {
     req.tune = [tuner = opts.tuner, owned] { return tuner(owned); };
   }
   Choice c = choose(req);
-  return runtime::ConfigAnswer{c.config, provenanceName(c.from).str()};
-}
-
-llvm::Expected<std::unique_ptr<runtime::ConfigSource>>
-runtime::openTuneDbSource(llvm::StringRef path,
-                          std::function<void(llvm::StringRef)> warn) {
-  PolicyOptions po;
-  po.onMiss = OnMiss::UseDefault; // never tune or stall a launch
-  po.dbPath = path.str();
-  po.warn = std::move(warn);
-  auto p = TunePolicy::open(std::move(po));
-  if (!p)
-    return p.takeError();
-  return std::unique_ptr<runtime::ConfigSource>(std::move(*p));
+  return runtime::ConfigAnswer{c.config, provenanceName(c.from).str(),
+                               c.from == Provenance::DefaultTuning};
 }
 
 void TunePolicy::backgroundLoop() {
@@ -196,9 +211,14 @@ void TunePolicy::backgroundLoop() {
     ChooseRequest req = std::move(queue.front());
     queue.erase(queue.begin());
     lock.unlock();
-    auto outcome = req.tune();
     std::string keyText = req.key.text();
-    if (!outcome) {
+    auto outcome = budgetSpent()
+                       ? llvm::Expected<TuneOutcome>(llvm::createStringError(
+                             llvm::inconvertibleErrorCode(),
+                             "the tuning budget is spent"))
+                       : timedTune(req);
+    const bool failed = !outcome;
+    if (failed) {
       warnOnce("tune\n" + keyText, "background tuning of " +
                                        req.key.kernelName + " " +
                                        req.key.shapeClass + " failed: " +
@@ -209,8 +229,11 @@ void TunePolicy::backgroundLoop() {
         db.record(req.key, outcome->defaultConfig, outcome->measurements);
       }
       persist();
+      recorded.fetch_add(1, std::memory_order_acq_rel);
     }
     lock.lock();
+    if (failed)
+      gaveUp.insert(keyText);
     tuning.erase(keyText);
     cv.notify_all();
   }
@@ -220,6 +243,11 @@ void TunePolicy::backgroundLoop() {
 void TunePolicy::persist() {
   if (opts.dbPath.empty())
     return;
+  // TuneDB::save's temp file is named by pid: one writer per process at a
+  // time (tunes may finish on launch threads and the background thread,
+  // of several runtimes).
+  static std::mutex persistMu;
+  std::lock_guard<std::mutex> writer(persistMu);
   TuneDB merged;
   auto onDisk = TuneDB::loadOrEmpty(opts.dbPath);
   if (!onDisk) {

@@ -35,6 +35,7 @@
 
 #include "codegen/Codegen.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -68,6 +69,9 @@ struct PolicyOptions {
   std::function<llvm::Expected<TuneOutcome>(
       const runtime::ConfigRequest &)>
       tuner;
+  /// Wall time all tunes may take together; once spent, misses get the
+  /// default (Provenance::DefaultBudgetSpent). <= 0: unlimited.
+  double budgetSeconds = 0;
 };
 
 enum class Provenance {
@@ -78,6 +82,7 @@ enum class Provenance {
   DefaultTuning,  ///< default while a background tune runs.
   TunedNow,       ///< tuned synchronously by this call.
   DefaultTuneFailed, ///< tuning failed (detail); default used.
+  DefaultBudgetSpent, ///< the tuning budget is spent; default used.
 };
 llvm::StringRef provenanceName(Provenance p);
 
@@ -111,8 +116,13 @@ public:
 
   /// Thread safe.
   Choice choose(const ChooseRequest &request);
-  /// The runtime's question: choose() for the request's tune key.
+  /// The runtime's question: choose() for the request's tune key. An
+  /// answer given while its class tunes in the background is provisional.
   runtime::ConfigAnswer configFor(const runtime::ConfigRequest &request) override;
+  /// Moves each time a background tune records its result.
+  uint64_t generation() const override {
+    return recorded.load(std::memory_order_acquire);
+  }
 
   /// Blocks until no background tune is queued or running.
   void waitIdle();
@@ -129,6 +139,9 @@ private:
   void persist();
   void warnOnce(const std::string &tag, const llvm::Twine &message);
   void backgroundLoop();
+  /// Runs req.tune, charging its wall time to the budget.
+  llvm::Expected<TuneOutcome> timedTune(const ChooseRequest &req);
+  bool budgetSpent() const;
 
   PolicyOptions opts;
   mutable std::mutex mu;
@@ -136,9 +149,12 @@ private:
   TuneDB db;
   std::set<std::string> warned;
   std::set<std::string> tuning; ///< key texts queued or running.
+  std::set<std::string> gaveUp; ///< background tunes that failed.
   std::vector<ChooseRequest> queue;
   bool stopping = false;
   std::thread worker; ///< started on the first background tune.
+  double secondsSpent = 0; ///< tuning wall time so far (under mu).
+  std::atomic<uint64_t> recorded{0};
 };
 
 } // namespace bitfold::autotune

@@ -21,6 +21,8 @@
 
 #include <cstdlib>
 #include <dlfcn.h>
+#include <link.h>
+#include <sys/stat.h>
 #include <mutex>
 
 using namespace bitfold::codegen;
@@ -223,6 +225,64 @@ llvm::Expected<AssembledCubin> bitfold::codegen::assemble(llvm::StringRef ptx,
   if (nvJitLink().ok)
     return viaNvJitLink(ptx, arch);
   return assembleWithPtxas(ptx, arch);
+}
+
+namespace {
+
+/// "path size mtime-ns inode" of a file, or "path -" when absent.
+std::string fileIdentity(llvm::StringRef path) {
+  struct stat st;
+  if (::stat(path.str().c_str(), &st) != 0)
+    return (path + " -").str();
+  return llvm::formatv("{0} {1} {2}.{3} {4}", path, uint64_t(st.st_size),
+                       int64_t(st.st_mtim.tv_sec), int64_t(st.st_mtim.tv_nsec),
+                       uint64_t(st.st_ino))
+      .str();
+}
+
+/// A libnvJitLink.so.13 already loaded into this process (by another
+/// library, e.g. PyTorch's), which a dlopen by name would return.
+std::string loadedNvJitLink() {
+  std::string found;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info *info, size_t, void *out) {
+        llvm::StringRef name = info->dlpi_name ? info->dlpi_name : "";
+        if (!llvm::sys::path::filename(name).starts_with("libnvJitLink.so"))
+          return 0;
+        *static_cast<std::string *>(out) = name.str();
+        return 1;
+      },
+      &found);
+  return found;
+}
+
+} // namespace
+
+std::string bitfold::codegen::toolchainFingerprint() {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "bitfold " << BITFOLD_VERSION << "; LLVM " << BITFOLD_LLVM_VERSION
+     << "\n";
+  // PATH is not here: findPtxas()'s answer (its file identity) is.
+  for (const char *var : {"BITFOLD_PTXAS", "BITFOLD_CUBIN_TOOL",
+                          "LD_LIBRARY_PATH"}) {
+    const char *v = std::getenv(var);
+    os << var << "=" << (v ? v : "(unset)") << "\n";
+  }
+  const char *lib = "libnvJitLink.so.13";
+  os << fileIdentity(std::string(BITFOLD_CUDA_LIBRARY_DIR) + "/" + lib)
+     << "\n";
+  if (const char *ld = std::getenv("LD_LIBRARY_PATH")) {
+    llvm::SmallVector<llvm::StringRef, 8> dirs;
+    llvm::StringRef(ld).split(dirs, ':', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef d : dirs)
+      os << fileIdentity((d + "/" + lib).str()) << "\n";
+  }
+  os << fileIdentity("/etc/ld.so.cache") << "\n";
+  os << "loaded " << loadedNvJitLink() << "\n";
+  std::string ptxas = findPtxas();
+  os << "ptxas " << (ptxas.empty() ? "-" : fileIdentity(ptxas)) << "\n";
+  return s;
 }
 
 std::string bitfold::codegen::assemblerVersion() {

@@ -28,6 +28,15 @@ using CubinLinker = std::function<llvm::Expected<std::vector<char>>(
 /// Installs (or, with an empty function, removes) the driver linker.
 void setDriverLinker(CubinLinker linker);
 
+/// What toolchainVersion() depends on, found without probing (no dlopen,
+/// no process): the build's versions, the environment that picks the
+/// tools, and the path, size, mtime and inode of every file nvJitLink's
+/// dlopen may load (the configured CUDA library dir, $LD_LIBRARY_PATH, the
+/// loader cache, a copy already loaded) and of ptxas. Equal fingerprints
+/// give equal toolchainVersion() texts, so the runtime remembers the text
+/// per fingerprint and probes only when it changes.
+std::string toolchainFingerprint();
+
 /// Path of ptxas, or "" when none is found.
 std::string findPtxas();
 

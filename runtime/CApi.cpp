@@ -143,6 +143,10 @@ BITFOLD_API void bitfold_runtime_options_init(bitfold_runtime_options *o) {
   o->warning = nullptr;
   o->warning_user = nullptr;
   o->tune_db = nullptr;
+  o->compile_threads = 0;
+  o->cache_max_bytes = -1;
+  o->tune_on_miss = BITFOLD_TUNE_OFF;
+  o->tune_budget_seconds = 60;
 }
 
 BITFOLD_API bitfold_status
@@ -157,10 +161,20 @@ bitfold_runtime_create(const bitfold_runtime_options *options,
     bitfold_runtime_options_init(&o);
     if (options)
       o = *options;
+    if (o.compile_threads < 0 || o.tune_on_miss < BITFOLD_TUNE_OFF ||
+        o.tune_on_miss > BITFOLD_TUNE_NOW || o.cache_max_bytes < -1)
+      return failWith(BITFOLD_ERROR_INVALID_ARGUMENT,
+                      "bitfold_runtime_create: compile_threads must be >= 0, "
+                      "cache_max_bytes >= -1, tune_on_miss one of "
+                      "BITFOLD_TUNE_OFF/BACKGROUND/NOW");
     RuntimeOptions ro;
     if (o.cache_dir)
       ro.cache.dir = o.cache_dir;
     ro.cache.disk = o.disk_cache != 0;
+    ro.cache.maxBytes = o.cache_max_bytes;
+    ro.compileThreads = unsigned(o.compile_threads);
+    ro.tuneOnMiss.mode = TuneOnMissOptions::Mode(o.tune_on_miss);
+    ro.tuneOnMiss.budgetSeconds = o.tune_budget_seconds;
     if (o.tune_db)
       ro.tuneDb = o.tune_db;
     else if (const char *env = std::getenv("BITFOLD_TUNE_DB"))
@@ -190,6 +204,28 @@ BITFOLD_API bitfold_status bitfold_runtime_cache_stats(bitfold_runtime *runtime,
     out->disk_hits = s.diskHits;
     out->compiles = s.compiles;
     out->compile_failures = s.compileFailures;
+    return succeed();
+  });
+}
+
+BITFOLD_API bitfold_status
+bitfold_runtime_prewarm_status(bitfold_runtime *runtime, int wait,
+                               bitfold_prewarm_status *out) {
+  return guarded("bitfold_runtime_prewarm_status", [&] {
+    if (!runtime)
+      return nullArg("bitfold_runtime_prewarm_status", "runtime");
+    if (!out)
+      return nullArg("bitfold_runtime_prewarm_status", "out");
+    PrewarmStatus st = wait ? runtime->rt->waitPrewarm()
+                            : runtime->rt->prewarmStatus();
+    out->pending = st.pending;
+    out->done = st.done;
+    out->failed = st.failed;
+    if (st.failed)
+      return failWith(BITFOLD_ERROR_COMPILE,
+                      std::to_string(st.failed) +
+                          " prewarm compile(s) failed; the first: " +
+                          st.firstError);
     return succeed();
   });
 }
@@ -301,6 +337,34 @@ BITFOLD_API bitfold_status bitfold_kernel_set_pdl(bitfold_kernel *kernel,
                       "bitfold_kernel_set_pdl: enable must be 0 or 1, not " +
                           std::to_string(enable));
     kernel->kernel->setProgrammaticLaunch(enable == 1);
+    return succeed();
+  });
+}
+
+BITFOLD_API bitfold_status bitfold_prewarm(bitfold_kernel *kernel,
+                                           int num_shapes,
+                                           const int64_t *dims,
+                                           const int *ndims, int device) {
+  return guarded("bitfold_prewarm", [&] {
+    if (!kernel)
+      return nullArg("bitfold_prewarm", "kernel");
+    if (num_shapes < 0 || device < 0)
+      return failWith(BITFOLD_ERROR_INVALID_ARGUMENT,
+                      "bitfold_prewarm: num_shapes and device must be >= 0");
+    if (num_shapes > 0 && (!dims || !ndims))
+      return nullArg("bitfold_prewarm", !dims ? "dims" : "ndims");
+    std::vector<std::vector<int64_t>> shapes;
+    for (int i = 0; i < num_shapes; ++i) {
+      if (ndims[i] < 1 || ndims[i] > kMaxNdim)
+        return failWith(BITFOLD_ERROR_INVALID_ARGUMENT,
+                        "bitfold_prewarm: ndims[" + std::to_string(i) +
+                            "] is " + std::to_string(ndims[i]) +
+                            ", outside [1, " + std::to_string(kMaxNdim) + "]");
+      shapes.emplace_back(dims, dims + ndims[i]);
+      dims += ndims[i];
+    }
+    if (llvm::Error e = kernel->kernel->prewarm(shapes, device))
+      return fail(std::move(e));
     return succeed();
   });
 }

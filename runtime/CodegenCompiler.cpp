@@ -49,5 +49,6 @@ Compiler bitfold::runtime::defaultCompiler() {
     return codegen::checkConfig(def, shape, config);
   };
   c.toolchainVersion = [] { return codegen::toolchainVersion(); };
+  c.toolchainFingerprint = [] { return codegen::toolchainFingerprint(); };
   return c;
 }

@@ -19,6 +19,8 @@
 #include "spec/ShapeSpec.h"
 #include "spec/TileConfig.h"
 
+#include "codegen/Codegen.h"
+
 #include "dsl/IR.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -35,18 +37,29 @@ struct ConfigRequest {
   std::shared_ptr<const dsl::KernelDef> def;
   spec::ShapeClass shapeClass; ///< rows bucketed (bucketsRows() was true).
   std::string gpuName;         ///< "NVIDIA H200".
+  int device = 0;              ///< CUDA ordinal of the launch.
   std::string arch;            ///< "sm_90".
   std::string toolchain;       ///< codegen::toolchainVersion().
   spec::TileConfig defaultConfig;
   /// Why a config is not legal for this shape (codegen::checkConfig), or
   /// success. Valid during configFor() only.
   std::function<llvm::Error(const spec::TileConfig &)> check;
+  /// Compiles a config for this kernel and class through the runtime's
+  /// cache, with the key a launch of it uses. Owns what it needs: valid
+  /// after configFor() returns, while the runtime lives (a tuner runs it
+  /// on its own threads).
+  std::function<llvm::Expected<codegen::CompiledKernel>(
+      const spec::TileConfig &)>
+      compile;
 };
 
 struct ConfigAnswer {
   spec::TileConfig config;
   /// Where it came from, for logs: "tune DB", "default (stale DB entry)"...
   std::string from;
+  /// The answer may change: a background tune of this class is running.
+  /// The runtime asks again once generation() has moved.
+  bool provisional = false;
 };
 
 class ConfigSource {
@@ -58,15 +71,39 @@ public:
   /// Whether answers depend on the row count (then the runtime keys
   /// specialisations by row bucket too).
   virtual bool bucketsRows() const { return true; }
+  /// Moves whenever an earlier provisional answer may have changed (a
+  /// background tune recorded its winner). Thread safe, cheap.
+  virtual uint64_t generation() const { return 0; }
+};
+
+/// Tuning of shape classes the tune DB does not have, for the runtime's
+/// tune DB source. Off by default. Every config gives the same bits, so
+/// tuning changes speed only.
+struct TuneOnMissOptions {
+  enum Mode {
+    Off,        ///< the heuristic default; never tunes.
+    Background, ///< the default at once; configs timed on a background
+                ///< thread on the same GPU; later launches of the class
+                ///< use the winner, which is written to the tune DB file.
+    Now,        ///< the first launch of the class tunes, then launches.
+  } mode = Off;
+  /// Wall time all tunes of a runtime may take together; once spent,
+  /// missed classes get the default. <= 0: unlimited.
+  double budgetSeconds = 60;
+  /// Wall time of one tune (configs not timed by then are skipped).
+  double perTuneSeconds = 10;
 };
 
 /// A source over the tune DB file `path`: its winner for the launch's
 /// kernel, shape class and environment, else the default (one warning per
-/// stale or illegal entry through `warn`); it never tunes or blocks. Fails
-/// when the file exists but cannot be read.
+/// stale or illegal entry through `warn`). With tuneOnMiss off it never
+/// tunes or blocks; otherwise missed classes are tuned on the GPU as the
+/// mode says, winners persisted to `path` (temp file + rename). Fails when
+/// the file exists but cannot be read.
 llvm::Expected<std::unique_ptr<ConfigSource>>
 openTuneDbSource(llvm::StringRef path,
-                 std::function<void(llvm::StringRef)> warn);
+                 std::function<void(llvm::StringRef)> warn,
+                 const TuneOnMissOptions &tuneOnMiss = {});
 
 } // namespace bitfold::runtime
 

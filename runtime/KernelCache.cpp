@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <thread>
 
@@ -155,7 +156,8 @@ enum class ReadStatus { Found, Missing, Invalid };
 /// blocking on a FIFO. Missing: it is not there (or its folder cannot be
 /// read: the write path reports that); Invalid: `problem` says why.
 ReadStatus readRegularFile(const std::string &path, uint64_t maxBytes,
-                           std::string &out, std::string &problem) {
+                           std::string &out, std::string &problem,
+                           int64_t *mtime = nullptr) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
@@ -178,6 +180,8 @@ ReadStatus readRegularFile(const std::string &path, uint64_t maxBytes,
                             uint64_t(st.st_size), maxBytes);
   else
     status = ReadStatus::Found;
+  if (mtime)
+    *mtime = int64_t(st.st_mtime);
   if (status == ReadStatus::Found) {
     // read(), never mmap, so a file truncated under us cannot fault.
     out.resize(size_t(st.st_size));
@@ -214,7 +218,8 @@ ReadResult readEntry(const std::string &path, const std::string &keyText,
     r.problem = "its folder is not a real directory (a symbolic link?)";
     return r;
   }
-  r.status = readRegularFile(path, maxBytes, bytes, r.problem);
+  int64_t mtime = 0;
+  r.status = readRegularFile(path, maxBytes, bytes, r.problem, &mtime);
   if (r.status != ReadStatus::Found)
     return r;
   r.status = ReadStatus::Invalid;
@@ -236,6 +241,10 @@ ReadResult readEntry(const std::string &path, const std::string &keyText,
     }
   r.status = ReadStatus::Found;
   r.kernel = std::move(entry->kernel);
+  // Recency for the byte budget's LRU order, written at most once per
+  // granule (a failure, e.g. a read-only cache, only loses recency).
+  if (int64_t(std::time(nullptr)) - mtime > kRecencyGranularitySeconds)
+    (void)::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
   return r;
 }
 
@@ -530,6 +539,19 @@ KernelCache::KernelCache(CacheOptions options) : opts(std::move(options)) {
     opts.disk = false;
   if (opts.disk)
     dir = opts.dir.empty() ? defaultCacheDir() : opts.dir;
+  budget = kDefaultCacheMaxBytes;
+  if (opts.maxBytes >= 0) {
+    budget = uint64_t(opts.maxBytes);
+  } else if (const char *env = std::getenv("BITFOLD_CACHE_MAX_BYTES");
+             env && *env) {
+    if (llvm::StringRef(env).trim().getAsInteger(10, budget)) {
+      budget = kDefaultCacheMaxBytes;
+      opts.warn(llvm::formatv("BITFOLD_CACHE_MAX_BYTES='{0}' is not a byte "
+                              "count; using {1}",
+                              env, kDefaultCacheMaxBytes)
+                    .str());
+    }
+  }
 }
 
 KernelCache::~KernelCache() = default;
@@ -544,6 +566,7 @@ CacheStats KernelCache::stats() const {
   s.compileFailures = counters.compileFailures;
   s.corruptRebuilt = counters.corruptRebuilt;
   s.diskWriteFailures = counters.diskWriteFailures;
+  s.evicted = counters.evicted;
   return s;
 }
 
@@ -758,6 +781,22 @@ void KernelCache::publish(const CacheKey &key, const std::string &path,
     return fail("close", errno);
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     return fail("rename", errno);
+  evictOverBudget();
+}
+
+void KernelCache::evictOverBudget() {
+  if (budget == 0)
+    return;
+  // A walk per write: writes follow compiles (tens of ms), and walking
+  // sees what other processes wrote, so together they stay in budget.
+  auto pruned = pruneCacheDir(dir, budget);
+  if (!pruned) {
+    warnOnce("evict", "cannot keep the kernel cache '" + dir + "' within " +
+                          std::to_string(budget) + " bytes: " +
+                          llvm::toString(pruned.takeError()));
+    return;
+  }
+  counters.evicted += pruned->filesRemoved;
 }
 
 // ---- Maintenance -------------------------------------------------------------

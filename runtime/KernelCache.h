@@ -141,8 +141,11 @@ struct CacheCleanResult {
 /// removal fails (naming the file; the others are still removed).
 llvm::Expected<CacheCleanResult> clearCacheDir(llvm::StringRef dir);
 
-/// Removes the oldest entries (by modification time) until the entries
-/// total at most `maxBytes`. Same layout rules and errors as clear.
+/// Removes the least recently used entries (oldest modification time: a
+/// hit refreshes it at most once per kRecencyGranularitySeconds) until the
+/// entries total at most `maxBytes`. Same layout rules and errors as
+/// clear. Safe while other processes read and write: a reader that opened
+/// an entry keeps reading it; one that finds it gone compiles it again.
 llvm::Expected<CacheCleanResult> pruneCacheDir(llvm::StringRef dir,
                                                uint64_t maxBytes);
 
@@ -158,7 +161,19 @@ struct CacheOptions {
   uint64_t maxEntryBytes = kMaxEntryBytes;
   /// Where warnings go; default: stderr, "bitfold: warning: ...".
   std::function<void(llvm::StringRef)> warn;
+  /// Byte budget of the directory's entries: after each write, the least
+  /// recently used entries are removed (pruneCacheDir) until the rest fit.
+  /// -1: $BITFOLD_CACHE_MAX_BYTES, else kDefaultCacheMaxBytes; 0: no limit.
+  int64_t maxBytes = -1;
 };
+
+/// The disk cache's default byte budget (1 GiB).
+constexpr uint64_t kDefaultCacheMaxBytes = uint64_t(1) << 30;
+
+/// A hit refreshes its entry's modification time (the recency
+/// pruneCacheDir orders by) only when it is older than this, so hits cost
+/// no write: recency is exact to within an hour.
+constexpr int64_t kRecencyGranularitySeconds = 3600;
 
 struct CacheStats {
   uint64_t memoryHits = 0;
@@ -167,6 +182,7 @@ struct CacheStats {
   uint64_t compileFailures = 0;
   uint64_t corruptRebuilt = 0;
   uint64_t diskWriteFailures = 0;
+  uint64_t evicted = 0; ///< entries removed to stay within the budget.
 };
 
 /// Where getOrCompile() found a kernel, and what that cost this call.
@@ -214,6 +230,8 @@ public:
   std::string directory() const;
   /// False once the directory proved unusable for writing.
   bool diskWritable() const { return writable.load(); }
+  /// The byte budget in force (0: none).
+  uint64_t maxBytes() const { return budget; }
 
 private:
   struct Slot;
@@ -231,16 +249,19 @@ private:
   void publish(const CacheKey &key, const std::string &path,
                const codegen::CompiledKernel &kernel, double ms);
   void warnOnce(const std::string &tag, const llvm::Twine &message);
+  void evictOverBudget();
 
   CacheOptions opts;
   std::string dir; ///< empty: memory only.
+  uint64_t budget = 0; ///< 0: unlimited.
   std::atomic<bool> writable{true};
   mutable std::mutex mu;
   std::map<std::string, std::shared_ptr<Slot>> slots;
   std::set<std::string> warned;
   struct AtomicStats {
     std::atomic<uint64_t> memoryHits{0}, diskHits{0}, compiles{0},
-        compileFailures{0}, corruptRebuilt{0}, diskWriteFailures{0};
+        compileFailures{0}, corruptRebuilt{0}, diskWriteFailures{0},
+        evicted{0};
   } counters;
 };
 

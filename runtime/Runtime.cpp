@@ -11,8 +11,10 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <thread>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +32,13 @@ constexpr int kMaxContexts = 8;
 llvm::Error noDriver(const llvm::Twine &what, llvm::Error e) {
   return runtimeError(BITFOLD_ERROR_NO_DRIVER,
                       what + ": " + llvm::toString(std::move(e)));
+}
+
+codegen::CompileOptions compileOptionsFor(const std::string &arch, bool pdl) {
+  codegen::CompileOptions options;
+  options.arch = arch;
+  options.gridDependencyControl = pdl;
+  return options;
 }
 
 double msSince(std::chrono::steady_clock::time_point t0) {
@@ -81,6 +90,10 @@ struct Kernel::ClassEntry {
   std::string shapeClass;
   CacheOrigin origin;
   double specialiseMs = 0;
+  /// The config source may answer differently later (background tune):
+  /// lookup() resolves the class again once its generation moves.
+  bool provisional = false;
+  uint64_t generation = 0;
 };
 
 size_t Kernel::SpecKeyHash::operator()(const SpecKey &k) const {
@@ -190,13 +203,28 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
   req.def = def;
   req.shapeClass = key.shape;
   req.gpuName = *gpu;
+  req.device = key.device;
   req.arch = arch;
   req.toolchain = rt.toolchain();
   req.defaultConfig = comp.defaultConfig(*def, shape);
   req.check = [&](const codegen::TileConfig &c) {
     return comp.checkConfig(*def, shape, c);
   };
+  // Tuners compile through the cache with the launch's key: the winner is
+  // then a hit when the class resolves again.
+  req.compile = [rt = &rt, def, shape,
+                 options = compileOptionsFor(arch, key.pdl)](
+                    const codegen::TileConfig &c)
+      -> llvm::Expected<codegen::CompiledKernel> {
+    auto k = rt->compileCached(*def, shape, c, options);
+    if (!k)
+      return k.takeError();
+    return **k;
+  };
+  // Read before asking: a tune finishing meanwhile then still counts.
+  entry.generation = source->generation();
   ConfigAnswer answer = source->configFor(req);
+  entry.provisional = answer.provisional;
   entry.configFrom = std::move(answer.from);
   entry.shapeClass = key.shape.str();
   return answer.config;
@@ -224,7 +252,8 @@ llvm::Error Kernel::checkCompiled(const KernelDef &def,
 Kernel::ClassEntry *Kernel::publish(const SpecKey &key, std::string keyText,
                                     std::shared_ptr<const KernelDef> def,
                                     CompiledKernelRef kernel,
-                                    std::unique_ptr<ClassEntry> entry) {
+                                    std::unique_ptr<ClassEntry> entry,
+                                    bool replace) {
   std::unique_lock<std::shared_mutex> lock(mu);
   std::unique_ptr<Specialisation> &s = byKey[keyText];
   if (!s) {
@@ -240,23 +269,29 @@ Kernel::ClassEntry *Kernel::publish(const SpecKey &key, std::string keyText,
     s->gridDependencyWait = k.gridDependencyWait;
   }
   entry->spec = s.get();
-  // Another thread may have resolved the same class meanwhile: keep one.
-  auto [it, inserted] = specs.emplace(key, std::move(entry));
+  // Another thread may have resolved the same class meanwhile: keep one,
+  // unless this resolution replaces a provisional one.
+  auto [it, inserted] = specs.try_emplace(key, nullptr);
+  if (inserted || replace) {
+    if (it->second)
+      retired.push_back(std::move(it->second));
+    it->second = std::move(entry);
+  }
   return it->second.get();
 }
 
 llvm::Expected<Kernel::ClassEntry *>
-Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
+Kernel::specialise(const SpecKey &key, int64_t cols, bool replace) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string what = "cannot launch " + templateName;
   auto api = driver();
   if (!api)
     return noDriver(what, api.takeError());
-  auto arch = deviceArch(b.device);
+  auto arch = deviceArch(key.device);
   if (!arch)
     return runtimeError(BITFOLD_ERROR_DEVICE,
                         what + ": " + llvm::toString(arch.takeError()));
-  auto def = defFor(b.cols);
+  auto def = defFor(cols);
   if (!def)
     return def.takeError();
   auto entry = std::make_unique<ClassEntry>();
@@ -264,28 +299,24 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
   if (!config)
     return config.takeError();
 
-  const codegen::ShapeSpec shape = key.shape.shapeSpec();
-  codegen::CompileOptions options;
-  options.arch = *arch;
-  options.gridDependencyControl = key.pdl;
-  CacheKey ck =
-      spec::makeCacheKey(**def, shape, *config, options, rt.toolchain());
-  const Compiler &comp = rt.compiler();
   // A disk entry is vetted against the definition and the config asked for
   // (a mismatch is rebuilt by the cache); a fresh compile must match too.
   auto matches = [&](const codegen::CompiledKernel &k) {
     return checkCompiled(**def, *config, k);
   };
-  auto compiled = rt.cache().getOrCompile(
-      ck, [&]() { return comp.compile(**def, shape, *config, options); },
-      &entry->origin, matches);
+  std::string keyText;
+  auto compiled =
+      rt.compileCached(**def, key.shape.shapeSpec(), *config,
+                       compileOptionsFor(*arch, key.pdl), &keyText,
+                       &entry->origin, matches);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,
                         llvm::toString(compiled.takeError()));
   if (llvm::Error e = matches(**compiled))
     return e;
   entry->specialiseMs = msSince(t0);
-  return publish(key, ck.text(), *def, *compiled, std::move(entry));
+  return publish(key, std::move(keyText), *def, *compiled, std::move(entry),
+                 replace);
 }
 
 llvm::Expected<CUfunction> Kernel::functionFor(Specialisation &s,
@@ -425,14 +456,56 @@ Kernel::launchDef(const DLTensor *const *tensors, int numTensors) {
 
 llvm::Expected<const Kernel::ClassEntry *>
 Kernel::lookup(SpecKey &key, const LaunchBinding &b) {
+  const ClassEntry *found = nullptr;
   {
     std::shared_lock<std::shared_mutex> lock(mu);
     key.configSerial = configSerial;
     auto it = specs.find(key);
     if (it != specs.end())
-      return it->second.get();
+      found = it->second.get();
   }
-  return specialise(key, b);
+  if (!found)
+    return specialise(key, b.cols);
+  if (!found->provisional ||
+      rt.configSource()->generation() == found->generation)
+    return found;
+  // A background tune finished since: ask again (the winner's kernel is
+  // compiled or loaded now; the old one keeps serving other threads).
+  return specialise(key, b.cols, /*replace=*/true);
+}
+
+llvm::Error Kernel::prewarm(llvm::ArrayRef<std::vector<int64_t>> shapes,
+                            int device) {
+  std::vector<std::pair<SpecKey, int64_t>> keys;
+  for (const std::vector<int64_t> &dims : shapes) {
+    auto shape = templates::shapeFromDims(*sig, dims);
+    if (!shape)
+      return runtimeError(BITFOLD_ERROR_SHAPE,
+                          "cannot prewarm " + templateName + ": " +
+                              llvm::toString(shape.takeError()));
+    auto def = defFor(shape->cols);
+    if (!def)
+      return def.takeError();
+    SpecKey key{};
+    key.shape = spec::denseShapeClass(**def, shape->cols, shape->groupRows,
+                                      shape->rowsPerBatch, rt.bucketsRows());
+    key.device = device;
+    key.pdl = programmatic.load(std::memory_order_relaxed);
+    {
+      std::shared_lock<std::shared_mutex> lock(mu);
+      key.configSerial = configSerial;
+      if (specs.count(key))
+        continue; // resolved already
+    }
+    keys.emplace_back(key, shape->cols);
+  }
+  rt.prewarmQueued(keys.size());
+  for (auto &[key, cols] : keys)
+    rt.runInBackground([this, key = key, cols = cols] {
+      auto entry = specialise(key, cols);
+      rt.prewarmFinished(entry ? llvm::Error::success() : entry.takeError());
+    });
+  return llvm::Error::success();
 }
 
 namespace {
@@ -517,21 +590,91 @@ Runtime::Runtime(RuntimeOptions options)
     : kernelCache(options.cache),
       comp(options.compiler ? std::move(*options.compiler)
                             : defaultCompiler()),
+      warn(warningSink(options.cache.warn)),
+      compileThreads(options.compileThreads),
       source(std::move(options.configSource)) {
-  toolchainText = comp.toolchainVersion ? comp.toolchainVersion() : "";
+  // Nothing here probes the toolchain: toolchain() does, when a cache key
+  // is first needed (creation stays well under a millisecond).
   if (!source && !options.tuneDb.empty()) {
-    auto warn = warningSink(options.cache.warn);
-    auto opened = openTuneDbSource(options.tuneDb, warn);
+    auto opened = openTuneDbSource(options.tuneDb, warn, options.tuneOnMiss);
     if (opened)
       source = std::move(*opened);
     else
       warn("tune DB '" + options.tuneDb + "' not used (every shape class "
            "gets the default config): " + llvm::toString(opened.takeError()));
   }
+  if (options.tuneOnMiss.mode != TuneOnMissOptions::Off && options.tuneDb.empty())
+    warn("tune-on-miss is off: it needs a tune DB file to record winners "
+         "in (tune_db or $BITFOLD_TUNE_DB)");
   bucketRows = source && source->bucketsRows();
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  if (pool)
+    pool->wait();
+}
+
+llvm::Expected<CompiledKernelRef> Runtime::compileCached(
+    const KernelDef &def, const codegen::ShapeSpec &shape,
+    const codegen::TileConfig &config, const codegen::CompileOptions &options,
+    std::string *keyText, CacheOrigin *origin, const ValidateFn &validate) {
+  CacheKey ck = spec::makeCacheKey(def, shape, config, options, toolchain());
+  if (keyText)
+    *keyText = ck.text();
+  return kernelCache.getOrCompile(
+      ck, [&]() { return comp.compile(def, shape, config, options); }, origin,
+      validate);
+}
+
+const std::string &Runtime::toolchain() {
+  std::call_once(toolchainOnce, [&] {
+    toolchainText = resolveToolchain(comp, kernelCache.directory());
+  });
+  return toolchainText;
+}
+
+void Runtime::runInBackground(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!pool) {
+      unsigned n = compileThreads ? compileThreads
+                                  : std::min(4u, std::max(1u,
+                                        std::thread::hardware_concurrency()));
+      pool = std::make_unique<llvm::DefaultThreadPool>(
+          llvm::hardware_concurrency(n));
+    }
+  }
+  pool->async(std::move(task));
+}
+
+void Runtime::prewarmQueued(uint64_t n) {
+  std::lock_guard<std::mutex> lock(prewarmMu);
+  prewarm.pending += n;
+}
+
+void Runtime::prewarmFinished(llvm::Error result) {
+  std::lock_guard<std::mutex> lock(prewarmMu);
+  --prewarm.pending;
+  ++prewarm.done;
+  if (result) {
+    ++prewarm.failed;
+    std::string msg = llvm::toString(std::move(result));
+    if (prewarm.firstError.empty())
+      prewarm.firstError = msg;
+  }
+  prewarmCv.notify_all();
+}
+
+PrewarmStatus Runtime::prewarmStatus() const {
+  std::lock_guard<std::mutex> lock(prewarmMu);
+  return prewarm;
+}
+
+PrewarmStatus Runtime::waitPrewarm() {
+  std::unique_lock<std::mutex> lock(prewarmMu);
+  prewarmCv.wait(lock, [&] { return prewarm.pending == 0; });
+  return prewarm;
+}
 
 llvm::Expected<std::string> Runtime::gpuName(int device) {
   std::lock_guard<std::mutex> lock(mu);

@@ -39,9 +39,13 @@
 
 #include <cuda.h>
 
+#include "llvm/Support/ThreadPool.h"
+
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <unordered_map>
@@ -60,9 +64,24 @@ struct Compiler {
   std::function<llvm::Error(const dsl::KernelDef &, const codegen::ShapeSpec &,
                             const codegen::TileConfig &)>
       checkConfig;
-  /// codegen::toolchainVersion(), asked once per Runtime.
+  /// codegen::toolchainVersion(): probes the PTX -> cubin tools (dlopen,
+  /// `ptxas --version`), so a Runtime asks it only when a cache key is
+  /// first needed and no probe is remembered for toolchainFingerprint.
   std::function<std::string()> toolchainVersion;
+  /// Cheap identity of what toolchainVersion() would answer (file
+  /// identities of the tools, build-time versions; no probe). Optional:
+  /// without it every Runtime probes once.
+  std::function<std::string()> toolchainFingerprint;
 };
+
+/// comp.toolchainVersion(), remembered across processes: the answer is
+/// stored in <cacheDir>/toolchain/<hash of the fingerprint>.txt, so a later
+/// process with the same fingerprint (same tool files, same versions)
+/// reads it instead of probing. Probes when there is no fingerprint, no
+/// cache directory, or no valid stored answer (then stores it; a failed
+/// write, e.g. a read-only shipped cache, only costs the next process a
+/// probe).
+std::string resolveToolchain(const Compiler &comp, llvm::StringRef cacheDir);
 
 /// codegen's compiler (CodegenCompiler.cpp). Also installs the driver's
 /// PTX -> cubin linker into codegen (codegen::setDriverLinker).
@@ -79,6 +98,19 @@ struct RuntimeOptions {
   /// Where first launches get their configs; overrides tuneDb. Null (and
   /// no tuneDb): every shape class gets the default.
   std::shared_ptr<ConfigSource> configSource;
+  /// Threads compiling prewarmed shapes (Kernel::prewarm) in the
+  /// background; 0: min(4, hardware threads).
+  unsigned compileThreads = 0;
+  /// Tune-on-miss for the tune DB source (tuneDb): off by default.
+  TuneOnMissOptions tuneOnMiss;
+};
+
+/// Progress of the prewarm compiles of a runtime (Kernel::prewarm).
+struct PrewarmStatus {
+  uint64_t pending = 0; ///< queued or compiling.
+  uint64_t done = 0;    ///< finished, compiled or found in a cache.
+  uint64_t failed = 0;  ///< finished with an error (firstError says it).
+  std::string firstError;
 };
 
 class Runtime;
@@ -96,6 +128,15 @@ public:
   /// Binds, specialises (first time per shape class) and launches.
   llvm::Error launch(const DLTensor *const *tensors, int numTensors,
                      const float *scalars, int numScalars, CUstream stream);
+
+  /// Compiles (or loads from the disk cache) the specialisations a launch
+  /// on dense tensors of each of `shapes` on `device` would need, on the
+  /// runtime's compile threads; returns at once. Each shape is the first
+  /// tensor's dims as `bitfold run --shape` takes them. Errors: a shape the
+  /// template rejects (nothing is queued then). A launch of a shape still
+  /// compiling waits for that compile; nothing compiles twice. Progress:
+  /// Runtime::prewarmStatus / waitPrewarm.
+  llvm::Error prewarm(llvm::ArrayRef<std::vector<int64_t>> shapes, int device);
 
   /// Parses config text ("r1.t128.v8.p1").
   llvm::Expected<codegen::TileConfig> parseConfig(llvm::StringRef text) const;
@@ -162,8 +203,8 @@ private:
   launchDef(const DLTensor *const *tensors, int numTensors);
   llvm::Expected<const ClassEntry *> lookup(SpecKey &key,
                                             const LaunchBinding &b);
-  llvm::Expected<ClassEntry *> specialise(const SpecKey &key,
-                                          const LaunchBinding &b);
+  llvm::Expected<ClassEntry *> specialise(const SpecKey &key, int64_t cols,
+                                          bool replace = false);
   llvm::Expected<codegen::TileConfig>
   chooseConfig(const std::shared_ptr<const dsl::KernelDef> &def,
                const SpecKey &key, const std::string &arch, ClassEntry &entry);
@@ -173,7 +214,7 @@ private:
   ClassEntry *publish(const SpecKey &key, std::string keyText,
                       std::shared_ptr<const dsl::KernelDef> def,
                       CompiledKernelRef kernel,
-                      std::unique_ptr<ClassEntry> entry);
+                      std::unique_ptr<ClassEntry> entry, bool replace);
   llvm::Expected<CUfunction> functionFor(Specialisation &s, CUcontext ctx,
                                          int device);
   llvm::Expected<CUfunction>
@@ -194,6 +235,9 @@ private:
   mutable std::shared_mutex mu;
   /// Shape class -> what it resolved to (the warm path's lookup).
   std::unordered_map<SpecKey, std::unique_ptr<ClassEntry>, SpecKeyHash> specs;
+  /// Entries replaced once a background tune found the winner; kept alive
+  /// because `last` and running launches may still point at them.
+  std::vector<std::unique_ptr<ClassEntry>> retired;
   /// Cache key text -> the loaded kernel (shared by classes that resolve
   /// to the same key).
   std::unordered_map<std::string, std::unique_ptr<Specialisation>> byKey;
@@ -216,7 +260,10 @@ public:
 
   KernelCache &cache() { return kernelCache; }
   const Compiler &compiler() const { return comp; }
-  const std::string &toolchain() const { return toolchainText; }
+  /// codegen::toolchainVersion(), resolved on first use: remembered per
+  /// toolchain fingerprint in the cache directory, so a process whose
+  /// kernels all come from the disk cache never probes the tools.
+  const std::string &toolchain();
   /// Where first launches get their configs; null: the default.
   ConfigSource *configSource() const { return source.get(); }
   /// Whether specialisations are keyed by row bucket (the source's answers
@@ -226,15 +273,43 @@ public:
   /// per device.
   llvm::Expected<std::string> gpuName(int device);
 
+  /// The kernel of (def, shape, config, options) from the cache, compiled
+  /// on a miss; keyed by spec::makeCacheKey with toolchain(). `keyText`
+  /// receives the key's text. Thread safe.
+  llvm::Expected<CompiledKernelRef>
+  compileCached(const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
+                const codegen::TileConfig &config,
+                const codegen::CompileOptions &options,
+                std::string *keyText = nullptr, CacheOrigin *origin = nullptr,
+                const ValidateFn &validate = {});
+
+  /// Runs `task` on the compile threads (created on first use).
+  void runInBackground(std::function<void()> task);
+  /// Prewarm bookkeeping (Kernel::prewarm).
+  void prewarmQueued(uint64_t n);
+  void prewarmFinished(llvm::Error result);
+  PrewarmStatus prewarmStatus() const;
+  /// Blocks until no prewarm compile is pending; the status then.
+  PrewarmStatus waitPrewarm();
+
 private:
   KernelCache kernelCache;
   Compiler comp;
+  std::once_flag toolchainOnce;
   std::string toolchainText;
+  std::function<void(llvm::StringRef)> warn;
+  unsigned compileThreads;
   std::shared_ptr<ConfigSource> source;
   bool bucketRows = false;
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Kernel>> kernels;
   std::map<int, std::string> gpuNames;
+  mutable std::mutex prewarmMu;
+  std::condition_variable prewarmCv;
+  PrewarmStatus prewarm;
+  /// Last member: destroyed (waiting for its tasks) before the kernels and
+  /// the cache those tasks use.
+  std::unique_ptr<llvm::ThreadPoolInterface> pool;
 };
 
 } // namespace bitfold::runtime

@@ -105,7 +105,36 @@ typedef struct bitfold_runtime_options {
    *  (Added in 0.1: appended, so callers must fill the struct with
    *  bitfold_runtime_options_init.) */
   const char *tune_db;
+  /* The fields below were appended in 0.2 (fill the struct with
+   * bitfold_runtime_options_init). */
+  /** Threads compiling prewarmed shapes (bitfold_prewarm) in the
+   *  background. 0 (default): min(4, hardware threads). */
+  int compile_threads;
+  /** Byte budget of the disk cache's kernel entries: a write that would
+   *  take them over it first removes the least recently used entries.
+   *  -1 (default): $BITFOLD_CACHE_MAX_BYTES, else 1 GiB; 0: unlimited. */
+  int64_t cache_max_bytes;
+  /** What a shape class missing from the tune DB gets (needs a tune DB
+   *  file, tune_db or $BITFOLD_TUNE_DB, to record winners in):
+   *  BITFOLD_TUNE_OFF (default): the heuristic default config, nothing is
+   *  tuned; BITFOLD_TUNE_BACKGROUND: the default config at once while its
+   *  configs are timed on a background thread on the same GPU, then the
+   *  winner (written to the tune DB file atomically); BITFOLD_TUNE_NOW: the
+   *  first launch of the class tunes, then launches the winner. Every
+   *  config gives the same bits: only speed changes. */
+  int tune_on_miss;
+  /** Wall time all tunes of this runtime may take together, in seconds;
+   *  once spent, missed classes get the default. Default 60; <= 0:
+   *  unlimited. */
+  double tune_budget_seconds;
 } bitfold_runtime_options;
+
+/** Values of bitfold_runtime_options.tune_on_miss. */
+enum {
+  BITFOLD_TUNE_OFF = 0,
+  BITFOLD_TUNE_BACKGROUND = 1,
+  BITFOLD_TUNE_NOW = 2
+};
 
 /** Fills `options` with the defaults. */
 BITFOLD_API void bitfold_runtime_options_init(bitfold_runtime_options *options);
@@ -128,6 +157,21 @@ typedef struct bitfold_cache_stats {
 /** Fills `out` with the runtime's cache counters. */
 BITFOLD_API bitfold_status bitfold_runtime_cache_stats(bitfold_runtime *runtime,
                                                        bitfold_cache_stats *out);
+
+/** Progress of a runtime's prewarm compiles (bitfold_prewarm). */
+typedef struct bitfold_prewarm_status {
+  uint64_t pending; /**< queued or compiling */
+  uint64_t done;    /**< finished (compiled, or found in a cache), failed or not */
+  uint64_t failed;  /**< finished with an error */
+} bitfold_prewarm_status;
+
+/** Fills `out` with the runtime's prewarm progress; with `wait` = 1, first
+ *  blocks until nothing is pending. Returns BITFOLD_ERROR_COMPILE (out
+ *  filled, bitfold_last_error() the first failure's message) when a
+ *  prewarm compile has failed, else BITFOLD_SUCCESS. */
+BITFOLD_API bitfold_status
+bitfold_runtime_prewarm_status(bitfold_runtime *runtime, int wait,
+                               bitfold_prewarm_status *out);
 
 /** Destroys a runtime, its kernels and their loaded modules. NULL is a
  *  no-op. Launched work is not waited for: synchronise first. */
@@ -198,6 +242,25 @@ BITFOLD_API bitfold_status bitfold_kernel_set_config(bitfold_kernel *kernel,
  *  sm_90 or the driver has no cuLaunchKernelEx, launches stay plain. */
 BITFOLD_API bitfold_status bitfold_kernel_set_pdl(bitfold_kernel *kernel,
                                                   int enable);
+
+/** Compiles, in the background, what launches of `kernel` on dense
+ *  tensors of the given shapes on CUDA device `device` need (each shape
+ *  class's specialisation, from the disk cache when it is there), on the
+ *  runtime's compile threads (bitfold_runtime_options.compile_threads);
+ *  returns once they are queued. The shapes are `num_shapes` lists of the
+ *  first tensor's dims (as `bitfold run --shape` takes them), concatenated
+ *  in `dims`, shape i having ndims[i] entries. Dense tensors from a
+ *  caching allocator (aligned, packed rows) fall in the same shape class
+ *  as these. A launch of a shape still compiling waits for that compile;
+ *  nothing is compiled twice; launches of shapes already compiled never
+ *  wait. Errors (nothing queued): NULL arrays, ndims out of range, a shape
+ *  the template rejects (BITFOLD_ERROR_SHAPE). Progress and compile
+ *  errors: bitfold_runtime_prewarm_status. The device's driver is needed
+ *  (its arch chooses the code). */
+BITFOLD_API bitfold_status bitfold_prewarm(bitfold_kernel *kernel,
+                                           int num_shapes,
+                                           const int64_t *dims,
+                                           const int *ndims, int device);
 
 /** Launches `kernel` on `stream` (a CUstream; NULL = the legacy default
  *  stream) in the current CUDA context when it belongs to the tensors'

@@ -99,6 +99,21 @@ public:
     return Status::fromLastCall(bitfold_kernel_set_pdl(k_, enable ? 1 : 0));
   }
 
+  /// Compiles what launches on dense tensors of `shapes` (each the first
+  /// tensor's dims) on `device` need, in the background; see
+  /// bitfold_prewarm. Runtime::waitPrewarm() waits for it.
+  Status prewarm(const std::vector<std::vector<int64_t>> &shapes,
+                 int device = 0) {
+    std::vector<int64_t> dims;
+    std::vector<int> ndims;
+    for (const std::vector<int64_t> &s : shapes) {
+      dims.insert(dims.end(), s.begin(), s.end());
+      ndims.push_back(int(s.size()));
+    }
+    return Status::fromLastCall(bitfold_prewarm(
+        k_, int(shapes.size()), dims.data(), ndims.data(), device));
+  }
+
   /// See bitfold_launch. `stream` is a CUstream (nullptr: legacy default).
   Status launch(const std::vector<const DLTensor *> &tensors,
                 const std::vector<float> &scalars = {},
@@ -125,6 +140,14 @@ struct RuntimeOptions {
   /// here so that {cacheDir, diskCache} aggregate initialisation stays
   /// warning-free.
   std::string tuneDb = "";
+  /// Prewarm compile threads; 0: min(4, hardware threads).
+  int compileThreads = 0;
+  /// Disk cache byte budget; -1: $BITFOLD_CACHE_MAX_BYTES or 1 GiB; 0: none.
+  int64_t cacheMaxBytes = -1;
+  /// BITFOLD_TUNE_OFF / BITFOLD_TUNE_BACKGROUND / BITFOLD_TUNE_NOW.
+  int tuneOnMiss = BITFOLD_TUNE_OFF;
+  /// Wall time of all tunes together, seconds; <= 0: unlimited.
+  double tuneBudgetSeconds = 60;
 };
 
 /// Owns a bitfold_runtime (move-only).
@@ -140,6 +163,10 @@ public:
     o.disk_cache = options.diskCache ? 1 : 0;
     if (!options.tuneDb.empty())
       o.tune_db = options.tuneDb.c_str();
+    o.compile_threads = options.compileThreads;
+    o.cache_max_bytes = options.cacheMaxBytes;
+    o.tune_on_miss = options.tuneOnMiss;
+    o.tune_budget_seconds = options.tuneBudgetSeconds;
     bitfold_runtime *rt = nullptr;
     bitfold_status s = bitfold_runtime_create(&o, &rt);
     if (s != BITFOLD_SUCCESS)
@@ -192,6 +219,18 @@ public:
                                                   .canonicalText)>
   Result<Kernel> kernel(const Def &def) const {
     return kernelFromSource(def.canonicalText);
+  }
+
+  /// Prewarm progress; with `wait`, after nothing is pending. The Status is
+  /// an error when a prewarm compile failed (its message).
+  Status prewarmStatus(bitfold_prewarm_status &out, bool wait = false) const {
+    return Status::fromLastCall(
+        bitfold_runtime_prewarm_status(rt_, wait ? 1 : 0, &out));
+  }
+  /// Blocks until every prewarm compile has finished.
+  Status waitPrewarm() const {
+    bitfold_prewarm_status st{};
+    return prewarmStatus(st, /*wait=*/true);
   }
 
   static std::vector<std::string> templateNames() {

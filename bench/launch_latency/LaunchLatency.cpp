@@ -6,8 +6,10 @@
 //
 //   cold       a fresh process, empty cache directory: the first launch
 //              compiles (DSL -> PTX -> cubin) and writes the disk cache;
-//   warm-disk  a fresh process, the cache filled by the cold run: the first
-//              launch reads the entry and loads the module (goal < 5 ms);
+//   warm-disk  a fresh process, the cache filled by the cold run: runtime
+//              creation (goal <= 1 ms: no toolchain probe, issue 16), then
+//              the first launch reads the entry and loads the module (goal
+//              < 5 ms; the toolchain text comes from the cache directory);
 //   warm       in this process, after the first launch: host time of each
 //              bitfold_launch call, measured one by one with steady_clock
 //              over --launches calls (goal: median <= 5 us), the stream
@@ -523,12 +525,15 @@ int main(int argc, char **argv) {
 
   bool warmOk = warm["median_us"] <= 5.0;
   bool diskOk = diskFirst < 5.0 && diskCompiles == 0;
+  double diskCreate = medianOf("create_ms");
   llvm::outs() << llvm::formatv(
       "goals: warm launch median <= 5 us: {0} ({1:f3} us); warm-disk first "
       "launch < 5 ms: {2} (median {3:f3} ms over {4} processes, {5:f3} ms "
-      "from runtime create; {6} compiles)\n",
+      "from runtime create; {6} compiles); runtime creation <= 1 ms with a "
+      "warm cache: {7} (median {8:f3} ms)\n",
       warmOk ? "MET" : "MISSED", warm["median_us"], diskOk ? "MET" : "MISSED",
-      diskFirst, disk.size(), diskCreateToFirst, diskCompiles);
+      diskFirst, disk.size(), diskCreateToFirst, diskCompiles,
+      diskCreate <= 1.0 ? "MET" : "MISSED", diskCreate);
 
   if (!o.json.empty()) {
     std::string j = "{\n  \"template\": \"" + o.templateName +

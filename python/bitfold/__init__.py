@@ -76,10 +76,16 @@ class Runtime:
     """A bitfold runtime: its kernels, their compiled shape classes and the
     disk cache. Thread-safe (launches and lookups from many threads)."""
 
-    def __init__(self, lib_path=None, cache_dir=None, disk_cache=True, tune_db=None):
+    def __init__(self, lib_path=None, cache_dir=None, disk_cache=True, tune_db=None,
+                 compile_threads=None, cache_max_bytes=None, tune_on_miss=None,
+                 tune_budget_seconds=None):
+        """Options as bitfold.h's bitfold_runtime_options; None keeps the
+        library's default. tune_on_miss: "off", "background" or "now"."""
         self.lib = _lib.load(lib_path)
         opts = _lib.RuntimeOptions()
         self.lib.bitfold_runtime_options_init(ctypes.byref(opts))
+        _set_new_options(opts, compile_threads, cache_max_bytes, tune_on_miss,
+                         tune_budget_seconds)
         if cache_dir is not None:
             opts.cache_dir = cache_dir.encode()
         opts.disk_cache = 1 if disk_cache else 0
@@ -147,6 +153,22 @@ class Runtime:
         s = _lib.CacheStats()
         _check(self.lib, self.lib.bitfold_runtime_cache_stats(self.handle, ctypes.byref(s)))
         return {f: getattr(s, f) for f, _ in s._fields_}
+
+    def prewarm_status(self, wait=False):
+        """{pending, done, failed} of the prewarm compiles (Kernel.prewarm);
+        with wait=True after nothing is pending. Raises BitfoldError
+        (BITFOLD_ERROR_COMPILE, the first failure's message) when one failed."""
+        s = _lib.PrewarmStatus()
+        _check(self.lib, self.lib.bitfold_runtime_prewarm_status(
+            self.handle, 1 if wait else 0, ctypes.byref(s)))
+        return {f: getattr(s, f) for f, _ in s._fields_}
+
+    def prewarm(self, kernels_and_shapes, device=0, wait=False):
+        """Kernel.prewarm for each (kernel, shapes) pair; with wait=True,
+        returns prewarm_status(wait=True)."""
+        for kernel, shapes in kernels_and_shapes:
+            kernel.prewarm(shapes, device)
+        return self.prewarm_status(wait=True) if wait else None
 
     def close(self):
         """Destroys the runtime (synchronise launched work first)."""
@@ -222,6 +244,19 @@ class Kernel:
         """Programmatic dependent launch for later launches (see bitfold.h)."""
         _check(self.lib, self.lib.bitfold_kernel_set_pdl(self.handle, 1 if enable else 0))
 
+    def prewarm(self, shapes, device=0):
+        """Compiles, in the background, what launches on dense tensors of
+        `shapes` (a list of the first tensor's dims, e.g. [(1, 64, 1024)])
+        on CUDA device `device` will need; returns at once (bitfold_prewarm).
+        A launch of a shape still compiling waits for it.
+        Runtime.prewarm_status(wait=True) waits for all of them."""
+        shapes = [tuple(int(d) for d in s) for s in shapes]
+        flat = [d for s in shapes for d in s]
+        dims = (ctypes.c_int64 * max(1, len(flat)))(*flat)
+        ndims = (ctypes.c_int * max(1, len(shapes)))(*[len(s) for s in shapes])
+        _check(self.lib, self.lib.bitfold_prewarm(self.handle, len(shapes), dims, ndims,
+                                                  device))
+
     def launch(self, tensors, scalars=(), stream=None):
         """Launches on `tensors` (objects with __dlpack__, or RawTensors) in
         the kernel's order (bitfold.h), on `stream` (a CUstream as int;
@@ -256,6 +291,22 @@ class Kernel:
                            len(scalars) // 4, stream)
         if status:
             _check(self.lib, status)
+
+
+def _set_new_options(opts, compile_threads, cache_max_bytes, tune_on_miss,
+                     tune_budget_seconds):
+    """Fills the options appended in 0.2 that were given."""
+    if compile_threads is not None:
+        opts.compile_threads = int(compile_threads)
+    if cache_max_bytes is not None:
+        opts.cache_max_bytes = int(cache_max_bytes)
+    if tune_on_miss is not None:
+        if tune_on_miss not in _lib.TUNE_ON_MISS:
+            raise ValueError(f"tune_on_miss must be one of {sorted(_lib.TUNE_ON_MISS)}, "
+                             f"not {tune_on_miss!r}")
+        opts.tune_on_miss = _lib.TUNE_ON_MISS[tune_on_miss]
+    if tune_budget_seconds is not None:
+        opts.tune_budget_seconds = float(tune_budget_seconds)
 
 
 def kernel_from_source(source, runtime=None):

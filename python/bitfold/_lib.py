@@ -43,7 +43,19 @@ WARNING_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
 class RuntimeOptions(ctypes.Structure):
     _fields_ = [("cache_dir", ctypes.c_char_p), ("disk_cache", ctypes.c_int),
                 ("warning", WARNING_FN), ("warning_user", ctypes.c_void_p),
-                ("tune_db", ctypes.c_char_p)]
+                ("tune_db", ctypes.c_char_p),
+                # Appended in 0.2 (bitfold.h).
+                ("compile_threads", ctypes.c_int), ("cache_max_bytes", ctypes.c_int64),
+                ("tune_on_miss", ctypes.c_int), ("tune_budget_seconds", ctypes.c_double)]
+
+
+class PrewarmStatus(ctypes.Structure):
+    _fields_ = [("pending", ctypes.c_uint64), ("done", ctypes.c_uint64),
+                ("failed", ctypes.c_uint64)]
+
+
+# bitfold_runtime_options.tune_on_miss values, by their Python names.
+TUNE_ON_MISS = {"off": 0, "background": 1, "now": 2}
 
 
 def candidates():
@@ -86,6 +98,8 @@ _SIGNATURES = {
     "bitfold_prepare_raw": ([_VP, _I, _CP, _I, _CP, _I, ctypes.POINTER(_VP)], _I),
     "bitfold_launch_prepared": ([_VP, _CP, _VP], _I),
     "bitfold_prepared_destroy": ([_VP], None),
+    "bitfold_prewarm": ([_VP, _I, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(_I), _I], _I),
+    "bitfold_runtime_prewarm_status": ([_VP, _I, ctypes.POINTER(PrewarmStatus)], _I),
 }
 
 _lock = threading.Lock()

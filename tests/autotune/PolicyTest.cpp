@@ -7,7 +7,10 @@
 
 #include "templates/Templates.h"
 
+#include <atomic>
+#include <chrono>
 #include <future>
+#include <thread>
 
 using namespace bitfold;
 using namespace bitfold::autotune;
@@ -200,17 +203,28 @@ TEST(Policy, PersistingMergesWithWhatOtherProcessesWrote) {
 
 } // namespace
 
-TEST(Policy, AsTheRuntimesConfigSourceItKeysTheRequestAndTunesThroughItsTuner) {
+namespace {
+
+/// The runtime's request for ln_modulate, `cols` x `rows` dense.
+runtime::ConfigRequest runtimeRequest(int64_t cols, int64_t rows = 4096) {
   auto def = templates::lnModulate();
-  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  EXPECT_TRUE(bool(def)) << llvm::toString(def.takeError());
   runtime::ConfigRequest req;
   req.def = *def;
-  req.shapeClass = spec::denseShapeClass(**def, 4096, {4359}, 4359, true);
+  req.shapeClass = spec::denseShapeClass(**def, cols, {rows}, rows, true);
   req.gpuName = "NVIDIA H200";
   req.arch = "sm_90";
   req.toolchain = "tc 1";
   req.defaultConfig = kDefault;
   req.check = [](const TileConfig &) { return llvm::Error::success(); };
+  return req;
+}
+
+} // namespace
+
+TEST(Policy, AsTheRuntimesConfigSourceItKeysTheRequestAndTunesThroughItsTuner) {
+  runtime::ConfigRequest req = runtimeRequest(4096, 4359);
+  const std::shared_ptr<const dsl::KernelDef> &def = req.def;
 
   PolicyOptions o;
   o.onMiss = OnMiss::TuneNow;
@@ -227,9 +241,81 @@ TEST(Policy, AsTheRuntimesConfigSourceItKeysTheRequestAndTunesThroughItsTuner) {
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0], "c4096.a16-16-16-16.o32/r4096");
   // Recorded under the key the tuner would use for this class.
-  TuneKey key = tuneKeyFor(**def, asked[0],
+  TuneKey key = tuneKeyFor(*def, asked[0],
                            currentEnvironment("NVIDIA H200", "sm_90", "tc 1"));
   EXPECT_EQ(policy.snapshot().lookup(key).kind, Lookup::Hit);
   EXPECT_EQ(source.configFor(req).from, "tune DB");
   EXPECT_EQ(asked.size(), 1u);
+}
+
+
+TEST(Policy, BackgroundAnswersAreProvisionalUntilTheGenerationMoves) {
+  TempDir dir;
+  PolicyOptions o;
+  o.onMiss = OnMiss::TuneInBackground;
+  o.dbPath = dir.file("tune-db.json");
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  o.tuner = [gate](const runtime::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
+    gate.wait();
+    return outcome();
+  };
+  TunePolicy policy(o);
+  runtime::ConfigSource &source = policy;
+  uint64_t g0 = source.generation();
+  runtime::ConfigAnswer a = source.configFor(runtimeRequest(4096));
+  EXPECT_TRUE(a.provisional) << a.from;
+  EXPECT_EQ(a.config, kDefault);
+  EXPECT_EQ(source.generation(), g0) << "moved before the tune recorded";
+  release.set_value();
+  policy.waitIdle();
+  EXPECT_EQ(source.generation(), g0 + 1);
+  runtime::ConfigAnswer b = source.configFor(runtimeRequest(4096));
+  EXPECT_FALSE(b.provisional);
+  EXPECT_EQ(b.from, "tune DB");
+  EXPECT_EQ(b.config.str(), "r4.t32.v8.p1");
+  // The winner reached the file, written whole (temp file + rename).
+  auto onDisk = TuneDB::load(o.dbPath);
+  ASSERT_TRUE(bool(onDisk)) << llvm::toString(onDisk.takeError());
+  EXPECT_EQ(onDisk->size(), 1u);
+}
+
+TEST(Policy, ASpentBudgetStopsTuningAndGivesTheDefault) {
+  PolicyOptions o;
+  o.onMiss = OnMiss::TuneNow;
+  o.budgetSeconds = 0.05;
+  std::atomic<int> tunes{0};
+  o.tuner = [&](const runtime::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
+    ++tunes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(80));
+    return outcome();
+  };
+  TunePolicy policy(o);
+  EXPECT_EQ(policy.configFor(runtimeRequest(4096)).from, "tuned now");
+  runtime::ConfigAnswer second = policy.configFor(runtimeRequest(2048));
+  EXPECT_EQ(second.from, "default (tuning budget spent)");
+  EXPECT_EQ(second.config, kDefault);
+  EXPECT_EQ(tunes.load(), 1) << "tuned after 80 ms of a 50 ms budget";
+}
+
+TEST(Policy, AFailedBackgroundTuneIsNotRetried) {
+  PolicyOptions o;
+  o.onMiss = OnMiss::TuneInBackground;
+  Warnings w;
+  o.warn = w.fn();
+  std::atomic<int> tunes{0};
+  o.tuner = [&](const runtime::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
+    ++tunes;
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "no GPU");
+  };
+  TunePolicy policy(o);
+  EXPECT_TRUE(policy.configFor(runtimeRequest(4096)).provisional);
+  policy.waitIdle();
+  runtime::ConfigAnswer again = policy.configFor(runtimeRequest(4096));
+  EXPECT_FALSE(again.provisional);
+  EXPECT_EQ(again.from, "default (tuning failed)");
+  policy.waitIdle();
+  EXPECT_EQ(tunes.load(), 1);
+  ASSERT_EQ(w.list.size(), 1u);
+  EXPECT_NE(w.list[0].find("no GPU"), std::string::npos);
 }

@@ -161,3 +161,41 @@ class FakeDriverLaunch(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(FAKE_LIB and FAKE_CUDA, "BITFOLD_TEST_FAKE_LIB/_CUDA not set")
+class FakeDriverPrewarm(unittest.TestCase):
+    """Kernel.prewarm / Runtime.prewarm_status and the options of 0.2."""
+
+    def setUp(self):
+        os.environ["BITFOLD_LIBCUDA"] = FAKE_CUDA
+        self.rt = bitfold.Runtime(lib_path=FAKE_LIB, disk_cache=False, compile_threads=2,
+                                  cache_max_bytes=0, tune_on_miss="off",
+                                  tune_budget_seconds=5)
+
+    def tearDown(self):
+        self.rt.close()
+
+    def test_prewarm_then_launch_compiles_nothing_more(self):
+        k = self.rt.kernel("ln_modulate")
+        k.prewarm([(1, 8, 96), (1, 8, 160)])
+        st = self.rt.prewarm_status(wait=True)
+        self.assertEqual((st["pending"], st["done"], st["failed"]), (0, 2, 0), st)
+        compiles = self.rt.cache_stats()["compiles"]
+        self.assertEqual(compiles, 2)
+        x = RawTensor(0x10000000, "bf16", (1, 8, 96), (768, 96, 1), 0)
+        v = RawTensor(0x20000000, "bf16", (1, 96), (96, 1), 0)
+        y = RawTensor(0x40000000, "bf16", (1, 8, 96), (768, 96, 1), 0)
+        k.launch([x, v, v, y], [1e-6])
+        self.assertEqual(self.rt.cache_stats()["compiles"], compiles,
+                         "a launch of a prewarmed shape (1, 8, 96) compiled again")
+
+    def test_prewarm_of_a_bad_shape_raises(self):
+        k = self.rt.kernel("ln_modulate")
+        with self.assertRaises(bitfold.BitfoldError) as e:
+            k.prewarm([()])
+        self.assertEqual(e.exception.status, "BITFOLD_ERROR_INVALID_ARGUMENT")
+
+    def test_unknown_tune_mode_is_refused(self):
+        with self.assertRaises(ValueError):
+            bitfold.Runtime(lib_path=FAKE_LIB, disk_cache=False, tune_on_miss="sometimes")

@@ -1033,3 +1033,155 @@ TEST(KernelCacheList, ListsEntriesWithTheirProblems) {
     }
   EXPECT_EQ(invalid, 1);
 }
+
+// ---- Byte budget: least recently used entries go first ----------------------
+
+namespace {
+
+/// Sum of the .bfk entries under `dir`, and their count.
+std::pair<uint64_t, int> entryBytes(const std::string &dir) {
+  uint64_t total = 0;
+  int n = 0;
+  for (const CacheFileInfo &e : listCacheDir(dir).entries) {
+    total += e.bytes;
+    ++n;
+  }
+  return {total, n};
+}
+
+void setMtime(const std::string &path, time_t t) {
+  struct timespec times[2] = {{0, UTIME_OMIT}, {t, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
+} // namespace
+
+TEST(KernelCacheBudget, AWriteOverTheBudgetEvictsTheLeastRecentlyUsed) {
+  TempDir tmp;
+  CacheKey a = makeKey("r1.t128.v8.p1"), b = makeKey("r2.t128.v8.p1"),
+           c = makeKey("r4.t128.v8.p1");
+  populate(tmp.path, a);
+  populate(tmp.path, b);
+  uint64_t one = readFile(entryPath(tmp.path, a.hash())).size();
+  // a used long ago but read since (a hit refreshes a stale mtime); b not.
+  setMtime(entryPath(tmp.path, a.hash()), 1000000);
+  setMtime(entryPath(tmp.path, b.hash()), 2000000);
+  Warnings w;
+  CacheOptions o = w.options(tmp.path);
+  o.maxBytes = int64_t(2 * one + one / 2); // room for two entries
+  {
+    KernelCache reader(o);
+    FakeCompiler fc;
+    ASSERT_TRUE(bool(reader.getOrCompile(a, fc.fn())));
+    EXPECT_EQ(fc.calls, 0);
+  }
+  KernelCache cache(o);
+  FakeCompiler fc;
+  ASSERT_TRUE(bool(cache.getOrCompile(c, fc.fn()))); // the write evicts
+  EXPECT_TRUE(exists(entryPath(tmp.path, a.hash())))
+      << "the entry read a moment ago was evicted";
+  EXPECT_FALSE(exists(entryPath(tmp.path, b.hash())))
+      << "the least recently used entry was kept (budget " << o.maxBytes
+      << " bytes, entries of " << one << ")";
+  EXPECT_TRUE(exists(entryPath(tmp.path, c.hash())));
+  EXPECT_EQ(cache.stats().evicted, 1u);
+  EXPECT_TRUE(w.messages.empty());
+}
+
+TEST(KernelCacheBudget, ARecentHitWritesNothing) {
+  TempDir tmp;
+  CacheKey a = makeKey();
+  populate(tmp.path, a);
+  std::string p = entryPath(tmp.path, a.hash());
+  time_t recent = std::time(nullptr) - 60; // within the hour granule
+  setMtime(p, recent);
+  Warnings w;
+  KernelCache cache(w.options(tmp.path));
+  FakeCompiler fc;
+  ASSERT_TRUE(bool(cache.getOrCompile(a, fc.fn())));
+  struct stat st;
+  ASSERT_EQ(::stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtime, recent) << "a hit within the hour touched the entry";
+}
+
+TEST(KernelCacheBudget, BudgetComesFromTheEnvironmentUnlessGiven) {
+  TempDir tmp;
+  ::setenv("BITFOLD_CACHE_MAX_BYTES", "12345", 1);
+  Warnings w;
+  EXPECT_EQ(KernelCache(w.options(tmp.path)).maxBytes(), 12345u);
+  CacheOptions o = w.options(tmp.path);
+  o.maxBytes = 0;
+  EXPECT_EQ(KernelCache(o).maxBytes(), 0u) << "0 must mean unlimited";
+  ::setenv("BITFOLD_CACHE_MAX_BYTES", "lots", 1);
+  EXPECT_EQ(KernelCache(w.options(tmp.path)).maxBytes(), kDefaultCacheMaxBytes);
+  ASSERT_EQ(w.messages.size(), 1u);
+  EXPECT_NE(w.messages[0].find("BITFOLD_CACHE_MAX_BYTES='lots'"),
+            std::string::npos);
+  ::unsetenv("BITFOLD_CACHE_MAX_BYTES");
+  EXPECT_EQ(KernelCache(w.options(tmp.path)).maxBytes(), kDefaultCacheMaxBytes);
+}
+
+TEST(KernelCacheBudget, ConcurrentWritersStayWithinTheBudgetAndReadWholeEntries) {
+  TempDir tmp;
+  const std::string cacheDir = tmp.path + "/cache";
+  const uint64_t one = encodeEntry(makeKey("r1.t128.v8.p1"), fakeKernel(), 1)
+                           .size() + 64;
+  const uint64_t budget = 5 * one;
+  constexpr int kWriters = 6, kKeysEach = 8;
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < kWriters; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(go[1]);
+      char ch;
+      if (::read(go[0], &ch, 1) != 1)
+        ::_exit(10);
+      CacheOptions o;
+      o.dir = cacheDir;
+      o.maxBytes = int64_t(budget);
+      o.warn = [](llvm::StringRef) { ::_exit(11); }; // no warning expected
+      // Every writer compiles its own keys and re-reads everyone's first
+      // keys (through fresh caches, so from disk) while others evict them.
+      for (int k = 0; k < kKeysEach; ++k) {
+        for (int j = 0; j < kWriters; ++j) {
+          KernelCache cache(o);
+          int idx = (j == i ? k : 0) * kWriters + j;
+          auto got = cache.getOrCompile(
+              makeKey("r1.t" + std::to_string(32 + idx) + ".v8.p1"),
+              [] { return llvm::Expected<codegen::CompiledKernel>(fakeKernel()); });
+          if (!got) {
+            llvm::consumeError(got.takeError());
+            ::_exit(12);
+          }
+          if ((*got)->cubin != fakeKernel().cubin)
+            ::_exit(13); // a torn or corrupt read
+        }
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  ::close(go[0]);
+  ASSERT_EQ(::write(go[1], "GGGGGG", kWriters), kWriters);
+  ::close(go[1]);
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "child " << pid << " died";
+    EXPECT_EQ(WEXITSTATUS(status), 0)
+        << "child " << pid << " (12: failed get, 13: corrupt read)";
+  }
+  auto [bytes, n] = entryBytes(cacheDir);
+  EXPECT_LE(bytes, budget + one)
+      << n << " entries, " << bytes << " bytes; budget " << budget
+      << " + one entry of " << one << ", " << kWriters << " writers x "
+      << kKeysEach << " keys";
+  EXPECT_GT(n, 0);
+  CacheListing l = listCacheDir(cacheDir);
+  for (const CacheFileInfo &e : l.entries)
+    EXPECT_EQ(e.problem, "") << e.path;
+  EXPECT_EQ(l.tmpFiles, 0);
+}
