@@ -6,7 +6,7 @@
 // the same bitcode (codegen/LinkLibdevice.cpp). Every step is one IEEE f32
 // operation (std::fma for fma.rn), except the MUFU approximations, which
 // come from the caller (ex2 / rcp: ex2.approx.ftz.f32, rcp.approx.ftz.f32),
-// so the sm_90 tables make them bit-exact. __nv_expf is expfSequence in
+// so the sm_90 tables make them bit-exact. NaN results are the GPU's NaN. __nv_expf is expfSequence in
 // ApproxTables.h.
 //
 // Dependency-free, like ApproxTables.h: a GPU check program may compile it.
@@ -31,6 +31,12 @@ inline float floatOf(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+/// The GPU's f32 arithmetic returns one NaN, 0x7fffffff, whatever the
+/// operands (the host keeps payloads or makes 0xffc00000).
+inline float gpuNaN(float r) {
+  return std::isnan(r) ? floatOf(0x7fffffffu) : r;
 }
 
 /// __nv_logf: subnormals scaled by 2^23; x = m * 2^e with m in
@@ -63,7 +69,7 @@ inline float logfSequence(float a) {
     r = std::fma(x, INFINITY, INFINITY);
   if (x == 0.0f)
     r = -INFINITY;
-  return r;
+  return gpuNaN(r);
 }
 
 /// __nv_tanhf: |a| >= 0.6: 1 - 2 / (2^(2|a| log2 e) + 1) with ex2 and rcp
@@ -83,7 +89,7 @@ float tanhfSequence(float a, Ex2 ex2, Rcp rcp) {
   p = std::fma(p, a2, -0x1.5553dap-2f);
   p = std::fma(p, a2, 0.0f);
   float small = std::fma(p, a, a);
-  return t >= 0x1.333334p-1f ? big : small;
+  return gpuNaN(t >= 0x1.333334p-1f ? big : small);
 }
 
 /// __nv_erff: |a| >= 1.00295: 1 - 2^(fma(p(|a|), -|a|, -|a|)) with the ex2
@@ -109,7 +115,7 @@ template <typename Ex2> float erffSequence(float a, Ex2 ex2) {
   float r = std::fma(p, u, u);
   if (big)
     r = std::copysign(1.0f - ex2(r), a);
-  return r;
+  return gpuNaN(r);
 }
 
 } // namespace bitfold::dsl::libdevice

@@ -7,15 +7,18 @@
 // ulp) against a double-precision reference, on a dense sample of all
 // finite floats with the sm_90 unit; IEEE special values are checked one
 // by one. Bit equality with the GPU is tests/gpu/test_libdevice_ops.py's.
-// The GELU helpers are checked against ATen's formulas written out.
+// The GELU helpers are checked against ATen's formulas written out, and
+// the GPU test's program texts (tests/gpu/libdevice) against the helpers.
 //
 //===----------------------------------------------------------------------===//
 
 #include "dsl/ApproxModels.h"
 #include "dsl/Interp.h"
 #include "dsl/LibdeviceSequences.h"
+#include "dsl/Parser.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
 
@@ -110,6 +113,11 @@ TEST(LibdeviceOps, SpecialValuesFollowIeee) {
   EXPECT_LE(ulpError(eval(Op::LogLibdevice, 0x1p-149f, unit),
                      -149 * std::numbers::ln2),
             1.0);
+  // NaN results are the GPU's one NaN, whatever the input.
+  for (Op op : {Op::LogLibdevice, Op::TanhLibdevice, Op::ErfLibdevice})
+    for (float x : {-1.0f, -inf, nan, -nan, std::bit_cast<float>(0x7f800001u)})
+      if (std::isnan(eval(op, x, unit)))
+        EXPECT_EQ(bits(eval(op, x, unit)), 0x7fffffffu) << "at " << x;
   // tanh and erf: odd, ±0 kept, ±inf -> ±1, NaN -> NaN.
   for (Op op : {Op::TanhLibdevice, Op::ErfLibdevice}) {
     EXPECT_EQ(bits(eval(op, 0.0f, unit)), bits(0.0f));
@@ -167,6 +175,32 @@ TEST(LibdeviceOps, GeluHelpersAreAtensFormulasAsNvccCompilesThem) {
     EXPECT_EQ(std::bit_cast<uint32_t>(interpretOne(gelu_tanh, x, unit)),
               std::bit_cast<uint32_t>(tanhForm))
         << "gelu_tanh(" << x << ")";
+  }
+}
+
+TEST(LibdeviceOps, GpuTestProgramsAreTheHelpers) {
+  // tests/gpu/test_libdevice_ops.py runs these texts; they must be the
+  // programs the DSL helpers build (same canonical text, same hash).
+  const std::pair<const char *, Expr (*)(const Expr &)> cases[] = {
+      {"exp", exp_libdevice},   {"log", log_libdevice},
+      {"tanh", tanh_libdevice}, {"erf", erf_libdevice},
+      {"sigmoid", sigmoid},     {"silu", silu},
+      {"gelu_erf", gelu_erf},   {"gelu_tanh", gelu_tanh}};
+  for (auto [op, f] : cases) {
+    std::string path =
+        std::string(BITFOLD_SOURCE_DIR) + "/tests/gpu/libdevice/" + op + ".bfk";
+    auto buf = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(bool(buf)) << path;
+    llvm::Expected<std::shared_ptr<const KernelDef>> parsed =
+        parseKernel((*buf)->getBuffer(), path);
+    ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+    RowProgram p(std::string("ld_") + op);
+    Expr x = p.input("x", DType::F32, Layout::RowMajor).row();
+    p.output("y", DType::F32, Layout::RowMajor, f(x));
+    llvm::Expected<std::shared_ptr<const KernelDef>> built = p.build();
+    ASSERT_TRUE(bool(built)) << llvm::toString(built.takeError());
+    EXPECT_EQ((*parsed)->canonicalText, (*built)->canonicalText) << path;
+    EXPECT_EQ((*parsed)->hash, (*built)->hash) << path;
   }
 }
 
