@@ -6,7 +6,9 @@
 // far beyond libdevice's documented bounds (logf 1 ulp, tanhf and erff 2
 // ulp) against a double-precision reference, on a dense sample of all
 // finite floats with the sm_90 unit; IEEE special values are checked one
-// by one. Bit equality with the GPU is tests/gpu/test_libdevice_ops.py's.
+// by one. Bit equality with the GPU: on a sample captured on an H200 by
+// tests/gpu/test_libdevice_ops.py (golden-sm90/libdevice-*.bin), and on
+// every input in that GPU test itself.
 // The GELU helpers are checked against ATen's formulas written out, and
 // the GPU test's program texts (tests/gpu/libdevice) against the helpers.
 //
@@ -23,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <numbers>
 
@@ -201,6 +204,38 @@ TEST(LibdeviceOps, GpuTestProgramsAreTheHelpers) {
     ASSERT_TRUE(bool(built)) << llvm::toString(built.takeError());
     EXPECT_EQ((*parsed)->canonicalText, (*built)->canonicalText) << path;
     EXPECT_EQ((*parsed)->hash, (*built)->hash) << path;
+  }
+}
+
+TEST(LibdeviceOps, InterpreterReproducesTheH200OnTheCapturedSample) {
+  // tests/gpu/test_libdevice_ops.py's capture on an H200: the kernel's
+  // output for x = k * 262147 mod 2^32, k < 16384 (u32, little-endian).
+  const ApproxUnit &unit = sm90();
+  const std::pair<const char *, Op> ops[] = {{"exp", Op::ExpLibdevice},
+                                             {"log", Op::LogLibdevice},
+                                             {"tanh", Op::TanhLibdevice},
+                                             {"erf", Op::ErfLibdevice}};
+  for (auto [name, op] : ops) {
+    std::string path = std::string(BITFOLD_SOURCE_DIR) +
+                       "/tests/dsl/golden-sm90/libdevice-" + name + ".bin";
+    auto buf = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(bool(buf)) << path;
+    llvm::StringRef bytes = (*buf)->getBuffer();
+    ASSERT_EQ(bytes.size(), 16384u * 4) << path;
+    int differ = 0;
+    for (uint32_t k = 0; k < 16384; ++k) {
+      uint32_t x = k * 262147u, want;
+      std::memcpy(&want, bytes.data() + 4 * k, 4);
+      uint32_t got = std::bit_cast<uint32_t>(eval(op, std::bit_cast<float>(x), unit));
+      if (got != want && differ++ == 0)
+        ADD_FAILURE() << name << ": first difference at k = " << k
+                      << llvm::formatv(", x = {0:x8}: interpreter {1:x8}, "
+                                       "H200 {2:x8}",
+                                       x, got, want)
+                             .str();
+    }
+    EXPECT_EQ(differ, 0) << name << ": of 16384 captured inputs (" << path
+                         << ")";
   }
 }
 
