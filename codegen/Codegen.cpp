@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Backend.h"
+#include "codegen/LinkLibdevice.h"
 #include "codegen/Lowering.h"
 
 #include "bitfold/Config.h"
@@ -297,6 +298,8 @@ llvm::Error Compilation::translate() {
         llmod = mlir::translateModuleToLLVMIR(*module, llctx, "bitfold");
         if (!llmod)
           return fail("translateModuleToLLVMIR failed:\n" + diagnostics);
+        if (llvm::Error e = linkLibdevice(*llmod, out.ir))
+          return e;
         if (llvm::verifyModule(*llmod, &llvm::errs()))
           return fail("the LLVM module does not verify");
         return llvm::Error::success();

@@ -12,7 +12,8 @@
 // scripts/ptx-hashes.sh shows the PTX unchanged). The rest stay intrinsic
 // calls by name because MLIR 22 has no typed op for them: sqrt.rn.f,
 // div.rn.f, rsqrt.approx.ftz.f, ex2.approx.ftz.f32, fma.rm.f, and the
-// single-value f2bf16.rn / f2h.rn.
+// single-value f2bf16.rn / f2h.rn. logf, tanhf and erff are calls to
+// libdevice's __nv_* functions, whose bitcode the LLVM stage links.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +64,9 @@ const KernelBuilder::OpLowering KernelBuilder::opTable[] = {
            kb.intrinsic("llvm.nvvm.rsqrt.approx.ftz.f", {a[0]})),
     EMIT(Ex2ApproxFtz, kb.intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {a[0]})),
     EMIT(ExpLibdevice, kb.expLibdevice(a[0])),
+    EMIT(LogLibdevice, kb.libdeviceCall("__nv_logf", a[0])),
+    EMIT(TanhLibdevice, kb.libdeviceCall("__nv_tanhf", a[0])),
+    EMIT(ErfLibdevice, kb.libdeviceCall("__nv_erff", a[0])),
     EMIT(Saturate, kb.saturate(a[0])),
     {DOp::Round,
      [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a) {
@@ -206,6 +210,19 @@ Value KernelBuilder::expLibdevice(Value a) {
   Value scale = arith::BitcastOp::create(b, loc, f32, sBits);
   Value e = intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {r});
   return arith::MulFOp::create(b, loc, e, scale);
+}
+
+Value KernelBuilder::libdeviceCall(StringRef fn, Value a) {
+  // A call to libdevice's function, declared here; the LLVM stage links
+  // its body from the embedded bitcode (codegen/LinkLibdevice.cpp).
+  auto callee = module.lookupSymbol<LLVM::LLVMFuncOp>(fn);
+  if (!callee) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    callee = LLVM::LLVMFuncOp::create(
+        b, module.getLoc(), fn, LLVM::LLVMFunctionType::get(f32, {f32}));
+  }
+  return LLVM::CallOp::create(b, loc, callee, ValueRange{a}).getResult();
 }
 
 Value KernelBuilder::minMax(DOp op, Value x, Value y) {

@@ -113,6 +113,7 @@ private:
   Value cvtRnPair(dsl::DType t, Value hi, Value lo);
   Value minMax(dsl::Op op, Value x, Value y);
   Value expLibdevice(Value x);
+  Value libdeviceCall(llvm::StringRef fn, Value x);
   Value saturate(Value x);
   Value subFtz(Value x, Value y);
   struct OpLowering;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <numbers>
 
 using namespace bitfold::dsl;
 
@@ -186,6 +187,9 @@ Expr rsqrt_approx_ftz(const Expr &a) {
 }
 Expr ex2_approx_ftz(const Expr &a) { return arith(Op::Ex2ApproxFtz, {a}); }
 Expr exp_libdevice(const Expr &a) { return arith(Op::ExpLibdevice, {a}); }
+Expr log_libdevice(const Expr &a) { return arith(Op::LogLibdevice, {a}); }
+Expr tanh_libdevice(const Expr &a) { return arith(Op::TanhLibdevice, {a}); }
+Expr erf_libdevice(const Expr &a) { return arith(Op::ErfLibdevice, {a}); }
 
 Expr operator+(const Expr &a, const Expr &b) { return add(a, b); }
 Expr operator-(const Expr &a, const Expr &b) { return sub(a, b); }
@@ -242,6 +246,21 @@ Expr sigmoid(const Expr &x) {
 
 Expr silu(const Expr &x) {
   return div_rn(x, Expr(1.0f) + exp_libdevice(-x));
+}
+
+Expr gelu_erf(const Expr &x) {
+  const float kAlpha = float(std::numbers::sqrt2 / 2); // M_SQRT1_2
+  return (x * Expr(0.5f)) * (Expr(1.0f) + erf_libdevice(x * Expr(kAlpha)));
+}
+
+Expr gelu_tanh(const Expr &x) {
+  // ATen's constants, computed in double and stored as the f32 opmath:
+  // M_SQRT2 * M_2_SQRTPI * 0.5.
+  const float kBeta =
+      float(std::numbers::sqrt2 * (2 * std::numbers::inv_sqrtpi) * 0.5);
+  const float kKappa = float(0.044715);
+  Expr inner = Expr(kBeta) * fma(Expr(kKappa), (x * x) * x, x);
+  return (Expr(0.5f) * x) * (Expr(1.0f) + tanh_libdevice(inner));
 }
 
 Expr Dim::to_f32() const {

@@ -147,10 +147,22 @@ Expr rsqrt_cuda(const Expr &x);
 Expr rsqrt_approx(const Expr &x);
 /// libdevice __nv_expf (nvcc's expf without fast math).
 Expr exp_libdevice(const Expr &x);
+/// libdevice __nv_logf, __nv_tanhf, __nv_erff (nvcc's logf, tanhf, erff
+/// without fast math; what torch.log/tanh/erf compute on f32).
+Expr log_libdevice(const Expr &x);
+Expr tanh_libdevice(const Expr &x);
+Expr erf_libdevice(const Expr &x);
 /// aten's sigmoid: 1 / (1 + expf(-x)) with IEEE division.
 Expr sigmoid(const Expr &x);
 /// aten's silu: x / (1 + expf(-x)) with IEEE division.
 Expr silu(const Expr &x);
+/// aten's GELU, erf form, as nvcc compiles it for f32:
+/// (x * 0.5) * (1 + erff(x * M_SQRT1_2)); nothing to contract.
+Expr gelu_erf(const Expr &x);
+/// aten's GELU, tanh form, as nvcc compiles it for f32 (it contracts
+/// kKappa * x^3 + x into one fma):
+/// (0.5 * x) * (1 + tanhf(kBeta * fma(kKappa, (x * x) * x, x))).
+Expr gelu_tanh(const Expr &x);
 
 // ---- Folds -----------------------------------------------------------------
 

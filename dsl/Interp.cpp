@@ -10,6 +10,7 @@
 
 #include "dsl/Interp.h"
 #include "dsl/ApproxTables.h"
+#include "dsl/LibdeviceSequences.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -205,6 +206,15 @@ float evalEx2ApproxFtz(float x, const OpContext &ctx) {
 }
 float evalExpLibdevice(float x, const OpContext &ctx) {
   return expLibdevice(x, ctx.approx);
+}
+float evalTanhLibdevice(float x, const OpContext &ctx) {
+  return libdevice::tanhfSequence(
+      x, [&](float v) { return ctx.approx.ex2ApproxFtz(v); },
+      [&](float v) { return ctx.approx.rcpApproxFtz(v); });
+}
+float evalErfLibdevice(float x, const OpContext &ctx) {
+  return libdevice::erffSequence(
+      x, [&](float v) { return ctx.approx.ex2ApproxFtz(v); });
 }
 
 /// The table's evaluation hooks (dsl/Ops.def).

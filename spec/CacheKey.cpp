@@ -26,7 +26,8 @@ std::string CacheKey::text() const {
      << "options: " << options << "\n"
      << "bitfold: " << bitfoldVersion << "\n"
      << "llvm: " << llvmVersion << "\n"
-     << "toolchain: " << toolchain << "\n";
+     << "toolchain: " << toolchain << "\n"
+     << "libdevice: " << libdevice << "\n";
   llvm::SmallVector<llvm::StringRef, 8> lines;
   llvm::StringRef(environment).split(lines, '\n', -1, /*KeepEmpty=*/false);
   for (llvm::StringRef l : lines)
@@ -54,8 +55,13 @@ CacheKey spec::makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
   ck.bitfoldVersion = BITFOLD_VERSION;
   ck.llvmVersion = BITFOLD_LLVM_VERSION;
   ck.toolchain = toolchain.str();
+  ck.libdevice = libdeviceIdentity().str();
   ck.environment = codegenEnvironment();
   return ck;
+}
+
+llvm::StringRef spec::libdeviceIdentity() {
+  return "sha256:" BITFOLD_LIBDEVICE_SHA256;
 }
 
 llvm::ArrayRef<const char *> spec::codegenEnvVars() {

@@ -3,8 +3,9 @@
 // The kernel cache's key: the program (name, hash of its canonical text),
 // the ShapeSpec, the TileConfig, the target arch, every CompileOptions field
 // (CompileOptions::keyText), the bitfold and LLVM versions, the PTX -> cubin
-// toolchain, and the environment variables that change generated code (an
-// explicit allow-list: codegenEnvVars()). makeCacheKey() is the one place
+// toolchain, the CUDA libdevice bitcode codegen embeds, and the environment
+// variables that change generated code (an explicit allow-list:
+// codegenEnvVars()). makeCacheKey() is the one place
 // that builds it; the runtime's launch path and `bitfold tune`'s offline
 // cache build both call it, so a cubin the tuner writes is the entry a later
 // launch looks up.
@@ -27,7 +28,7 @@
 namespace bitfold::spec {
 
 /// Version of the key text (its first line); bumped when the text changes.
-constexpr int kCacheKeyFormat = 2;
+constexpr int kCacheKeyFormat = 3;
 
 struct CacheKey {
   std::string kernelName;  ///< for humans (`bitfold cache ls`).
@@ -39,6 +40,7 @@ struct CacheKey {
   std::string bitfoldVersion;
   std::string llvmVersion;
   std::string toolchain;   ///< codegen::toolchainVersion().
+  std::string libdevice;   ///< libdeviceIdentity().
   std::string environment; ///< codegenEnvironment().
 
   /// The full key text, one "field: value" line each; stored in entries.
@@ -52,6 +54,11 @@ struct CacheKey {
 CacheKey makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
                       const TileConfig &config, const CompileOptions &options,
                       llvm::StringRef toolchain);
+
+/// The CUDA libdevice bitcode codegen links for logf/tanhf/erff
+/// (codegen/LinkLibdevice.h): "sha256:<hex>" of the file embedded at build
+/// time. In every key, whether or not the program calls libdevice.
+llvm::StringRef libdeviceIdentity();
 
 /// The environment variables that change generated code (codegen reads
 /// them): the only ones that enter cache keys. Every other variable, the

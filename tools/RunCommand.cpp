@@ -59,8 +59,7 @@ private:
 bool usesApprox(const dsl::KernelDef &def) {
   bool found = false;
   dsl::forEachNode(def, [&](const dsl::ExprNode &n) {
-    found |= n.op == dsl::Op::RcpApproxFtz || n.op == dsl::Op::RsqrtApproxFtz ||
-             n.op == dsl::Op::Ex2ApproxFtz || n.op == dsl::Op::ExpLibdevice;
+    found |= dsl::opInfo(n.op).exactness == dsl::Exactness::Approximate;
   });
   return found;
 }

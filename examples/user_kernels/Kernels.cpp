@@ -62,13 +62,19 @@ llvm::Expected<user_kernels::DefRef> user_kernels::biasGeluTanh() {
   RowProgram p("user_bias_gelu_tanh");
   Input x = p.input("x", bf16, Layout::RowMajor);
   Input bias = p.input("bias", bf16, Layout::RowMajor, IndexMap::PerColumn);
+  // Eager's add rounds to bf16 first (its own op); gelu_tanh is ATen's
+  // f32 formula as nvcc compiles it, with libdevice's tanhf.
   Expr v = round(bf16, x.row() + bias.row()).to_f32();
-  Expr one = 1.0f, two = 2.0f;
-  Expr u = Expr(0.7978845608028654f) * (v + Expr(0.044715f) * (v * v * v));
-  // tanh(u) = 1 - 2 / (exp(2u) + 1): no tanhf in the DSL yet.
-  Expr th = one - div_rn(two, exp_libdevice(two * u) + one);
-  p.output("y", bf16, Layout::RowMajor,
-           round(bf16, (Expr(0.5f) * v) * (one + th)));
+  p.output("y", bf16, Layout::RowMajor, round(bf16, gelu_tanh(v)));
+  return p.build();
+}
+
+llvm::Expected<user_kernels::DefRef> user_kernels::biasGeluErf() {
+  RowProgram p("user_bias_gelu_erf");
+  Input x = p.input("x", bf16, Layout::RowMajor);
+  Input bias = p.input("bias", bf16, Layout::RowMajor, IndexMap::PerColumn);
+  Expr v = round(bf16, x.row() + bias.row()).to_f32();
+  p.output("y", bf16, Layout::RowMajor, round(bf16, gelu_erf(v)));
   return p.build();
 }
 

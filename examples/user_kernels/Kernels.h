@@ -1,4 +1,4 @@
-//===- examples/user_kernels/Kernels.h - Three kernels outside templates/ -===//
+//===- examples/user_kernels/Kernels.h - Four kernels outside templates/ -===//
 //
 // Each builds the same program as its text file (NAME.bfk): the same
 // canonical text, so the same hash, cache entries and kernel.
@@ -15,8 +15,10 @@ using DefRef = std::shared_ptr<const bitfold::dsl::KernelDef>;
 
 /// h = bf16(x + r); y = bf16(bf16(h * rsqrt(mean(h^2) + eps)) * w).
 llvm::Expected<DefRef> addRmsNorm();
-/// y = gelu_tanh(bf16(x + bias)), tanh written with expf.
+/// y = gelu_tanh(bf16(x + bias)): F.gelu(x + bias, approximate="tanh").
 llvm::Expected<DefRef> biasGeluTanh();
+/// y = gelu_erf(bf16(x + bias)): F.gelu(x + bias).
+llvm::Expected<DefRef> biasGeluErf();
 /// y = exp(x - max) / sum(exp(x - max)): two dependent folds.
 llvm::Expected<DefRef> softmax();
 

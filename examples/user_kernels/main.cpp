@@ -179,6 +179,7 @@ int main(int argc, char **argv) {
   int status = 0;
   status |= runOne("add_rmsnorm.bfk", user_kernels::addRmsNorm(), dir, rtp);
   status |= runOne("bias_gelu_tanh.bfk", user_kernels::biasGeluTanh(), dir, rtp);
+  status |= runOne("bias_gelu_erf.bfk", user_kernels::biasGeluErf(), dir, rtp);
   status |= runOne("softmax.bfk", user_kernels::softmax(), dir, rtp);
   return status;
 }

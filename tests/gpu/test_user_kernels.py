@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The three user kernels of examples/user_kernels/ on the GPU.
+"""The four user kernels of examples/user_kernels/ on the GPU.
 
 Each program text (*.bfk) is loaded with Python's Runtime.kernel_from_source,
 launched on CUDA tensors and compared with its PyTorch eager equivalent:
@@ -111,6 +111,10 @@ def gelu_eager(t):
     return {"y": F.gelu(t["x"] + t["bias"], approximate="tanh")}
 
 
+def gelu_erf_eager(t):
+    return {"y": F.gelu(t["x"] + t["bias"])}
+
+
 def softmax_inputs(rows, cols, g):
     return {"x": (4 * torch.randn(rows, cols, generator=g, device="cuda")).to(torch.bfloat16)}
 
@@ -126,11 +130,13 @@ CASES = [
      "a 32-lane butterfly over 8-element vectors (flashinfer's order), not "
      "eager's mean() reduction order, and rsqrt is rsqrt.approx.ftz; so y may "
      "differ by an ulp where the f32 sum differs in its last bit."),
-    ("bias_gelu_tanh", gelu_inputs, ["x", "bias"], ["y"], [], gelu_eager, set(),
-     "The DSL has no tanhf yet (issue 14 item 3: libdevice ops): tanh(u) is "
-     "written 1 - 2/(exp(2u) + 1) with libdevice expf, which is not "
-     "PyTorch's tanhf; nvcc also contracts parts of eager's polynomial into "
-     "fmas the program does not write. Not torch-exact yet."),
+    ("bias_gelu_tanh", gelu_inputs, ["x", "bias"], ["y"], [], gelu_eager, {"y"},
+     "Eager's bf16 add, then ATen's f32 tanh-form formula as nvcc compiles it "
+     "(dsl::gelu_tanh: the fma nvcc contracts, libdevice's tanhf linked in): "
+     "torch-exact."),
+    ("bias_gelu_erf", gelu_inputs, ["x", "bias"], ["y"], [], gelu_erf_eager, {"y"},
+     "Eager's bf16 add, then ATen's f32 erf-form formula (dsl::gelu_erf, "
+     "libdevice's erff linked in): torch-exact."),
     ("softmax", softmax_inputs, ["x"], ["y"], [], softmax_eager, set(),
      "exp is libdevice expf as in ATen, but both row folds use a 32-lane "
      "butterfly, not ATen's block reduction order, so the f32 sum (and y) "
