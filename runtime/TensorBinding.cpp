@@ -513,6 +513,20 @@ llvm::Error Binder::run() {
                       "(shape {5})",
                       def.name, def.colsMultipleOf, def.minCols, def.maxCols,
                       C, shapeText(*tensors[0])));
+  // A fold order that is the reference's only for a row range (aten's
+  // generic reduction, docs/aten-reduce.md section 6).
+  for (const dsl::FoldDecl &f : def.folds)
+    for (int g = 0; g < def.groups; ++g)
+      if (out.groupRows[g] < f.order.minRows ||
+          out.groupRows[g] > f.order.maxRows)
+        return runtimeError(
+            BITFOLD_ERROR_SHAPE,
+            llvm::formatv("{0}: operand '{1}' has {2} rows; fold order '{3}' "
+                          "is its reference's order only for {4}..{5} rows "
+                          "(shape {6})",
+                          def.name, def.operands[0].name, out.groupRows[g],
+                          f.order.name, f.order.minRows, f.order.maxRows,
+                          shapeText(*tensors[0])));
   return checkOverlaps();
 }
 
