@@ -223,9 +223,9 @@ def hf_cases():
                 cases.append(((rows[0], rows[1], d), "bf16", "bf16", residual, modulate,
                               rows[1] % 3, 1.0, None, 1e-6))
     for d in (1024, 4096, 5120):
-        for wdt in ("bf16", "f32"):
+        for same in (True, False):  # weight in x's dtype, or f32
             for dt in ("bf16", "f16", "f32"):
-                w = wdt if dt != "f32" else "f32"
+                w = dt if same else "f32"
                 cases.append(((2, 40, d), dt, w, False, False, 1, 1.0, None, 1e-5))
     for special in ("signed_zeros", "subnormal", "inf_nan"):
         for d in (1024, 4096, 8192):
@@ -300,6 +300,17 @@ def test_hf_every_config_at_seed_shape(rt, shape):
             check("hf_rmsnorm", y, expect, f"config {cfg} shape {shape} {params}")
     finally:
         kernel.set_config(None)
+
+
+def test_hf_weight_dtype_mixes_are_refused(rt):
+    # f16 x with a bf16 weight promotes to f32 in eager: not a parameter.
+    from bitfold_torch import BitfoldError
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x, r, w, sc, sh = hf_operands((1, 32, 1024), "f16", "bf16", False, False, 1.0, gen, None)
+    with pytest.raises(BitfoldError) as e:
+        k = rt.kernel("hf_rmsnorm", hf_params("f16", "bf16", False, False))
+        k.launch([x, w, torch.empty_like(x, dtype=torch.float32)], [1e-6])
+    assert "weight" in str(e.value)
 
 
 @pytest.mark.parametrize("rows", [1, 2, 7, 15])
