@@ -208,18 +208,67 @@ def builders(rt):
                 lambda: ref.rmsnorm_modulate(x, w, scale, shift, 1e-6))
 
     out.append(lambda: rms(1, 4096, 4096))
+
+    def wan(shape, form):
+        # Wan VAE RMSNorm + SiLU, bias=False (`+ 0.`), both eager forms.
+        fmt = torch.channels_last_3d if len(shape) == 5 else torch.channels_last
+        x = rnd(shape).contiguous(memory_format=fmt)
+        c = shape[1]
+        gamma = rnd((c,))
+        g = gamma.view(1, c, *([1] * (len(shape) - 2)))
+        y = torch.empty_like(x)
+        k = rt.kernel("wan_rmsnorm_silu", f"form={form},bias=0")
+        nbytes = 2 * x.numel() * 2 + c * 2
+        scale = c ** 0.5
+
+        def eager():
+            if form == "x":
+                return torch.nn.functional.silu(
+                    torch.nn.functional.normalize(x, dim=1) * scale * g + 0.)
+            return torch.nn.functional.silu(
+                torch.nn.functional.normalize(x.float(), dim=1).to(x.dtype) * scale * g + 0.)
+        return (f"Wan RMSNorm+SiLU {form} {list(shape)}", nbytes,
+                lambda: k.launch([x, gamma, y], [scale]), eager, lambda: y)
+
+    for shape in [(1, 96, 4, 480, 832), (1, 192, 4, 240, 416), (1, 384, 2, 120, 208)]:
+        out.append(lambda shape=shape: wan(shape, "x"))
+    out.append(lambda: wan((1, 96, 4, 480, 832), "f32"))
+
+    def hf(b, s, d):
+        # HF LlamaRMSNorm in aten's mean order.
+        x = rnd((b, s, d))
+        w = rnd((d,))
+        y = torch.empty_like(x)
+        k = rt.kernel("hf_rmsnorm")
+        nbytes = 2 * x.numel() * 2 + d * 2
+
+        def eager():
+            h = x.float()
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+            return w * h.to(x.dtype)
+        return (f"HF RMSNorm ({b},{s},{d})", nbytes,
+                lambda: k.launch([x, w, y], [1e-6]), eager, lambda: y)
+
+    out.append(lambda: hf(1, 4096, 4096))
+    out.append(lambda: hf(8, 1024, 5120))
     return out
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--only", default="",
+                    help="comma-separated substrings: time only the cases named so")
     args = ap.parse_args()
     torch.manual_seed(0)
     rt = bitfold_torch.Runtime()
     bw = copy_bandwidth()
     rows = []
     builds = builders(rt)
+    if args.only:
+        keys = args.only.split(",")
+        names = [b()[0] for b in builds]
+        builds = [b for b, n in zip(builds, names) if any(k in n for k in keys)]
     # All cases on their tensors first, as the flushed timings always ran;
     # the steady-state timings (which allocate more buffer sets) after.
     for c in [build() for build in builds]:

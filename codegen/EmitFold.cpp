@@ -1,7 +1,7 @@
 //===- codegen/EmitFold.cpp - A fold: pushes, tree stages, broadcast ------===//
 //
 // The fold evaluates the interpreter's DAG: each lane pushes its elements
-// in order, each tree stage updates exactly the lanes whose offset bit is
+// in order (into its accumulators, merged serially), each tree stage updates exactly the lanes whose offset bit is
 // clear, and lane 0's state is broadcast (README.md, "Fold lanes"). The
 // fold-knowledge stage (FoldKnowledge.h) says which registers are
 // constants and which keep-selects are dead.
@@ -59,13 +59,14 @@ void KernelBuilder::substituteConstants(size_t f, size_t point,
 
 void KernelBuilder::emitPushes(size_t f, const std::vector<Access> &accs,
                                LaneStates &st) {
-  // Lane (lo, hi) pushes vectors m = 0, 1, ..., elements in order.
+  // Lane (lo, hi) pushes vectors m = 0, 1, ..., elements in order, each
+  // into its accumulator; then aten's serial merge ((a0 + a1) + a2) + ...
   const FoldPlan &fp = plan.folds[f];
   const dsl::FoldDecl &decl = def.folds[f];
   const int perChunk = fp.A * fp.V / fp.access;
   for (int hi = 0; hi < fp.k / fp.A; ++hi)
     for (int lo = 0; lo < fp.A; ++lo) {
-      std::vector<Value> &s = st[lo + fp.A * hi];
+      LaneStates acc(fp.acc, st[lo + fp.A * hi]);
       for (int64_t m = 0; m < fp.reps; ++m)
         for (int e = 0; e < fp.V; ++e) {
           int off = lo * fp.V + e;
@@ -73,6 +74,7 @@ void KernelBuilder::emitPushes(size_t f, const std::vector<Access> &accs,
               accs[(hi * fp.reps + m) * perChunk + off / fp.access];
           if (!a.col)
             continue; // never in range
+          std::vector<Value> &s = acc[fp.byElement ? e : int(m % fp.acc)];
           Value x = elemValue(decl.input.get(), a, off % fp.access);
           std::vector<Value> args = s;
           args.push_back(x);
@@ -82,6 +84,9 @@ void KernelBuilder::emitPushes(size_t f, const std::vector<Access> &accs,
               next[i] = sel(a.inRange, next[i], s[i]);
           s = std::move(next);
         }
+      for (int i = 1; i < fp.acc; ++i)
+        combineInto(*decl.combiner, acc[0], acc[i], Value());
+      st[lo + fp.A * hi] = std::move(acc[0]);
     }
 }
 

@@ -120,19 +120,29 @@ constantsAt(const FoldPlan &fp, const std::vector<Known> &known,
 }
 
 /// Lane states after the pushes: lane t pushes the elements of vectors t,
-/// t + T, ... (values unknown, only their count matters).
+/// t + T, ... into its accumulators, merged serially (values unknown, only
+/// their count matters).
 std::vector<Known> pushedStates(const FoldPlan &fp, const dsl::Combiner &cb,
                                 int64_t cols) {
   std::vector<Known> known(fp.T);
+  Known empty;
+  for (float v : cb.emptyState())
+    empty.push_back(v);
   for (int t = 0; t < fp.T; ++t) {
-    for (float v : cb.emptyState())
-      known[t].push_back(v);
-    for (int64_t v = t; v * fp.V < cols; v += fp.T)
+    std::vector<Known> acc(fp.acc, empty);
+    for (int64_t v = t, m = 0; v * fp.V < cols; v += fp.T, ++m)
       for (int e = 0; e < fp.V && v * fp.V + e < cols; ++e) {
-        Known args = known[t];
+        Known &s = acc[fp.byElement ? e : int(m % fp.acc)];
+        Known args = s;
         args.push_back(std::nullopt);
-        known[t] = evalKnown(cb.pushBody(), args);
+        s = evalKnown(cb.pushBody(), args);
       }
+    for (int i = 1; i < fp.acc; ++i) {
+      Known args = acc[0];
+      args.insert(args.end(), acc[i].begin(), acc[i].end());
+      acc[0] = evalKnown(cb.combineBody(), args);
+    }
+    known[t] = std::move(acc[0]);
   }
   return known;
 }

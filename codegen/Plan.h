@@ -13,6 +13,8 @@
 // elements; lane t = lo + A * (p + Pf * hi), lo < A, hi < k / A. A stage with
 // offset o is a register merge when o < A or o >= A * Pf, otherwise a merge
 // with thread p + o / A: a shuffle when o / A < 32, shared memory beyond.
+// A lane with several accumulators (aten's generic reduction) keeps them
+// all in the thread that holds the lane; they never cross threads.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_CODEGEN_PLAN_H
@@ -38,6 +40,11 @@ struct FoldPlan {
   int A = 1;        ///< adjacent lanes per thread.
   int access = 1;   ///< elements per memory access in the fold phase.
   int64_t reps = 0; ///< vectors per lane: ceil(ceil(D / V) / T).
+  /// States per virtual lane (FoldOrder::accumulators), merged serially
+  /// into the first before the tree: element e of each vector goes to
+  /// state e (byElement), else the lane's m-th vector to state m % acc.
+  int acc = 1;
+  bool byElement = false;
   std::vector<StagePlan> stages;
   bool needsShared() const;
 };

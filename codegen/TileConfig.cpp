@@ -62,32 +62,42 @@ int codegen::registerLimit(int ctaThreads) {
 
 namespace {
 
-/// The shape against the program's guard, and the config's own limits.
-/// Codegen maps the plain fold-order model only. An order with several
-/// accumulators per lane, aligned vectors or CTA groups, or one that holds
-/// only for a row range (aten's generic reduction, docs/aten-reduce.md)
-/// runs in the interpreter; compiling it would silently drop what the
-/// model adds, so it is refused here, for every config.
-llvm::Error checkFoldOrdersMappable(const KernelDef &def) {
-  for (const dsl::FoldDecl &f : def.folds)
-    if (!f.order.isPlain() || f.order.hasRowRange())
+/// The fold-order extensions codegen maps (docs/aten-reduce.md section 7):
+/// accumulators per lane (kept in the lane's thread, merged serially before
+/// the tree) and aligned vectors whose rows have no head or tail (C % V ==
+/// 0: with a V-aligned base, row r starts at r * C, a multiple of V). The
+/// row range is checked at launch (runtime/TensorBinding.cpp). Refused for
+/// every config: a head/tail per row, and rows split across CTAs.
+llvm::Error checkFoldOrdersMappable(const KernelDef &def, int64_t cols) {
+  for (const dsl::FoldDecl &f : def.folds) {
+    const dsl::FoldOrder &o = f.order;
+    std::string why;
+    if (o.ctas > 1)
+      why = llvm::formatv("splits each row over {0} CTA groups (rows this "
+                          "long need a two-pass mapping codegen lacks)",
+                          o.ctas);
+    else if (o.alignedVectors && cols % o.vector != 0)
+      why = llvm::formatv("has aligned {0}-element vectors and C = {1} is not "
+                          "a multiple of {0} (a head and tail per row, not "
+                          "mapped)",
+                          o.vector, cols);
+    if (!why.empty())
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          llvm::formatv("'{0}': fold order '{1}' uses {2}, which codegen does "
-                        "not map yet (the interpreter runs it; "
-                        "docs/aten-reduce.md section 7)",
-                        def.name, f.order.name,
-                        f.order.isPlain() ? "a row range"
-                                          : "accumulators per lane, aligned "
-                                            "vectors or CTA groups"));
+          llvm::formatv("'{0}': fold order '{1}' {2}; the interpreter runs "
+                        "it, codegen does not map it (docs/aten-reduce.md "
+                        "section 7)",
+                        def.name, o.name, why));
+  }
   return llvm::Error::success();
 }
 
+/// The shape against the program's guard, and the config's own limits.
 llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
                                 const TileConfig &c) {
-  if (llvm::Error e = checkFoldOrdersMappable(def))
-    return e;
   const int64_t D = shape.cols;
+  if (llvm::Error e = checkFoldOrdersMappable(def, D))
+    return e;
   if (D < def.minCols || D > def.maxCols || D % def.colsMultipleOf != 0)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
@@ -177,6 +187,9 @@ llvm::Expected<FoldPlan> planFold(const dsl::FoldOrder &o, size_t f,
                                     D, fp.access));
   int64_t vectors = (D + fp.V - 1) / fp.V;
   fp.reps = (vectors + fp.T - 1) / fp.T;
+  fp.acc = o.accumulators;
+  fp.byElement =
+      o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::VectorElement;
   planStages(o, fp);
   return fp;
 }
@@ -263,7 +276,8 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
     int64_t vectors = (D + fp.V - 1) / fp.V;
     int64_t dataLanes = std::min<int64_t>(
         fp.k, (std::min<int64_t>(fp.T, vectors) + fp.Pf - 1) / fp.Pf);
-    est += 2 * int(def.folds[f].combiner->numFields()) * int(dataLanes);
+    est += 2 * int(def.folds[f].combiner->numFields()) * int(dataLanes) *
+           fp.acc;
   }
   if (plan.outputUsesFoldMapping) {
     int kept = 0;

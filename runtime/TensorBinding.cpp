@@ -418,16 +418,17 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
 
 /// Whether two views of the same dtype size touch a common byte.
 bool overlaps(const OperandView &a, const OperandView &b, int64_t cols,
-              unsigned elem) {
+              unsigned elem, unsigned bElem) {
   if (a.rows == 0 || b.rows == 0 || cols == 0)
     return false;
   uintptr_t aEnd = a.base + uintptr_t(a.lastOffset + 1) * elem;
-  uintptr_t bEnd = b.base + uintptr_t(b.lastOffset + 1) * elem;
+  uintptr_t bEnd = b.base + uintptr_t(b.lastOffset + 1) * bElem;
   if (aEnd <= b.base || bEnd <= a.base)
     return false;
   // Same row stride (chunks of one wider tensor): the column windows may
   // interleave without touching.
-  if (a.rowStride == b.rowStride && a.rowStride >= cols && (a.rows > 1 || b.rows > 1)) {
+  if (elem == bElem && a.rowStride == b.rowStride && a.rowStride >= cols &&
+      (a.rows > 1 || b.rows > 1)) {
     int64_t diff = int64_t(b.base) - int64_t(a.base);
     if (diff % int64_t(elem) == 0) {
       int64_t s = a.rowStride;
@@ -452,7 +453,7 @@ llvm::Error Binder::checkOverlaps() {
             continue;
           const OperandDecl &x = def.operands[j];
           const OperandView &xv = out.views[h][j];
-          if (!overlaps(ov, xv, out.cols, elem))
+          if (!overlaps(ov, xv, out.cols, elem, elemBytes[j]))
             continue;
           // Elementwise kernels may write over their own input exactly.
           bool inPlace = def.folds.empty() && !x.isOutput && h == g &&
@@ -513,6 +514,20 @@ llvm::Error Binder::run() {
                       "(shape {5})",
                       def.name, def.colsMultipleOf, def.minCols, def.maxCols,
                       C, shapeText(*tensors[0])));
+  // A fold order that is the reference's only for a row range (aten's
+  // generic reduction, docs/aten-reduce.md section 6); no rows, no launch.
+  for (const dsl::FoldDecl &f : def.folds)
+    for (int g = 0; g < def.groups; ++g)
+      if (out.groupRows[g] > 0 && (out.groupRows[g] < f.order.minRows ||
+                                   out.groupRows[g] > f.order.maxRows))
+        return runtimeError(
+            BITFOLD_ERROR_SHAPE,
+            llvm::formatv("{0}: operand '{1}' has {2} rows; fold order '{3}' "
+                          "is its reference's order only for {4}..{5} rows "
+                          "(shape {6})",
+                          def.name, def.operands[0].name, out.groupRows[g],
+                          f.order.name, f.order.minRows, f.order.maxRows,
+                          shapeText(*tensors[0])));
   return checkOverlaps();
 }
 

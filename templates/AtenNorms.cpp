@@ -34,14 +34,34 @@ int vectorGuard(int64_t cols, folds::AtenReduceKernel k) {
   return cols >= 128 ? k.inputVecSize : 0;
 }
 
-/// aten's order, in the plain model where it is the same DAG (what
-/// codegen lowers today): `sumLike` when each push adds an exact value.
+/// Rows of C >= 128 that are not whole vectors start at a vector offset
+/// that varies with the row (aten's head and tail), which codegen does not
+/// map (docs/aten-reduce.md section 7): refused.
+llvm::Error checkWholeVectors(llvm::StringRef kernel, int64_t cols,
+                              folds::AtenReduceKernel k) {
+  if (cols < 128 || cols % k.inputVecSize == 0)
+    return llvm::Error::success();
+  return badOption(llvm::formatv(
+      "{0}: C = {1} is at least 128 and not a multiple of {2}: aten's "
+      "vectorized reduction then gives each row a head and tail that "
+      "bitfold does not reproduce",
+      kernel, cols, k.inputVecSize));
+}
+
+/// aten's order for a reduction over `rowBytes`-byte rows, in the plain
+/// model where it is the same DAG (`sumLike`: each push adds an exact
+/// value). Every row count from 16 on takes one order (built for 16); the
+/// range ends where the reduced tensor reaches 2^31 bytes (aten then splits
+/// the launch into 32-bit indexable pieces).
 FoldOrder statsOrder(int64_t cols, int64_t rows, folds::AtenReduceKernel k,
-                     bool sumLike) {
+                     bool sumLike, int elemBytes) {
+  rows = std::min<int64_t>(rows, 16);
+  std::optional<FoldOrder> plain;
   if (sumLike)
-    if (std::optional<FoldOrder> plain = folds::aten_reduce_plain(cols, rows, k))
-      return *plain;
-  return folds::aten_reduce(cols, rows, k);
+    plain = folds::aten_reduce_plain(cols, rows, k);
+  FoldOrder o = plain ? *plain : folds::aten_reduce(cols, rows, k);
+  o.maxRows = std::min(o.maxRows, ((int64_t(1) << 31) - 1) / (cols * elemBytes));
+  return o;
 }
 
 } // namespace
@@ -51,13 +71,17 @@ templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
   const DType dt = o.dtype;
   if (!isFloat(dt) || (o.gammaDtype != dt && o.gammaDtype != DType::F32))
     return badOption(llvm::formatv(
-        "wan_rmsnorm_silu_aten: x must be bf16, f16 or f32 and gamma x's "
+        "wan_rmsnorm_silu: x must be bf16, f16 or f32 and gamma x's "
         "dtype or f32; found x {0}, gamma {1}",
         dtypeName(dt), dtypeName(o.gammaDtype)));
   if (o.cols < 1 || o.cols > 1024)
     return badOption(llvm::formatv(
-        "wan_rmsnorm_silu_aten: C must be 1..1024, found {0}", o.cols));
-  RowProgram p("wan_rmsnorm_silu_aten");
+        "wan_rmsnorm_silu: C must be 1..1024, found {0}", o.cols));
+  const DType normDt = o.form == WanNormForm::NormInF32 ? DType::F32 : dt;
+  folds::AtenReduceKernel k = folds::aten_norm_kernel(normDt);
+  if (llvm::Error e = checkWholeVectors("wan_rmsnorm_silu", o.cols, k))
+    return std::move(e);
+  RowProgram p("wan_rmsnorm_silu");
   Expr x = p.input("x", dt, Layout::ChannelsLast).row();
   Expr gamma =
       p.input("gamma", o.gammaDtype, Layout::RowMajor, IndexMap::PerColumn).row();
@@ -73,10 +97,10 @@ templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
   p.guardCols(1, 1, 1024);
 
   // x.norm(2, dim=1): NormTwoOps over x (or x.float()) in aten's order.
-  const DType normDt = o.form == WanNormForm::NormInF32 ? DType::F32 : dt;
-  folds::AtenReduceKernel k = folds::aten_norm_kernel(normDt);
   Expr xf = x.to_f32();
-  State st = p.fold(xf, statsOrder(o.cols, o.rows, k, dt != DType::F32),
+  State st = p.fold(xf,
+                    statsOrder(o.cols, o.rows, k, dt != DType::F32,
+                               int(dtypeBytes(normDt))),
                     folds::norm_two_aten());
   Expr norm = round(normDt, sqrt_rn(st[0]));
   Expr denom = round(normDt, max_nan(norm, Expr(1e-12f))); // clamp_min
@@ -106,7 +130,10 @@ llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
         "hf_rmsnorm: D must be 1..130560 (longer rows split across CTAs "
         "depending on the row count), found {0}",
         o.cols));
-  RowProgram p(o.modulate ? "hf_rmsnorm_modulate" : "hf_rmsnorm");
+  folds::AtenReduceKernel k = folds::aten_sum_kernel(DType::F32);
+  if (llvm::Error e = checkWholeVectors("hf_rmsnorm", o.cols, k))
+    return std::move(e);
+  RowProgram p("hf_rmsnorm");
   // Inputs first: operand order is the kernel's argument order.
   Expr x = p.input("x", dt, Layout::RowMajor).row();
   Expr res = o.residual ? p.input("residual", dt, Layout::RowMajor).row() : x;
@@ -123,15 +150,14 @@ llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
     x = round(dt, x + res);
     p.output("sum", dt, Layout::RowMajor, x);
   }
-  Expr eps = p.scalar("eps");
+  Expr eps = p.scalar("eps", 1e-6f);
   p.guardCols(1, 1, 130560);
 
   // h.pow(2).mean(-1): MeanOps (acc + v) over the fresh f32 tensor h*h;
   // project multiplies by factor = f32(R) / f32(R * D).
   Expr h = x.to_f32();
   State st = p.fold(h * h,
-                    statsOrder(o.cols, o.rows,
-                               folds::aten_sum_kernel(DType::F32), true),
+                    statsOrder(o.cols, o.rows, k, true, 4),
                     folds::sum());
   Expr rows = p.rows().to_f32();
   Expr factor = div_rn(rows, rows * p.cols().to_f32());

@@ -7,6 +7,7 @@
 
 #include "templates/Templates.h"
 
+#include "templates/AtenNorms.h"
 #include "templates/Problem.h"
 
 #include "dsl/Folds.h"
@@ -146,31 +147,6 @@ llvm::Expected<KernelDefRef> templates::rmsNormModulate(int tpr, DType dt) {
   return p.build();
 }
 
-llvm::Expected<KernelDefRef> templates::wanRmsNormSilu(DType dt) {
-  RowProgram p("wan_rmsnorm_silu");
-  Expr x = p.input("x", dt, Layout::ChannelsLast).row();
-  Expr gamma = p.input("gamma", dt, Layout::RowMajor, IndexMap::PerColumn).row();
-  Expr bias = p.input("bias", dt, Layout::RowMajor, IndexMap::PerColumn).row();
-  Expr scale = p.scalar("scale"); // C ** 0.5, as the float opmath sees it.
-  p.guardCols(1, 96, 1024);
-  // aten's NormTwoOps: acc + x*x, contracted to fma by nvcc. The lane order
-  // of aten's reduction for this layout is the open goal (NUMERICS.md 6).
-  auto normOps = std::make_shared<Combiner>(
-      "norm_two_fma", std::vector<std::string>{"acc"}, std::vector<float>{0.0f},
-      [](const State &s, const Expr &v) { return State{{fma(v, v, s[0])}}; },
-      [](const State &a, const State &b) { return State{{a[0] + b[0]}}; });
-  Expr xf = x.to_f32();
-  State ss = p.fold(xf, folds::serial(), normOps);
-  Expr norm = round(dt, sqrt_rn(ss[0]));
-  Expr denom = round(dt, max_nan(norm, Expr(1e-12f)));
-  Expr v = round(dt, div_rn(xf, denom));
-  v = round(dt, v * scale);
-  v = round(dt, v * gamma);
-  v = round(dt, v + bias);
-  p.output("y", dt, Layout::ChannelsLast, round(dt, silu(v)));
-  return p.build();
-}
-
 namespace {
 
 ParamSpec dtypeParam() {
@@ -260,18 +236,65 @@ KernelDescriptor rmsNormModulateKernel() {
   return d;
 }
 
+/// aten's generic reduction order depends on C: one definition per column
+/// count, built for every row count from 16 on (the launch refuses fewer).
 KernelDescriptor wanRmsNormSiluKernel() {
   KernelDescriptor d = describe(
       "wan_rmsnorm_silu",
-      "Wan VAE RMSNorm + SiLU (NOT bit-exact: reduction order open)",
-      {dtypeParam()}, {"1,96,4,480,832"});
-  d.bitExact = false;
-  d.build = [](const ParamValues &v, int64_t) {
-    return wanRmsNormSilu(v.dtype("dtype"));
+      "Wan VAE RMSNorm + SiLU (aten's reduction order; form x: SGLang, f32: "
+      "diffusers)",
+      {dtypeParam(),
+       {"form", ParamSpec::Kind::Choice, {"x", "f32"}, "x", "",
+        "norm in x's dtype (SGLang) or in f32 (diffusers WanRMS_norm)"},
+       {"gamma", ParamSpec::Kind::DType, {}, "", "dtype",
+        "gamma and bias dtype (f32: the output is f32)"},
+       {"bias", ParamSpec::Kind::Flag, {}, "1", "",
+        "bias tensor (0: the python float 0.)"},
+       {"conv_bias", ParamSpec::Kind::Flag, {}, "0", "",
+        "add the conv bias to x first (x.add_(conv_bias))"}},
+      {"1,96,4,480,832", "1,192,4,240,416", "1,384,2,120,208"});
+  d.dependsOnCols = true;
+  d.build = [](const ParamValues &v, int64_t cols) {
+    WanRmsNormSiluOptions o;
+    o.dtype = v.dtype("dtype");
+    o.form = v.choice("form") == "f32" ? WanNormForm::NormInF32
+                                       : WanNormForm::NormInXDtype;
+    o.gammaDtype = v.dtype("gamma");
+    o.biasTensor = v.flag("bias");
+    o.convBias = v.flag("conv_bias");
+    o.cols = cols ? cols : 96; // the signature: any C's
+    o.rows = 16;
+    return atenWanRmsNormSilu(o);
   };
   // C ** 0.5, as the float opmath sees it.
   d.shapeScalars["scale"] = [](const ProblemShape &s) {
     return float(std::sqrt(double(s.cols)));
+  };
+  return d;
+}
+
+KernelDescriptor hfRmsNormKernel() {
+  KernelDescriptor d = describe(
+      "hf_rmsnorm",
+      "HF-style RMSNorm (aten's mean order), optional residual and modulate",
+      {dtypeParam(),
+       {"weight", ParamSpec::Kind::DType, {}, "", "dtype",
+        "weight dtype (f32: the output is f32)"},
+       {"residual", ParamSpec::Kind::Flag, {}, "0", "",
+        "x = x + residual first, also written (sum)"},
+       {"modulate", ParamSpec::Kind::Flag, {}, "0", "",
+        "then y * (1 + scale) + shift, per batch"}},
+      {"1,4096,4096", "8,1024,5120", "1,1024,2048", "1,256,8192"});
+  d.dependsOnCols = true;
+  d.build = [](const ParamValues &v, int64_t cols) {
+    HfRmsNormOptions o;
+    o.dtype = v.dtype("dtype");
+    o.weightDtype = v.dtype("weight");
+    o.residual = v.flag("residual");
+    o.modulate = v.flag("modulate");
+    o.cols = cols ? cols : 4096; // the signature: any D's
+    o.rows = 16;
+    return hfRmsNorm(o);
   };
   return d;
 }
@@ -281,7 +304,8 @@ KernelDescriptor wanRmsNormSiluKernel() {
 std::vector<KernelDescriptor> templates::stockKernels() {
   return {lnModulateKernel(),      qkLayerNormKernel(),
           convBiasKernel(),        residualGateKernel(),
-          rmsNormModulateKernel(), wanRmsNormSiluKernel()};
+          rmsNormModulateKernel(), wanRmsNormSiluKernel(),
+          hfRmsNormKernel()};
 }
 
 llvm::Expected<KernelDefRef> templates::buildStock(llvm::StringRef name,

@@ -36,10 +36,7 @@ llvm::Expected<KernelDefRef> residualGate(DType dtype, GateMap gate);
 llvm::Expected<KernelDefRef> rmsNormModulate(int threadsPerRow,
                                              DType dtype = DType::BF16);
 
-/// 6. Wan VAE F.silu(F.normalize(x, dim=1) * C**0.5 * gamma + bias),
-/// channels-last rows. NOT bit-exact yet: aten's reduction order for the
-/// norm is not derived; this template uses a serial fma order as a stand-in.
-llvm::Expected<KernelDefRef> wanRmsNormSilu(DType dtype = DType::BF16);
+/// 6. Wan VAE RMSNorm + SiLU and 7. HF-style RMSNorm: AtenNorms.h.
 
 /// The stock templates' parameters as C++ values, for tests that build
 /// many variants; every name-based path uses the registry's text

@@ -8,7 +8,6 @@
 
 #include "codegen/Codegen.h"
 #include "codegen/CompileCommand.h"
-#include "templates/AtenNorms.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -133,32 +132,3 @@ TEST(Stages, DumpsMapOpsToDslNodesAndPtxHasNoDebugLines) {
 }
 
 } // namespace
-
-// aten's generic reduction order (accumulators, aligned vectors, CTA groups,
-// row ranges) runs in the interpreter only; codegen refuses it for every
-// config instead of compiling a kernel that drops those fields.
-TEST(Stages, ExtendedFoldOrdersAreRefusedNotMiscompiled) {
-  templates::HfRmsNormOptions o;
-  o.cols = 4096, o.rows = 4096;
-  auto def = templates::hfRmsNorm(o);
-  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
-  bool extended = false;
-  for (const dsl::FoldDecl &f : (*def)->folds)
-    extended |= !f.order.isPlain() || f.order.hasRowRange();
-  ASSERT_TRUE(extended) << "the fixture no longer uses the extended order";
-  codegen::ShapeSpec shape;
-  shape.cols = 4096;
-  shape.alignBytes.assign((*def)->operands.size(), 16);
-  shape.maxElementOffset = 4096 * 4096;
-  EXPECT_TRUE(codegen::enumerateConfigs(**def, shape).empty());
-  codegen::TileConfig c;
-  llvm::Error e = codegen::checkConfig(**def, shape, c);
-  ASSERT_TRUE(bool(e));
-  EXPECT_NE(llvm::toString(std::move(e)).find("does not map yet"),
-            std::string::npos);
-  codegen::CompileOptions opts;
-  opts.emitCubin = false;
-  auto k = codegen::compile(**def, shape, c, opts);
-  ASSERT_FALSE(bool(k));
-  llvm::consumeError(k.takeError());
-}

@@ -470,7 +470,8 @@ TEST(AtenNorms, WanRmsNormSiluMatchesTheEagerChains) {
                  Case{B, B, WanNormForm::NormInXDtype, true, true, 192},
                  Case{B, B, WanNormForm::NormInF32, false, false, 384},
                  Case{B, F, WanNormForm::NormInXDtype, true, false, 96},
-                 Case{H, H, WanNormForm::NormInF32, true, true, 1001},
+                 Case{H, H, WanNormForm::NormInF32, true, true, 1000},
+                 Case{F, F, WanNormForm::NormInF32, true, false, 100},
                  Case{F, F, WanNormForm::NormInXDtype, false, false, 512},
                  Case{B, B, WanNormForm::NormInXDtype, true, false, 1024}}) {
     const int64_t R = 24, C = k.cols;
@@ -518,6 +519,53 @@ TEST(AtenNorms, WanRmsNormSiluMatchesTheEagerChains) {
       }
     }
   }
+}
+
+// Rows of C >= 128 that are not whole 4-vectors get a head and tail that
+// depends on the row; codegen does not map them, so the templates refuse
+// those widths, naming C.
+TEST(AtenNorms, WidthsWithAHeadAndTailAreRefusedNamingC) {
+  for (int64_t c : {130, 1001}) {
+    templates::WanRmsNormSiluOptions w;
+    w.cols = c;
+    auto wan = templates::atenWanRmsNormSilu(w);
+    ASSERT_FALSE(bool(wan)) << "wan C = " << c;
+    EXPECT_NE(llvm::toString(wan.takeError()).find("C = " + std::to_string(c)),
+              std::string::npos);
+    templates::HfRmsNormOptions h;
+    h.cols = c;
+    auto hf = templates::hfRmsNorm(h);
+    ASSERT_FALSE(bool(hf)) << "hf D = " << c;
+    EXPECT_NE(llvm::toString(hf.takeError()).find("C = " + std::to_string(c)),
+              std::string::npos);
+  }
+  for (int64_t c : {127, 132}) {
+    templates::WanRmsNormSiluOptions w;
+    w.cols = c;
+    auto wan = templates::atenWanRmsNormSilu(w);
+    EXPECT_TRUE(bool(wan)) << "wan C = " << c << ": "
+                           << (wan ? "" : llvm::toString(wan.takeError()));
+  }
+}
+
+// From 16 rows on one definition serves every row count; its row range
+// stops where the reduced tensor reaches 2^31 bytes (aten splits there).
+TEST(AtenNorms, DefinitionsServeSixteenRowsUpToTwoGigabytes) {
+  templates::HfRmsNormOptions h;
+  h.cols = 4096, h.rows = 1 << 20;
+  auto hf = templates::hfRmsNorm(h);
+  ASSERT_TRUE(bool(hf)) << llvm::toString(hf.takeError());
+  EXPECT_EQ((*hf)->folds[0].order.minRows, 16);
+  EXPECT_EQ((*hf)->folds[0].order.maxRows, ((int64_t(1) << 31) - 1) / (4096 * 4));
+  h.rows = 16;
+  auto hf16 = templates::hfRmsNorm(h);
+  ASSERT_TRUE(bool(hf16)) << llvm::toString(hf16.takeError());
+  EXPECT_EQ((*hf16)->hash, (*hf)->hash);
+  templates::WanRmsNormSiluOptions w;
+  w.cols = 96, w.dtype = DType::BF16;
+  auto wan = templates::atenWanRmsNormSilu(w);
+  ASSERT_TRUE(bool(wan)) << llvm::toString(wan.takeError());
+  EXPECT_EQ((*wan)->folds[0].order.maxRows, ((int64_t(1) << 31) - 1) / (96 * 2));
 }
 
 TEST(AtenNorms, HfRmsNormMatchesTheEagerChain) {

@@ -608,77 +608,6 @@ TEST(RmsNormModulate, InterpreterMatchesForF16AndF32) {
   }
 }
 
-// ---- 6. Wan RMSNorm + SiLU (the template's stand-in order) ------------------
-
-struct WanCase {
-  DType dtype = DType::BF16;
-  int64_t pixels = 7, channels = 96;
-  uint64_t seed = 1;
-  double amplitude = 1.0;
-  std::vector<Pattern> patterns;
-
-  std::string describe() const {
-    return llvm::formatv("wan_rmsnorm_silu {0} ({1} pixels, C={2}) seed={3} "
-                         "amplitude={4:e} rows={5}",
-                         name(dtype), pixels, channels, seed, amplitude,
-                         patternList(patterns));
-  }
-};
-
-void expectWanRmsNormSiluMatches(const WanCase &c) {
-  KernelDefRef def = buildTemplate("wan_rmsnorm_silu", {.dtype = c.dtype});
-  ASSERT_TRUE(def);
-  const int64_t rows = c.pixels, C = c.channels;
-  const float scale = float(std::sqrt(double(C)));
-  Rng rng(c.seed);
-  Buffer x(c.dtype, rows, C), gamma(c.dtype, 1, C), bias(c.dtype, 1, C);
-  fillRows(x, rows, C, c.patterns, c.amplitude, rng);
-  for (int64_t col = 0; col < C; ++col) {
-    gamma.set(0, col, float(1.0 + 0.25 * rng.symmetric()));
-    bias.set(0, col, float(0.1 * rng.symmetric()));
-  }
-  if (!c.patterns.empty()) {
-    sprinkleEdges(gamma, 1, C, 0, rng);
-    sprinkleEdges(bias, 1, C, 0, rng);
-  }
-  Buffer got(c.dtype, rows, C), want(c.dtype, rows, C);
-  got.poison();
-  want.poison();
-
-  BindingBuilder b(*def, C, {rows});
-  b.tensor(0, "x", x.host())
-      .tensor(0, "gamma", gamma.host())
-      .tensor(0, "bias", bias.host())
-      .tensor(0, "y", got.host())
-      .scalar("scale", scale);
-  ASSERT_TRUE(interpreted(*def, b.get(), c.describe()));
-  reference::wanRmsNormSilu(x.matrix(C), gamma.matrix(C), bias.matrix(C), scale,
-                            want.matrix(C), approx());
-  EXPECT_TRUE(bitEqual(c.describe(), got, want, C));
-}
-
-TEST(WanRmsNormSilu, InterpreterMatchesTemplateTranscription) {
-  for (DType dt : {DType::BF16, DType::F16, DType::F32})
-    for (int64_t C : {96, 160, 1024})
-      for (uint64_t seed : {1, 2})
-        expectWanRmsNormSiluMatches({.dtype = dt, .channels = C, .seed = seed});
-}
-
-TEST(WanRmsNormSilu, InterpreterMatchesAcrossAmplitudes) {
-  for (double amplitude : {1e-4, 1e-2, 1.0, 100.0, 1e3})
-    expectWanRmsNormSiluMatches(
-        {.channels = 384, .seed = 14, .amplitude = amplitude});
-}
-
-TEST(WanRmsNormSilu, InterpreterMatchesOnEdgeInputs) {
-  for (DType dt : {DType::BF16, DType::F16, DType::F32})
-    expectWanRmsNormSiluMatches({.dtype = dt,
-                                 .pixels = 9,
-                                 .channels = 100,
-                                 .seed = 24,
-                                 .patterns = edgePatterns()});
-}
-
 // ---- The stock folds alone, in f32 ------------------------------------------
 //
 // The templates round their outputs to bf16, which can hide a last-bit
@@ -796,9 +725,11 @@ TEST(FlashinferRmsNormFold, SumOfSquaresMatchesThreadSimulation) {
 // ---- Coverage ---------------------------------------------------------------
 
 TEST(Templates, EveryTemplateHasATranscriptionTest) {
+  // wan_rmsnorm_silu and hf_rmsnorm: AtenReduceTest.cpp (AtenNorms), against
+  // its transcription of Reduce.cuh.
   const std::set<std::string> covered = {
-      "ln_modulate",   "qk_layernorm",     "conv_bias",
-      "residual_gate", "rmsnorm_modulate", "wan_rmsnorm_silu"};
+      "ln_modulate",      "qk_layernorm",     "conv_bias", "residual_gate",
+      "rmsnorm_modulate", "wan_rmsnorm_silu", "hf_rmsnorm"};
   std::set<std::string> registered;
   for (const templates::DescriptorRef &t :
        templates::Registry::global().all())

@@ -66,12 +66,15 @@ KernelDefRef built(RowProgram &p) {
 }
 
 /// Output bits of `def` on deterministic random inputs (4 rows per group,
-/// dims of 2, the guard's smallest column count, scalars 1e-5).
+/// or the fewest its fold orders hold for; dims of 2, the guard's smallest
+/// column count, scalars 1e-5).
 std::vector<std::vector<uint32_t>> outputBits(const KernelDef &def) {
   int64_t cols = std::max(def.minCols, def.colsMultipleOf);
   cols = (cols + def.colsMultipleOf - 1) / def.colsMultipleOf *
          def.colsMultipleOf;
-  const int64_t rows = 4;
+  int64_t rows = 4;
+  for (const dsl::FoldDecl &f : def.folds)
+    rows = std::max(rows, f.order.minRows);
   dsl::Binding b;
   b.cols = cols;
   b.dims.assign(def.dims.size(), 2);

@@ -528,6 +528,36 @@ TEST_F(CApi, LaunchRejectsOverlappingOutputs) {
   }
 }
 
+// An output of a wider dtype placed right after its input (a bf16 x, then
+// the f32 y of an f32-gamma Wan norm) does not overlap it: each operand's
+// extent is measured with its own element size.
+TEST_F(CApi, OutputsOfAnotherDtypeRightAfterTheInputDoNotOverlap) {
+  bitfold_kernel *k = kernel("wan_rmsnorm_silu", "gamma=f32,bias=0");
+  // [1, 96, 1, 4, 4]: 16 pixels of 96 channels, dense channels-last.
+  std::vector<int64_t> cl = {96 * 16, 1, 96 * 16, 96 * 4, 96};
+  const uint64_t xBytes = 96 * 16 * 2;
+  Tensor x({1, 96, 1, 4, 4}, 0x10000000, kBF16, cl);
+  Tensor gamma({96}, 0x20000000, kF32);
+  Tensor y({1, 96, 1, 4, 4}, 0x10000000 + xBytes, kF32, cl);
+  EXPECT_EQ(launch(k, {&x, &gamma, &y}, {9.797959f}), BITFOLD_ERROR_NO_DRIVER)
+      << message;
+  Tensor y2({1, 96, 1, 4, 4}, 0x10000000 + xBytes - 4, kF32, cl);
+  EXPECT_EQ(launch(k, {&x, &gamma, &y2}, {9.797959f}),
+            BITFOLD_ERROR_UNSUPPORTED);
+}
+
+// aten's reduction order holds for a row range: fewer rows are refused
+// before any launch, naming the order.
+TEST_F(CApi, RowCountsOutsideTheFoldOrdersRangeAreRefused) {
+  bitfold_kernel *k = kernel("wan_rmsnorm_silu", "bias=0");
+  std::vector<int64_t> cl = {96 * 12, 1, 96 * 12, 96 * 4, 96};
+  Tensor x({1, 96, 1, 3, 4}, 0x10000000, kBF16, cl);
+  Tensor gamma({96}, 0x20000000);
+  Tensor y({1, 96, 1, 3, 4}, 0x30000000, kBF16, cl);
+  EXPECT_EQ(launch(k, {&x, &gamma, &y}, {9.797959f}), BITFOLD_ERROR_SHAPE);
+  expectMessage({"operand 'x' has 12 rows; fold order 'aten_reduce_c96"});
+}
+
 TEST_F(CApi, ChannelsLastOperands) {
   bitfold_kernel *k = kernel("conv_bias");
   // [N, C, D, H, W] = [1, 96, 4, 8, 8], dense channels-last strides.

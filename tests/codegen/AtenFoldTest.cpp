@@ -1,0 +1,242 @@
+//===- tests/codegen/AtenFoldTest.cpp - aten's reduction order in codegen -===//
+//
+// The fold-order extensions codegen maps (docs/aten-reduce.md section 7):
+// accumulators per lane, aligned vectors without head or tail. For the two
+// templates that use them (wan_rmsnorm_silu, hf_rmsnorm): every config of
+// the space puts each column in the order's lane and accumulator, in the
+// lane's push order, and compiles to audited PTX that ptxas takes (the
+// default config without spills). Orders codegen does not map (a head/tail per row, CTA groups) are
+// refused naming the order, for every config.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Assemble.h"
+#include "codegen/Codegen.h"
+#include "codegen/CompileCommand.h"
+#include "codegen/Plan.h"
+#include "codegen/PtxAudit.h"
+#include "dsl/Folds.h"
+#include "templates/Problem.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+using namespace bitfold;
+using namespace bitfold::codegen;
+
+namespace {
+
+struct AtenCase {
+  std::string kernel, params, shape;
+};
+
+void PrintTo(const AtenCase &c, std::ostream *os) {
+  *os << c.kernel << " " << c.params << " " << c.shape;
+}
+
+std::vector<AtenCase> atenCases() {
+  return {
+      {"wan_rmsnorm_silu", "bias=0", "1,96,4,480,832"},
+      {"wan_rmsnorm_silu", "bias=0", "1,192,4,240,416"},
+      {"wan_rmsnorm_silu", "bias=1,conv_bias=1", "1,384,2,120,208"},
+      {"wan_rmsnorm_silu", "form=f32,gamma=f32", "1,384,2,120,208"},
+      {"wan_rmsnorm_silu", "dtype=f32", "1,96,1,60,104"},
+      {"wan_rmsnorm_silu", "", "1,512,1,30,52"},
+      {"wan_rmsnorm_silu", "", "1,1024,1,30,52"},
+      {"wan_rmsnorm_silu", "dtype=f16", "1,100,2,16,16"},
+      {"hf_rmsnorm", "", "1,4096,4096"},
+      {"hf_rmsnorm", "residual=1", "8,1024,5120"},
+      {"hf_rmsnorm", "modulate=1", "1,1024,2048"},
+      {"hf_rmsnorm", "weight=f32", "1,512,3072"},
+      {"hf_rmsnorm", "", "1,256,1024"},
+      {"hf_rmsnorm", "", "1,256,8192"},
+  };
+}
+
+std::string label(const AtenCase &c) {
+  return c.kernel + " " + c.params + " " + c.shape;
+}
+
+ShapedTemplate shapedCase(const AtenCase &c) {
+  llvm::Expected<templates::Problem> p =
+      templates::makeProblem(c.kernel, c.params, c.shape);
+  if (!p) {
+    ADD_FAILURE() << label(c) << ": " << llvm::toString(p.takeError());
+    return {};
+  }
+  return shapeProblem(*p);
+}
+
+/// Where the config's threads push column c: (virtual lane, accumulator),
+/// in the order emitPushes walks them (FoldPlan's mapping, Plan.h).
+struct Push {
+  int64_t lane;
+  int acc;
+  int64_t col;
+};
+std::vector<Push> plannedPushes(const FoldPlan &fp, int64_t cols) {
+  std::vector<Push> out;
+  for (int p = 0; p < fp.Pf; ++p)
+    for (int hi = 0; hi < fp.k / fp.A; ++hi)
+      for (int lo = 0; lo < fp.A; ++lo)
+        for (int64_t m = 0; m < fp.reps; ++m)
+          for (int e = 0; e < fp.V; ++e) {
+            int64_t lane = lo + int64_t(fp.A) * (p + int64_t(fp.Pf) * hi);
+            int64_t col =
+                (int64_t(fp.A) * (p + int64_t(fp.Pf) * hi) + fp.T * m) * fp.V +
+                lo * fp.V + e;
+            if (col < cols)
+              out.push_back(
+                  {lane, fp.byElement ? e : int(m % fp.acc), col});
+          }
+  return out;
+}
+
+/// The order's own definition (dsl/IR.h FoldOrder, whole vectors): lane l
+/// pushes vectors l, l + T, ...; element e of its j-th vector goes to
+/// accumulator e (VectorElement) or j % A (RoundRobin).
+std::vector<Push> orderPushes(const dsl::FoldOrder &o, int64_t cols) {
+  std::vector<Push> out;
+  const int64_t vectors = (cols + o.vector - 1) / o.vector;
+  const bool byElement =
+      o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::VectorElement;
+  for (int64_t l = 0; l < o.threads; ++l)
+    for (int64_t v = l, j = 0; v < vectors; v += o.threads, ++j)
+      for (int e = 0; e < o.vector && v * o.vector + e < cols; ++e)
+        out.push_back({l, byElement ? e : int(j % o.accumulators),
+                       v * o.vector + e});
+  return out;
+}
+
+/// Per (lane, accumulator), the columns in push order.
+std::map<std::pair<int64_t, int>, std::vector<int64_t>>
+byState(const std::vector<Push> &pushes) {
+  std::map<std::pair<int64_t, int>, std::vector<int64_t>> out;
+  for (const Push &p : pushes)
+    out[{p.lane, p.acc}].push_back(p.col);
+  return out;
+}
+
+class AtenConfigs : public ::testing::TestWithParam<AtenCase> {};
+
+TEST_P(AtenConfigs, EveryConfigPushesEachColumnIntoTheOrdersState) {
+  ShapedTemplate st = shapedCase(GetParam());
+  ASSERT_TRUE(st.def);
+  std::vector<TileConfig> configs = enumerateConfigs(*st.def, st.shape);
+  ASSERT_GE(configs.size(), 2u) << label(GetParam()) << ": config space";
+  const dsl::FoldOrder &o = st.def->folds[0].order;
+  auto want = byState(orderPushes(o, st.shape.cols));
+  for (const TileConfig &c : configs) {
+    llvm::Expected<Plan> p = makePlan(*st.def, st.shape, c);
+    ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    EXPECT_EQ(p->folds[0].acc, o.accumulators);
+    auto got = byState(plannedPushes(p->folds[0], st.shape.cols));
+    EXPECT_EQ(got, want) << label(GetParam()) << " shape "
+                         << st.shape.str() << " config " << c.str()
+                         << ": a column lands in another lane or "
+                            "accumulator, or out of push order";
+  }
+}
+
+TEST_P(AtenConfigs, EveryConfigCompilesAuditedWithoutSpills) {
+  if (findPtxas().empty())
+    GTEST_SKIP() << "ptxas not found: PTX is not assembled (set BITFOLD_PTXAS)";
+  ShapedTemplate st = shapedCase(GetParam());
+  ASSERT_TRUE(st.def);
+  PtxAllowances allow = allowancesOf(*st.def);
+  const TileConfig def = defaultConfig(*st.def, st.shape);
+  std::string spilling;
+  for (const TileConfig &c : enumerateConfigs(*st.def, st.shape)) {
+    CompileOptions opts;
+    opts.cubinTool = "ptxas";
+    llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, c, opts);
+    ASSERT_TRUE(bool(k)) << label(GetParam()) << " config " << c.str() << ": "
+                         << llvm::toString(k.takeError());
+    llvm::Error e = auditPtx(*k, allow);
+    EXPECT_FALSE(bool(e)) << label(GetParam()) << " config " << c.str()
+                          << ": " << llvm::toString(std::move(e));
+    PtxasUsage u = parsePtxasLog(k->assemblerLog);
+    // Spills cost time, never bits: the default must not spill; a few
+    // other configs of the accumulator orders do (ptxas keeps fewer
+    // registers than the estimate allows), listed here.
+    if (c == def) {
+      EXPECT_EQ(u.spillBytes, 0) << label(GetParam()) << " default " << c.str();
+      EXPECT_EQ(u.stackBytes, 0) << label(GetParam()) << " default " << c.str();
+    } else if (u.spillBytes || u.stackBytes) {
+      spilling += " " + c.str();
+    }
+  }
+  std::cout << "[ configs  ] " << label(GetParam()) << ": default "
+            << def.str() << (spilling.empty() ? "" : "; spilling:" + spilling)
+            << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Templates, AtenConfigs,
+                         ::testing::ValuesIn(atenCases()));
+
+/// A program folding x in `order` (norm pushes), its state as the output.
+std::shared_ptr<const dsl::KernelDef> foldProgram(const dsl::FoldOrder &order) {
+  dsl::RowProgram p("aten_fold_probe");
+  dsl::Expr x = p.input("x", dsl::DType::F32, dsl::Layout::RowMajor).row();
+  dsl::State s = p.fold(x, order, dsl::folds::norm_two_aten());
+  p.output("y", dsl::DType::F32, dsl::Layout::RowMajor, s[0]);
+  auto def = p.build();
+  if (!def) {
+    ADD_FAILURE() << llvm::toString(def.takeError());
+    return nullptr;
+  }
+  return *def;
+}
+
+void expectRefusedForEveryConfig(const dsl::FoldOrder &order, int64_t cols,
+                                 llvm::StringRef why) {
+  auto def = foldProgram(order);
+  ASSERT_TRUE(def);
+  ShapeSpec shape;
+  shape.cols = cols;
+  shape.alignBytes.assign(def->operands.size(), 16);
+  shape.maxElementOffset = cols * 64;
+  EXPECT_TRUE(enumerateConfigs(*def, shape).empty()) << order.name;
+  for (TileConfig c : {TileConfig{1, 32, 4, false}, TileConfig{1, 128, 4, true},
+                       TileConfig{}}) {
+    llvm::Error e = checkConfig(*def, shape, c);
+    ASSERT_TRUE(bool(e)) << order.name << " config " << c.str();
+    std::string msg = llvm::toString(std::move(e));
+    EXPECT_NE(msg.find(order.name), std::string::npos) << msg;
+    EXPECT_NE(msg.find(why.str()), std::string::npos) << msg;
+  }
+}
+
+TEST(AtenFold, HeadAndTailRowsAreRefusedNamingTheOrder) {
+  // C = 1001 >= 128, not a multiple of 4: each row has its own head.
+  dsl::FoldOrder o = dsl::folds::aten_reduce(
+      1001, 16, dsl::folds::aten_norm_kernel(dsl::DType::F32));
+  ASSERT_TRUE(o.alignedVectors);
+  expectRefusedForEveryConfig(o, 1001, "C = 1001 is not a multiple of 4");
+}
+
+TEST(AtenFold, RowsSplitAcrossCtasAreRefusedNamingTheOrder) {
+  dsl::FoldOrder o = dsl::folds::aten_reduce(
+      1 << 18, 1, dsl::folds::aten_norm_kernel(dsl::DType::F32));
+  ASSERT_GT(o.ctas, 1);
+  expectRefusedForEveryConfig(o, 1 << 18, "CTA groups");
+}
+
+TEST(AtenFold, OneAccumulatorOrdersPlanAsBefore) {
+  // The stock orders have one accumulator: acc 1, no per-element split.
+  llvm::Expected<templates::Problem> p =
+      templates::makeProblem("ln_modulate", "", "1,4096,4096");
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  ShapedTemplate st = shapeProblem(*p);
+  for (const TileConfig &c : enumerateConfigs(*st.def, st.shape)) {
+    llvm::Expected<Plan> plan = makePlan(*st.def, st.shape, c);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    EXPECT_EQ(plan->folds[0].acc, 1) << c.str();
+    EXPECT_FALSE(plan->folds[0].byElement) << c.str();
+  }
+}
+
+} // namespace
