@@ -264,12 +264,9 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
   if (!config)
     return config.takeError();
 
-  const codegen::ShapeSpec shape = key.shape.shapeSpec();
-  codegen::CompileOptions options;
-  options.arch = *arch;
-  options.gridDependencyControl = key.pdl;
-  CacheKey ck =
-      spec::makeCacheKey(**def, shape, *config, options, rt.toolchain());
+  const spec::LaunchCompile lc = spec::launchCompile(
+      **def, key.shape, *config, *arch, key.pdl, rt.toolchain());
+  const CacheKey &ck = lc.key;
   const Compiler &comp = rt.compiler();
   // A disk entry is vetted against the definition and the config asked for
   // (a mismatch is rebuilt by the cache); a fresh compile must match too.
@@ -277,7 +274,8 @@ Kernel::specialise(const SpecKey &key, const LaunchBinding &b) {
     return checkCompiled(**def, *config, k);
   };
   auto compiled = rt.cache().getOrCompile(
-      ck, [&]() { return comp.compile(**def, shape, *config, options); },
+      ck,
+      [&]() { return comp.compile(**def, lc.shape, *config, lc.options); },
       &entry->origin, matches);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,

@@ -58,6 +58,19 @@ CacheKey spec::makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
   return ck;
 }
 
+LaunchCompile spec::launchCompile(const dsl::KernelDef &def,
+                                  const ShapeClass &cls,
+                                  const TileConfig &config,
+                                  llvm::StringRef arch, bool pdl,
+                                  llvm::StringRef toolchain) {
+  LaunchCompile lc;
+  lc.shape = cls.shapeSpec();
+  lc.options.arch = arch.str();
+  lc.options.gridDependencyControl = pdl;
+  lc.key = makeCacheKey(def, lc.shape, config, lc.options, toolchain);
+  return lc;
+}
+
 llvm::ArrayRef<const char *> spec::codegenEnvVars() {
   static const char *vars[] = {
       "BITFOLD_CUBIN_TOOL", // the PTX -> cubin tool (codegen/Assemble.cpp)
