@@ -10,6 +10,7 @@
 #include "codegen/Backend.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/Config/llvm-config.h"
@@ -71,6 +72,15 @@ llvm::Error bitfold::codegen::checkTargetArch(llvm::StringRef arch) {
     return bad("not an NVIDIA GPU target of the form sm_XY");
   if (sm < unsigned(kMinSmVersion))
     return bad(llvm::formatv("sm_{0} is older than the minimum", sm));
+  // Every compile checks its arch: remember the ones the backend knows
+  // (creating its subtarget info costs about a millisecond).
+  static std::mutex mu;
+  static llvm::StringSet<> known;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (known.contains(arch))
+      return llvm::Error::success();
+  }
   llvm::Expected<const llvm::Target *> target = nvptxTarget();
   if (!target)
     return target.takeError();
@@ -79,6 +89,8 @@ llvm::Error bitfold::codegen::checkTargetArch(llvm::StringRef arch) {
       (*target)->createMCSubtargetInfo(llvm::Triple(kNVPTXTriple), "", ""));
   if (!sti || !sti->isCPUStringValid(arch))
     return bad("not a target LLVM " LLVM_VERSION_STRING "'s NVPTX backend knows");
+  std::lock_guard<std::mutex> lock(mu);
+  known.insert(arch);
   return llvm::Error::success();
 }
 
