@@ -23,8 +23,10 @@
 #             machine without a GPU); each must say "0 compiled"
 #                                                       -> $OUT/prebuilt.txt
 #   compile-latency
-#             bin/compile_latency: every stock kernel x seed shape compiled
-#             in one process, per-stage p50/p95, first compile apart
+#             bin/compile_latency (in the package when it was built with
+#             BITFOLD_PACKAGE_COMPILE_LATENCY=1): every stock kernel x seed
+#             shape compiled in one process, per-stage p50/p95, the first
+#             compile apart
 #                                                       -> $OUT/compile-latency.md
 #   any other word is passed to bash as a command after the package is set up.
 # Usage: bash scripts/device-run.sh version kernels suite
