@@ -132,11 +132,15 @@ for e in json.load(open(sys.argv[1])):
     echo "prebuilt: $zero of $runs seed shapes compiled nothing"
     find "$dir" -name '*.bfk' | sort | comm -13 /tmp/bf-prebuilt.before - > /tmp/bf-prebuilt.new
     if [[ -s /tmp/bf-prebuilt.new ]]; then
-      echo "compiled here (key fields of one new entry, then of a prebuilt one):"
-      for f in "$(head -1 /tmp/bf-prebuilt.new)" "$(head -1 /tmp/bf-prebuilt.before)"; do
-        grep -a -o -E '"(kernel|shape|arch|options|versions|cubinTool)":("[^"]*"|\{[^}]*\})' "$f"
-        echo "--"
-      done
+      echo "compiled here (the key text of one new entry, then of a prebuilt one):"
+      # An entry: "BITFOLD-KERNEL <format>", "<meta bytes> ...", then the
+      # metadata JSON, whose "key" is the full key text.
+      python3 -c 'import json,sys
+for f in sys.argv[1:]:
+    data = open(f, "rb").read()
+    head, sizes, payload = data.split(b"\n", 2)
+    meta = json.loads(payload[:int(sizes.split()[0])])
+    print(meta["key"] + "--")' "$(head -1 /tmp/bf-prebuilt.new)" "$(head -1 /tmp/bf-prebuilt.before)"
     fi
     ((zero == runs && runs > 0)); } 2>&1 | tee "$log"
   return "${PIPESTATUS[0]}"
