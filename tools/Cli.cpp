@@ -72,7 +72,8 @@ cl::list<std::string>
     programOpt("program", cl::value_desc("FILE"),
                cl::desc("a kernel text file (docs/kernel-format.md) instead "
                         "of <kernel>: registered under its program's name "
-                        "(tune: that name may be used in the shapes file)"),
+                        "(tune, prebuild: that name may be used in the "
+                        "shapes file)"),
                cl::sub(interpCmd), cl::sub(compileCmd), cl::sub(runCmd),
                cl::sub(tuneCmd), cl::sub(prebuildCmd), cl::cat(category));
 cl::opt<std::string>
@@ -113,8 +114,8 @@ cl::opt<bool> listConfigs("list-configs",
                           cl::sub(compileCmd), cl::cat(category));
 cl::opt<std::string> archOpt(
     "arch", cl::value_desc("sm_XY"),
-    cl::desc("target (interp: whose approximate instructions to model; "
-             "prebuild: a list, sm_80,sm_90)"),
+    cl::desc("target, default sm_90 (interp: whose approximate "
+             "instructions to model; prebuild: a list, sm_80,sm_90)"),
     cl::init("sm_90"), cl::sub(compileCmd), cl::sub(interpCmd),
     cl::sub(prebuildCmd), cl::cat(category));
 cl::opt<std::string>
