@@ -18,7 +18,8 @@
 #             knobs: SANITIZE_TEMPLATES, SANITIZE_TOOLS, SANITIZE_JOBS (8
 #             runs at once), SANITIZE_BUDGET_S (stop starting runs after it)
 #   prebuilt  every shape of pkg/prebuilt-shapes.json launched once (`bitfold
-#             run --iters 0`) with BITFOLD_CACHE_DIR = a copy of
+#             run --iters 0`, --tune-db pkg/prebuilt-tune-db.json when
+#             there is one) with BITFOLD_CACHE_DIR = a copy of
 #             pkg/prebuilt-cache (scripts/prebuild-fleet.sh, built on a
 #             machine without a GPU); each must say "0 compiled"
 #                                                       -> $OUT/prebuilt.txt
@@ -115,12 +116,16 @@ prebuilt_step() {
   [[ -d $root/pkg/prebuilt-cache && -f $shapes ]] || {
     echo "prebuilt: no pkg/prebuilt-cache (run scripts/prebuild-fleet.sh)"; return 1; }
   rm -rf "$dir" && cp -r "$root/pkg/prebuilt-cache" "$dir"
+  # The DB that chose the prebuilt configs, when there was one.
+  local db=$root/pkg/prebuilt-tune-db.json
+  [[ -f $db ]] || db=""
   find "$dir" -name '*.bfk' | sort > /tmp/bf-prebuilt.before
   { bitfold version | grep -E '^(bitfold|CUDA|GPU 0)'
-    echo "prebuilt on: $(head -1 "$root/pkg/prebuilt-built-by.txt" 2>/dev/null)"
+    echo "prebuilt on: $(head -1 "$root/pkg/prebuilt-built-by.txt" 2>/dev/null); tune DB: ${db:-none}"
     while IFS='|' read -r t shape params; do
       args=("$t" --shape "$shape" --iters 0)
       [[ -n $params ]] && args+=(--params "$params")
+      [[ -n $db ]] && args+=(--tune-db "$db")
       line=$(BITFOLD_CACHE_DIR=$dir bitfold run "${args[@]}" 2>&1 | grep '^first launch')
       runs=$((runs + 1))
       grep -q 'kernel cache: 0 compiled' <<<"$line" && zero=$((zero + 1))

@@ -21,12 +21,14 @@ args=(prebuild --shapes "$shapes" --arch "${ARCHS:-sm_80,sm_90,sm_100}"
       --cache-dir "$out")
 [[ -n ${TUNE_DB:-} ]] && args+=(--tune-db "$TUNE_DB")
 [[ -n ${JOBS:-} ]] && args+=(--jobs "$JOBS")
-rm -rf "$out"
+rm -rf "$out" "$root/pkg/prebuilt-tune-db.json"
 mkdir -p "$out"
 "$bitfold" "${args[@]}"
-# Next to the directory (not in it): the shapes the GPU side launches and
-# the build that keyed them.
+# Next to the directory (not in it): the shapes the GPU side launches, the
+# tune DB its launches must use (the one that chose the configs) and the
+# build that keyed them.
 cp "$shapes" "$root/pkg/prebuilt-shapes.json"
+[[ -n ${TUNE_DB:-} ]] && cp "$TUNE_DB" "$root/pkg/prebuilt-tune-db.json"
 "$bitfold" version > "$root/pkg/prebuilt-built-by.txt" 2>&1 || true
 "$bitfold" cache stats --dir "$out"
 echo "prebuild-fleet: $out ($(du -sh "$out" | cut -f1)); check it on a GPU with" \
