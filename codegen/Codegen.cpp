@@ -37,6 +37,7 @@
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "llvm/ADT/StringMap.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Support/FileSystem.h"
@@ -148,13 +149,74 @@ int smVersionOf(llvm::StringRef arch) {
   return int(sm);
 }
 
+/// What one thread's compiles reuse, because building it costs more than
+/// some kernels' stages: an MLIRContext with codegen's dialects and the
+/// LLVM IR translations loaded, and an NVPTX target machine per arch.
+/// Neither may be used by two compiles at once, hence one set per thread.
+/// The context interns every attribute and location a compile creates, so
+/// it is replaced every kCompilesPerContext compiles: memory stays bounded
+/// in a process that compiles for as long as it serves.
+class ThreadTools {
+public:
+  static ThreadTools &forThisThread() {
+    thread_local ThreadTools tools;
+    return tools;
+  }
+
+  /// The context for the next compile.
+  mlir::MLIRContext &nextContext() {
+    if (!ctx || ++uses > kCompilesPerContext) {
+      ctx.reset(); // the old one first: never two alive at once.
+      ctx = std::make_unique<mlir::MLIRContext>(
+          mlir::MLIRContext::Threading::DISABLED);
+      loadCodegenDialects(*ctx);
+      mlir::registerBuiltinDialectTranslation(*ctx);
+      mlir::registerLLVMDialectTranslation(*ctx);
+      mlir::registerNVVMDialectTranslation(*ctx);
+      ctx->printOpOnDiagnostic(false);
+      uses = 1;
+    }
+    return *ctx;
+  }
+
+  /// The target machine for `arch` (created on first use).
+  llvm::Expected<llvm::TargetMachine *> targetMachine(llvm::StringRef arch) {
+    std::unique_ptr<llvm::TargetMachine> &tm = machines[arch];
+    if (tm)
+      return tm.get();
+    llvm::Expected<std::unique_ptr<llvm::TargetMachine>> made =
+        createNVPTXTargetMachine(arch);
+    if (!made) {
+      machines.erase(arch);
+      return made.takeError();
+    }
+    tm = std::move(*made);
+    return tm.get();
+  }
+
+private:
+  static constexpr int kCompilesPerContext = 64;
+  std::unique_ptr<mlir::MLIRContext> ctx;
+  int uses = 0;
+  llvm::StringMap<std::unique_ptr<llvm::TargetMachine>> machines;
+};
+
+/// The MLIR pass manager verifies the module after every pass: a check of
+/// the passes themselves, worth its cost only in debug builds (the module
+/// is verified once after it is built, in every build).
+#ifdef NDEBUG
+constexpr bool kVerifyEachPass = false;
+#else
+constexpr bool kVerifyEachPass = true;
+#endif
+
 /// One compilation's state; one method per stage, in order.
 class Compilation {
 public:
   Compilation(const dsl::KernelDef &def, const ShapeSpec &shape,
               const TileConfig &config, const CompileOptions &options)
       : def(def), shape(shape), options(options), stages(options, out),
-        ctx(mlir::MLIRContext::Threading::DISABLED) {
+        tools(ThreadTools::forThisThread()), ctx(tools.nextContext()) {
     out.config = config;
     out.entryName = entryNameFor(def, config);
     out.abi = KernelABI::of(def);
@@ -185,13 +247,14 @@ private:
   Stages stages;
   Plan thePlan;
   LoweringFacts facts;
-  mlir::MLIRContext ctx;
+  ThreadTools &tools;
+  mlir::MLIRContext &ctx;
   std::string diagnostics;
   std::optional<mlir::ScopedDiagnosticHandler> diag;
   mlir::OwningOpRef<mlir::ModuleOp> module;
   llvm::LLVMContext llctx;
   std::unique_ptr<llvm::Module> llmod;
-  std::unique_ptr<llvm::TargetMachine> tm;
+  llvm::TargetMachine *tm = nullptr; ///< the thread's, for options.arch.
 };
 
 llvm::Error Compilation::plan() {
@@ -234,11 +297,6 @@ llvm::Error Compilation::staticFacts() {
 }
 
 void Compilation::setUpContext() {
-  loadCodegenDialects(ctx);
-  mlir::registerBuiltinDialectTranslation(ctx);
-  mlir::registerLLVMDialectTranslation(ctx);
-  mlir::registerNVVMDialectTranslation(ctx);
-  ctx.printOpOnDiagnostic(false);
   diag.emplace(&ctx, [&](mlir::Diagnostic &d) {
     diagnostics += d.str() + "\n";
     return mlir::success();
@@ -280,6 +338,7 @@ llvm::Error Compilation::lowerMLIR() {
   for (const PassStage &p : passes) {
     if (llvm::Error e = stages.run(p.name, [&]() -> llvm::Error {
           mlir::PassManager pm(&ctx);
+          pm.enableVerifier(kVerifyEachPass);
           pm.addPass(p.make());
           if (mlir::failed(pm.run(*module)))
             return fail("the pass reported failure (see the MLIR dump)");
@@ -315,11 +374,11 @@ llvm::Error Compilation::translate() {
 
 llvm::Error Compilation::optimize() {
   if (llvm::Error e = stages.run("llvm-opt", [&]() -> llvm::Error {
-        llvm::Expected<std::unique_ptr<llvm::TargetMachine>> t =
-            createNVPTXTargetMachine(options.arch);
+        llvm::Expected<llvm::TargetMachine *> t =
+            tools.targetMachine(options.arch);
         if (!t)
           return t.takeError();
-        tm = std::move(*t);
+        tm = *t;
         llmod->setDataLayout(tm->createDataLayout());
         llmod->setTargetTriple(tm->getTargetTriple());
         optimizeModule(*llmod, *tm);

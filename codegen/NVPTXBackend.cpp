@@ -10,6 +10,7 @@
 #include "codegen/Backend.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Analysis/CGSCCPassManager.h"
 #include "llvm/Analysis/LoopAnalysisManager.h"
 #include "llvm/Config/llvm-config.h"
@@ -29,6 +30,15 @@
 using namespace bitfold::codegen;
 
 static constexpr const char *kNVPTXTriple = "nvptx64-nvidia-cuda";
+
+/// Code generation verifies its input module first: a check of the
+/// optimizer, worth its cost in debug builds only (codegen/Codegen.cpp
+/// verifies the translated module in every build).
+#ifdef NDEBUG
+static constexpr bool kReleaseBuild = true;
+#else
+static constexpr bool kReleaseBuild = false;
+#endif
 
 extern "C" void LLVMInitializeNVPTXTarget();
 extern "C" void LLVMInitializeNVPTXTargetInfo();
@@ -71,6 +81,15 @@ llvm::Error bitfold::codegen::checkTargetArch(llvm::StringRef arch) {
     return bad("not an NVIDIA GPU target of the form sm_XY");
   if (sm < unsigned(kMinSmVersion))
     return bad(llvm::formatv("sm_{0} is older than the minimum", sm));
+  // Every compile checks its arch: remember the ones the backend knows
+  // (creating its subtarget info costs about a millisecond).
+  static std::mutex mu;
+  static llvm::StringSet<> known;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (known.contains(arch))
+      return llvm::Error::success();
+  }
   llvm::Expected<const llvm::Target *> target = nvptxTarget();
   if (!target)
     return target.takeError();
@@ -79,6 +98,8 @@ llvm::Error bitfold::codegen::checkTargetArch(llvm::StringRef arch) {
       (*target)->createMCSubtargetInfo(llvm::Triple(kNVPTXTriple), "", ""));
   if (!sti || !sti->isCPUStringValid(arch))
     return bad("not a target LLVM " LLVM_VERSION_STRING "'s NVPTX backend knows");
+  std::lock_guard<std::mutex> lock(mu);
+  known.insert(arch);
   return llvm::Error::success();
 }
 
@@ -110,7 +131,13 @@ void bitfold::codegen::optimizeModule(llvm::Module &m, llvm::TargetMachine &tm) 
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(&tm);
+  // The vectorizers find nothing in bitfold's kernels (the lowering already
+  // emits vector loads and stores; PTX is identical without them) and cost
+  // about 15% of O3.
+  llvm::PipelineTuningOptions tuning;
+  tuning.SLPVectorization = false;
+  tuning.LoopVectorization = false;
+  llvm::PassBuilder pb(&tm, tuning);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -129,7 +156,8 @@ llvm::Expected<std::string> bitfold::codegen::emitPTX(llvm::Module &m,
   llvm::raw_svector_ostream os(text);
   llvm::legacy::PassManager pm;
   if (tm.addPassesToEmitFile(pm, os, nullptr,
-                             llvm::CodeGenFileType::AssemblyFile))
+                             llvm::CodeGenFileType::AssemblyFile,
+                             /*DisableVerify=*/kReleaseBuild))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "NVPTX cannot emit assembly");
   pm.run(m);

@@ -34,13 +34,6 @@ llvm::Error noDriver(const llvm::Twine &what, llvm::Error e) {
                       what + ": " + llvm::toString(std::move(e)));
 }
 
-codegen::CompileOptions compileOptionsFor(const std::string &arch, bool pdl) {
-  codegen::CompileOptions options;
-  options.arch = arch;
-  options.gridDependencyControl = pdl;
-  return options;
-}
-
 double msSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now() - t0)
@@ -213,7 +206,7 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
   // Tuners compile through the cache with the launch's key: the winner is
   // then a hit when the class resolves again.
   req.compile = [rt = &rt, def, shape,
-                 options = compileOptionsFor(arch, key.pdl)](
+                 options = spec::launchOptions(arch, key.pdl)](
                     const codegen::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
     auto k = rt->compileCached(*def, shape, c, options);
@@ -307,7 +300,7 @@ Kernel::specialise(const SpecKey &key, int64_t cols, bool replace) {
   std::string keyText;
   auto compiled =
       rt.compileCached(**def, key.shape.shapeSpec(), *config,
-                       compileOptionsFor(*arch, key.pdl), &keyText,
+                       spec::launchOptions(*arch, key.pdl), &keyText,
                        &entry->origin, matches);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,

@@ -17,6 +17,18 @@
 #             shape (`bitfold run`)                     -> $OUT/compute-sanitizer.txt
 #             knobs: SANITIZE_TEMPLATES, SANITIZE_TOOLS, SANITIZE_JOBS (8
 #             runs at once), SANITIZE_BUDGET_S (stop starting runs after it)
+#   prebuilt  every shape of pkg/prebuilt-shapes.json launched once (`bitfold
+#             run --iters 0`, --tune-db pkg/prebuilt-tune-db.json when
+#             there is one) with BITFOLD_CACHE_DIR = a copy of
+#             pkg/prebuilt-cache (scripts/prebuild-fleet.sh, built on a
+#             machine without a GPU); each must say "0 compiled"
+#                                                       -> $OUT/prebuilt.txt
+#   compile-latency
+#             bin/compile_latency (in the package when it was built with
+#             BITFOLD_PACKAGE_COMPILE_LATENCY=1): every stock kernel x seed
+#             shape compiled in one process, per-stage p50/p95, the first
+#             compile apart
+#                                                       -> $OUT/compile-latency.md
 #   any other word is passed to bash as a command after the package is set up.
 # Usage: bash scripts/device-run.sh version kernels suite
 set -uo pipefail
@@ -95,6 +107,50 @@ sanitize() {
   ! grep -q ' FAILED ' "$summary.runs"
 }
 
+# One line per seed shape: its first launch's cache line; then a summary.
+# When something compiled, the key fields of a new entry and of a prebuilt
+# one, to see what differs between the two machines.
+prebuilt_step() {
+  local dir=/tmp/bf-prebuilt shapes=$root/pkg/prebuilt-shapes.json
+  local log=$OUT/prebuilt.txt runs=0 zero=0
+  [[ -d $root/pkg/prebuilt-cache && -f $shapes ]] || {
+    echo "prebuilt: no pkg/prebuilt-cache (run scripts/prebuild-fleet.sh)"; return 1; }
+  rm -rf "$dir" && cp -r "$root/pkg/prebuilt-cache" "$dir"
+  # The DB that chose the prebuilt configs, when there was one.
+  local db=$root/pkg/prebuilt-tune-db.json
+  [[ -f $db ]] || db=""
+  find "$dir" -name '*.bfk' | sort > /tmp/bf-prebuilt.before
+  { bitfold version | grep -E '^(bitfold|CUDA|GPU 0)'
+    echo "prebuilt on: $(head -1 "$root/pkg/prebuilt-built-by.txt" 2>/dev/null); tune DB: ${db:-none}"
+    while IFS='|' read -r t shape params; do
+      args=("$t" --shape "$shape" --iters 0)
+      [[ -n $params ]] && args+=(--params "$params")
+      [[ -n $db ]] && args+=(--tune-db "$db")
+      line=$(BITFOLD_CACHE_DIR=$dir bitfold run "${args[@]}" 2>&1 | grep '^first launch')
+      runs=$((runs + 1))
+      grep -q 'kernel cache: 0 compiled' <<<"$line" && zero=$((zero + 1))
+      echo "$t $shape ${params:--}: ${line:-NO LAUNCH}"
+    done < <(python3 -c 'import json,sys
+for e in json.load(open(sys.argv[1])):
+    p=",".join(f"{k}={v}" for k,v in sorted(e.get("params",{}).items()))
+    print("|".join([e["template"], e["shape"], p]))' "$shapes")
+    echo "prebuilt: $zero of $runs seed shapes compiled nothing"
+    find "$dir" -name '*.bfk' | sort | comm -13 /tmp/bf-prebuilt.before - > /tmp/bf-prebuilt.new
+    if [[ -s /tmp/bf-prebuilt.new ]]; then
+      echo "compiled here (the key text of one new entry, then of a prebuilt one):"
+      # An entry: "BITFOLD-KERNEL <format>", "<meta bytes> ...", then the
+      # metadata JSON, whose "key" is the full key text.
+      python3 -c 'import json,sys
+for f in sys.argv[1:]:
+    data = open(f, "rb").read()
+    head, sizes, payload = data.split(b"\n", 2)
+    meta = json.loads(payload[:int(sizes.split()[0])])
+    print(meta["key"] + "--")' "$(head -1 /tmp/bf-prebuilt.new)" "$(head -1 /tmp/bf-prebuilt.before)"
+    fi
+    ((zero == runs && runs > 0)); } 2>&1 | tee "$log"
+  return "${PIPESTATUS[0]}"
+}
+
 status=0
 for step in "$@"; do
   case $step in
@@ -105,6 +161,10 @@ for step in "$@"; do
         "$root/tests/gpu" -rs 2>&1 | tee "$OUT/gpu-suite.log" | tail -25 || status=1 ;;
     torch) torch_step || status=1 ;;
     sanitize) sanitize || status=1 ;;
+    prebuilt) prebuilt_step || status=1 ;;
+    compile-latency)
+      /tmp/bf/bin/compile_latency --out "$OUT/compile-latency.md" 2>&1 |
+        tee "$OUT/compile-latency.log" | tail -40 || status=1 ;;
     *) bash -c "$step" || status=1 ;;
   esac
 done

@@ -3,6 +3,9 @@
 # DESIGN.md) and packs what the GPU machine needs into pkg/ (git-ignored):
 #   pkg/bitfold-release.tar.xz   bin/bitfold, bin/launch_latency,
 #                                lib/libbitfold.so (+ .so.0 link), include/
+#                                (BITFOLD_PACKAGE_COMPILE_LATENCY=1: also
+#                                bin/compile_latency, another static LLVM,
+#                                about 15 MiB more)
 # The GPU machine has no LLVM and no zstd command, so the package is
 # self-contained and compressed with xz. Keep it under the 64 MiB carry limit.
 #
@@ -15,7 +18,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BITFOLD_RELEASE_BUILD_DIR:-$root/build-release}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DBITFOLD_STATIC_LLVM=ON -DBITFOLD_BUILD_TESTS=OFF >/dev/null
-ninja -C "$build" -j"$(nproc)" bitfold launch_latency $(ninja -C "$build" -t targets all |
+extra=()
+[[ ${BITFOLD_PACKAGE_COMPILE_LATENCY:-0} == 1 ]] && extra=(compile_latency)
+ninja -C "$build" -j"$(nproc)" bitfold launch_latency "${extra[@]}" $(ninja -C "$build" -t targets all |
   grep -o '^bitfold_shared[^:]*' | head -1 || true)
 
 stage=$(mktemp -d)
@@ -24,6 +29,7 @@ mkdir -p "$stage/bin" "$stage/lib" "$stage/include"
 cp "$build/tools/bitfold" "$stage/bin/"
 # Links libbitfold.so.0 (its SONAME), found through RUNPATH $ORIGIN/../lib.
 cp "$build/bench/launch_latency/launch_latency" "$stage/bin/"
+[[ ${#extra[@]} -gt 0 ]] && cp "$build/bench/compile_latency/compile_latency" "$stage/bin/"
 if [[ -f $build/runtime/libbitfold.so ]]; then
   cp "$build/runtime/libbitfold.so" "$stage/lib/"
   ln -s libbitfold.so "$stage/lib/libbitfold.so.0"

@@ -64,6 +64,25 @@ llvm::StringRef spec::libdeviceIdentity() {
   return "sha256:" BITFOLD_LIBDEVICE_SHA256;
 }
 
+CompileOptions spec::launchOptions(llvm::StringRef arch, bool pdl) {
+  CompileOptions options;
+  options.arch = arch.str();
+  options.gridDependencyControl = pdl;
+  return options;
+}
+
+LaunchCompile spec::launchCompile(const dsl::KernelDef &def,
+                                  const ShapeClass &cls,
+                                  const TileConfig &config,
+                                  llvm::StringRef arch, bool pdl,
+                                  llvm::StringRef toolchain) {
+  LaunchCompile lc;
+  lc.shape = cls.shapeSpec();
+  lc.options = launchOptions(arch, pdl);
+  lc.key = makeCacheKey(def, lc.shape, config, lc.options, toolchain);
+  return lc;
+}
+
 llvm::ArrayRef<const char *> spec::codegenEnvVars() {
   static const char *vars[] = {
       "BITFOLD_CUBIN_TOOL", // the PTX -> cubin tool (codegen/Assemble.cpp)

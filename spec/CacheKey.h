@@ -5,10 +5,11 @@
 // (CompileOptions::keyText), the bitfold and LLVM versions, the PTX -> cubin
 // toolchain, the CUDA libdevice bitcode codegen embeds, and the environment
 // variables that change generated code (an explicit allow-list:
-// codegenEnvVars()). makeCacheKey() is the one place
-// that builds it; the runtime's launch path and `bitfold tune`'s offline
-// cache build both call it, so a cubin the tuner writes is the entry a later
-// launch looks up.
+// codegenEnvVars()). makeCacheKey() is the one place that builds it;
+// launchCompile() wraps it with the options a launch compiles with
+// (launchOptions()), and the runtime's launch path, `bitfold tune` and
+// `bitfold prebuild` (a GPU-less offline cache build) all use those, so a
+// cubin they write is the entry a later launch looks up.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_SPEC_CACHEKEY_H
@@ -59,6 +60,26 @@ CacheKey makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
 /// (codegen/LinkLibdevice.h): "sha256:<hex>" of the file embedded at build
 /// time. In every key, whether or not the program calls libdevice.
 llvm::StringRef libdeviceIdentity();
+
+/// The options a launch on a GPU of `arch` compiles with: the arch and
+/// programmatic dependent launch when `pdl`; every other field default.
+CompileOptions launchOptions(llvm::StringRef arch, bool pdl);
+
+/// What a launch of shape class `cls` compiles and looks up.
+struct LaunchCompile {
+  ShapeSpec shape;        ///< cls.shapeSpec(): rows never enter the key.
+  CompileOptions options; ///< the arch and PDL; every other field default.
+  CacheKey key;
+};
+
+/// The compile (and its key) of `def` for a launch of shape class `cls`
+/// with `config` on a GPU of `arch`, with programmatic dependent launch
+/// when `pdl`, by `toolchain`. The runtime calls it on a launch's first
+/// miss; `bitfold tune` and `bitfold prebuild` call it to write the entries
+/// such a launch finds.
+LaunchCompile launchCompile(const dsl::KernelDef &def, const ShapeClass &cls,
+                            const TileConfig &config, llvm::StringRef arch,
+                            bool pdl, llvm::StringRef toolchain);
 
 /// The environment variables that change generated code (codegen reads
 /// them): the only ones that enter cache keys. Every other variable, the

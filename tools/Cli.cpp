@@ -55,6 +55,13 @@ cl::SubCommand tuneCmd(
             "or merge tune DBs.\n      example: bitfold tune --shapes "
             "bench/shapes/seed-shapes.json --out tuned/\n      example: bitfold "
             "tune merge a.json b.json --out ab.json");
+cl::SubCommand prebuildCmd(
+    "prebuild", "Without a GPU: compile every cubin a launch of the shapes "
+                "on each --arch looks up (tune DB winners, else defaults) "
+                "into a cache directory to ship as $BITFOLD_CACHE_DIR.\n"
+                "      example: bitfold prebuild --shapes "
+                "bench/shapes/seed-shapes.json --tune-db tune-db.json --arch "
+                "sm_80,sm_90 --cache-dir pkg/prebuilt-cache -j 8");
 
 // ---- Options shared by several commands -------------------------------------
 
@@ -65,9 +72,10 @@ cl::list<std::string>
     programOpt("program", cl::value_desc("FILE"),
                cl::desc("a kernel text file (docs/kernel-format.md) instead "
                         "of <kernel>: registered under its program's name "
-                        "(tune: that name may be used in the shapes file)"),
+                        "(tune, prebuild: that name may be used in the "
+                        "shapes file)"),
                cl::sub(interpCmd), cl::sub(compileCmd), cl::sub(runCmd),
-               cl::sub(tuneCmd), cl::cat(category));
+               cl::sub(tuneCmd), cl::sub(prebuildCmd), cl::cat(category));
 cl::opt<std::string>
     shapeOpt("shape", cl::value_desc("DIMS"),
              cl::desc("tensor dims: B,S,D (row-major, or any ...,D), "
@@ -106,9 +114,10 @@ cl::opt<bool> listConfigs("list-configs",
                           cl::sub(compileCmd), cl::cat(category));
 cl::opt<std::string> archOpt(
     "arch", cl::value_desc("sm_XY"),
-    cl::desc("target (interp: whose approximate instructions to model)"),
+    cl::desc("target, default sm_90 (interp: whose approximate "
+             "instructions to model; prebuild: a list, sm_80,sm_90)"),
     cl::init("sm_90"), cl::sub(compileCmd), cl::sub(interpCmd),
-    cl::cat(category));
+    cl::sub(prebuildCmd), cl::cat(category));
 cl::opt<std::string>
     dumpDir("dump-dir", cl::value_desc("DIR"),
             cl::desc("write every stage's IR, the PTX and the cubin"),
@@ -120,16 +129,19 @@ cl::opt<std::string> cubinTool("cubin-tool", cl::value_desc("TOOL"),
                                cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> pdl("pdl",
                   cl::desc("for programmatic dependent launch (sm_90+: "
-                           "griddepcontrol.wait before any memory access)"),
-                  cl::sub(compileCmd), cl::cat(category));
+                           "griddepcontrol.wait before any memory access; "
+                           "prebuild: these variants too)"),
+                  cl::sub(compileCmd), cl::sub(prebuildCmd),
+                  cl::cat(category));
 
 // ---- run --------------------------------------------------------------------
 
 cl::opt<std::string>
     tuneDbOpt("tune-db", cl::value_desc("FILE"),
-              cl::desc("pick the config from this tune DB (default: "
-                       "$BITFOLD_TUNE_DB); --config pins one instead"),
-              cl::sub(runCmd), cl::cat(category));
+              cl::desc("pick the config from this tune DB (run: default "
+                       "$BITFOLD_TUNE_DB, --config pins one instead; "
+                       "prebuild: default configs without it)"),
+              cl::sub(runCmd), cl::sub(prebuildCmd), cl::cat(category));
 cl::opt<unsigned> itersOpt("iters", cl::desc("timed launches"), cl::init(20),
                            cl::sub(runCmd), cl::cat(category));
 cl::opt<unsigned> deviceOpt("device", cl::desc("CUDA device ordinal"),
@@ -166,11 +178,12 @@ cl::list<std::string> tuneWords(cl::Positional,
 cl::opt<std::string> shapesOpt("shapes", cl::value_desc("FILE.json"),
                                cl::desc("JSON list of {template, shape, "
                                         "params}"),
-                               cl::sub(tuneCmd), cl::cat(category));
+                               cl::sub(tuneCmd), cl::sub(prebuildCmd),
+                               cl::cat(category));
 cl::list<std::string> templatesOpt("templates", cl::value_desc("a,b"),
                                    cl::desc("only these kernels"),
                                    cl::CommaSeparated, cl::sub(tuneCmd),
-                                   cl::cat(category));
+                                   cl::sub(prebuildCmd), cl::cat(category));
 cl::opt<std::string> shardOpt("shard", cl::value_desc("i/n"),
                               cl::desc("only tasks i, i+n, i+2n, ..."),
                               cl::init("0/1"), cl::sub(tuneCmd),
@@ -206,6 +219,25 @@ cl::opt<std::string> workerDb("worker-db", cl::Hidden, cl::sub(tuneCmd),
                               cl::cat(category));
 cl::opt<std::string> workerReport("worker-report", cl::Hidden,
                                   cl::sub(tuneCmd), cl::cat(category));
+
+// ---- prebuild ---------------------------------------------------------------
+
+cl::opt<std::string> prebuildCacheDir(
+    "cache-dir", cl::value_desc("DIR"),
+    cl::desc("the cache directory to fill (created if missing)"),
+    cl::sub(prebuildCmd), cl::cat(category));
+cl::list<std::string> gpuOpt("gpu", cl::value_desc("NAME"),
+                             cl::desc("use the tune DB entries of this GPU "
+                                      "(repeatable; default: every GPU of "
+                                      "the arch in the DB)"),
+                             cl::sub(prebuildCmd), cl::cat(category));
+cl::opt<unsigned> jobsOpt("jobs", cl::value_desc("N"),
+                          cl::desc("parallel compiles (default: one per "
+                                   "hardware thread)"),
+                          cl::init(0), cl::sub(prebuildCmd),
+                          cl::cat(category));
+cl::alias jobsShort("j", cl::desc("alias for --jobs"), cl::aliasopt(jobsOpt),
+                    cl::cat(category));
 
 // ---- Dispatch ---------------------------------------------------------------
 
@@ -315,6 +347,25 @@ int tuneFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   return tuneCommand(o, out, err);
 }
 
+int prebuildFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
+  PrebuildOptions o;
+  o.programs.assign(programOpt.begin(), programOpt.end());
+  if (auto names = registerPrograms(); !names)
+    return report(err, "prebuild", names.takeError(), kFailed);
+  o.shapes = shapesOpt;
+  o.templateFilter.assign(templatesOpt.begin(), templatesOpt.end());
+  o.tuneDb = tuneDbOpt;
+  o.gpus.assign(gpuOpt.begin(), gpuOpt.end());
+  llvm::SmallVector<llvm::StringRef, 4> archs;
+  llvm::StringRef(archOpt).split(archs, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef a : archs)
+    o.archs.push_back(a.trim().str());
+  o.cacheDir = prebuildCacheDir;
+  o.jobs = jobsOpt;
+  o.pdl = pdl;
+  return prebuildCommand(o, out, err);
+}
+
 int cacheFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   static const std::pair<llvm::StringRef, CacheAction> actions[] = {
       {"ls", CacheAction::Ls},
@@ -352,13 +403,15 @@ int dispatch(llvm::raw_ostream &out, llvm::raw_ostream &err) {
     return cacheFromFlags(out, err);
   if (tuneCmd)
     return tuneFromFlags(out, err);
+  if (prebuildCmd)
+    return prebuildFromFlags(out, err);
   return report(err, "", "expected a command (bitfold --help lists them)",
                 kUsage);
 }
 
 const cl::SubCommand *const allCommands[] = {
     &versionCmd, &templatesCmd, &interpCmd, &compileCmd,
-    &runCmd,     &cacheCmd,     &tuneCmd};
+    &runCmd,     &cacheCmd,     &tuneCmd,   &prebuildCmd};
 
 /// Once per process: --help lists only bitfold's options; --version.
 void setUpParser() {

@@ -120,6 +120,29 @@ int tuneMergeCommand(const std::vector<std::string> &inputs,
                      const std::string &output, llvm::raw_ostream &out,
                      llvm::raw_ostream &err);
 
+struct PrebuildOptions {
+  std::string shapes;   ///< the shapes file `tune` reads.
+  /// --program files, registered before the shapes file is read.
+  std::vector<std::string> programs;
+  std::vector<std::string> templateFilter;
+  /// Empty: every shape gets the default config.
+  std::string tuneDb;
+  /// GPU names whose tune DB entries are used (--gpu); empty: every GPU of
+  /// each arch the DB holds entries for.
+  std::vector<std::string> gpus;
+  std::vector<std::string> archs; ///< "sm_80", "sm_90", ...
+  std::string cacheDir;
+  unsigned jobs = 0; ///< parallel compiles; 0: one per hardware thread.
+  bool pdl = false;  ///< also the programmatic-dependent-launch variants.
+};
+/// Checks the options (archs known to the backend, counts in range); an
+/// error is a usage one.
+llvm::Error checkPrebuildOptions(const PrebuildOptions &o);
+/// Compiles, without a GPU, every cubin a launch of the shapes on each arch
+/// looks up, into the cache directory (exit 1 when any compile failed).
+int prebuildCommand(const PrebuildOptions &o, llvm::raw_ostream &out,
+                    llvm::raw_ostream &err);
+
 /// Parses argv (argv[0] is the program) and runs the subcommand.
 int runCli(int argc, const char *const *argv, llvm::raw_ostream &out,
            llvm::raw_ostream &err);

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/Commands.h"
+#include "tools/ShapeTasks.h"
 
 #include "autotune/Search.h"
 #include "autotune/ShapeClass.h"
@@ -28,7 +29,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <set>
 
 using namespace bitfold;
 using namespace bitfold::autotune;
@@ -45,41 +45,7 @@ llvm::Error usage(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-/// One shape to tune, planned without a GPU.
-struct Task {
-  ShapeRequest request;
-  templates::Problem problem;
-  codegen::ShapeSpec spec;
-  std::string shapeClass;
-  std::string error; ///< planning failed
-};
-
-std::vector<Task> planTasks(llvm::ArrayRef<ShapeRequest> requests,
-                            llvm::ArrayRef<std::string> filter) {
-  std::vector<Task> tasks;
-  std::set<std::string> seen;
-  for (const ShapeRequest &r : requests) {
-    if (!filter.empty() && !llvm::is_contained(filter, r.templateName))
-      continue;
-    Task t;
-    t.request = r;
-    auto p = templates::makeProblem(r.templateName, r.paramsText(), r.shape);
-    if (!p) {
-      t.error = llvm::toString(p.takeError());
-      tasks.push_back(std::move(t));
-      continue;
-    }
-    t.problem = std::move(*p);
-    spec::ShapeClass cls = tunedShapeClass(*t.problem.def, t.problem.shape);
-    t.spec = cls.shapeSpec();
-    t.shapeClass = cls.str();
-    // One tuning per (kernel, shape class): later shapes of a class reuse it.
-    if (!seen.insert(t.problem.def->hash + "\n" + t.shapeClass).second)
-      continue;
-    tasks.push_back(std::move(t));
-  }
-  return tasks;
-}
+using Task = ShapeTask;
 
 llvm::Expected<std::vector<int>> parseDevices(llvm::StringRef text) {
   std::vector<int> out;
@@ -119,7 +85,6 @@ struct DeviceTuning {
   TuneEnvironment env;
   runtime::Compiler comp;
   runtime::KernelCache cache;
-  codegen::CompileOptions options;
   std::optional<Clock::time_point> deadline;
   // Progress, for the ETA.
   size_t shapesTotal = 0, shapesDone = 0;
@@ -239,10 +204,10 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
   // config is an entry a launch finds when it is pinned or wins.
   CompileConfigFn compile = [&](const codegen::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
-    runtime::CacheKey ck =
-        runtime::makeCacheKey(def, t.spec, c, d.options, d.env.toolchain);
+    spec::LaunchCompile lc = spec::launchCompile(
+        def, t.cls, c, d.env.arch, /*pdl=*/false, d.env.toolchain);
     auto k = d.cache.getOrCompile(
-        ck, [&] { return d.comp.compile(def, t.spec, c, d.options); });
+        lc.key, [&] { return d.comp.compile(def, lc.shape, c, lc.options); });
     if (!k)
       return k.takeError();
     return **k;
@@ -275,9 +240,7 @@ int tuneHere(const TuneOptions &args, const Shard &shard,
                                     comp.toolchainVersion()),
                  comp,
                  runtime::KernelCache(cacheIn(args.out)),
-                 {},
                  std::nullopt};
-  d.options.arch = d.env.arch;
   if (args.budgetS > 0)
     d.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(args.budgetS));
@@ -458,7 +421,7 @@ int tools::tuneCommand(const TuneOptions &args, llvm::raw_ostream &out,
   auto requests = loadShapesFile(args.shapes);
   if (!requests)
     return report(err, "tune", requests.takeError(), kFailed);
-  std::vector<Task> tasks = planTasks(*requests, args.templateFilter);
+  std::vector<Task> tasks = planShapeTasks(*requests, args.templateFilter);
   auto devices = parseDevices(args.devices);
   if (!devices)
     return report(err, "tune", devices.takeError(), kFailed);

@@ -1,173 +1,249 @@
-//===- bench/compile_latency/CompileLatency.cpp - Cold compile latency -----===//
+//===- bench/compile_latency/CompileLatency.cpp - Compile latency ---------===//
 //
-// Measures a cold compile of ln_modulate (1, 4096, 4096), default config, in
-// fresh processes: DSL -> PTX, and DSL -> cubin with nvJitLink and with
-// ptxas. Each repetition is a new process (`--child MODE`), which times
-// building the template, then compile(), and prints one line of numbers;
-// the parent prints medians and per-stage medians as Markdown.
+// Compiles every stock kernel at every seed shape (default config, dense
+// tensors' shape class) in ONE process, `--reps` passes over the list, and
+// prints, as Markdown:
+//   - the first compile of the process on its own (it pays the one-off
+//     costs: LLVM target set-up, the nvJitLink dlopen, first-use caches);
+//   - p50 / p95 of the total and of every named stage over all the other
+//     compiles (a process that has compiled before: the serving case);
+//   - p50 / max of the total per kernel.
+// Nothing is cached between compiles: each one is codegen::compile() from
+// the definition to the cubin.
 //
-//   compile_latency [--reps N] [--out FILE.md]
+//   compile_latency [--reps N] [--arch sm_XY] [--ptx-only] [--out FILE.md]
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
 #include "codegen/CompileCommand.h"
+#include "spec/ShapeSpec.h"
+#include "templates/Problem.h"
+#include "templates/Registry.h"
 
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <map>
+#include <time.h>
 
 using namespace bitfold;
 using namespace bitfold::codegen;
 
 namespace {
 
-int child(llvm::StringRef mode) {
-  auto t0 = std::chrono::steady_clock::now();
-  TemplateRequest r;
-  r.name = "ln_modulate";
-  r.tensorShape = {1, 4096, 4096};
-  llvm::Expected<ShapedTemplate> st = shapeTemplate(r);
-  if (!st) {
-    llvm::errs() << llvm::toString(st.takeError()) << "\n";
-    return 1;
-  }
-  auto t1 = std::chrono::steady_clock::now();
-  CompileOptions opts;
-  opts.emitCubin = mode != "ptx";
-  if (mode != "ptx")
-    opts.cubinTool = mode.str();
-  llvm::Expected<CompiledKernel> k = compile(
-      *st->def, st->shape, defaultConfig(*st->def, st->shape), opts);
-  auto t2 = std::chrono::steady_clock::now();
-  if (!k) {
-    llvm::errs() << llvm::toString(k.takeError()) << "\n";
-    return 1;
-  }
-  auto ms = [](auto a, auto b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  };
-  // total dsl compile stage=ms ...
-  llvm::outs() << llvm::formatv("{0:f3} {1:f3} {2:f3}", ms(t0, t2),
-                                ms(t0, t1), ms(t1, t2));
-  for (const StageTime &s : k->times)
-    llvm::outs() << llvm::formatv(" {0}={1:f3}", s.stage, s.ms);
-  llvm::outs() << " config=" << k->config.str() << "\n";
-  return 0;
+struct Args {
+  int reps = 3;
+  std::string arch = "sm_90";
+  bool ptxOnly = false;
+  std::string out;
+};
+
+/// One kernel at one seed shape, ready to compile.
+struct Case {
+  std::string label; ///< "conv_bias 1,96,4,480,832".
+  std::string kernel;
+  ShapedTemplate shaped;
+  TileConfig config;
+};
+
+/// One compile's times.
+struct Sample {
+  const Case *c;
+  double totalMs;
+  double cpuMs; ///< the process CPU time: robust on a shared machine.
+  std::vector<StageTime> stages;
+};
+
+double processCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2]
-                                      : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-} // namespace
-
-int main(int argc, char **argv) {
-  if (argc == 3 && llvm::StringRef(argv[1]) == "--child")
-    return child(argv[2]);
-  int reps = 11;
-  std::string outPath;
-  for (int i = 1; i < argc; ++i) {
-    llvm::StringRef a = argv[i];
-    if (a == "--reps" && i + 1 < argc)
-      reps = std::atoi(argv[++i]);
-    else if (a == "--out" && i + 1 < argc)
-      outPath = argv[++i];
-    else {
-      llvm::errs() << "usage: compile_latency [--reps N] [--out FILE.md]\n";
-      return 2;
+llvm::Expected<std::vector<Case>> stockCases() {
+  std::vector<Case> cases;
+  for (const templates::DescriptorRef &d : templates::Registry::global().all())
+    for (const std::string &shape : d->seedShapes) {
+      auto p = templates::makeProblem(d->name, "", shape);
+      if (!p)
+        return p.takeError();
+      Case c{d->name + " " + shape, d->name, shapeProblem(*p), {}};
+      c.config = defaultConfig(*c.shaped.def, c.shaped.shape);
+      cases.push_back(std::move(c));
     }
+  return cases;
+}
+
+llvm::Expected<Sample> compileOnce(const Case &c, const Args &a) {
+  CompileOptions opts;
+  opts.arch = a.arch;
+  opts.emitCubin = !a.ptxOnly;
+  double cpu0 = processCpuMs();
+  auto t0 = std::chrono::steady_clock::now();
+  auto k = compile(*c.shaped.def, c.shaped.shape, c.config, opts);
+  double cpu = processCpuMs() - cpu0;
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - t0)
+                  .count();
+  if (!k)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   c.label + ": " +
+                                       llvm::toString(k.takeError()));
+  return Sample{&c, ms, cpu, k->times};
+}
+
+/// The q-quantile (nearest rank) of `v`.
+double quantile(std::vector<double> v, double q) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = size_t(std::ceil(q * double(v.size())));
+  return v[std::min(v.size() - 1, rank ? rank - 1 : 0)];
+}
+
+void printFirst(const Sample &s, llvm::raw_ostream &os) {
+  os << llvm::formatv("## First compile of the process\n\n{0}: **{1:f1} ms**"
+                      " wall, {2:f1} ms CPU\n\n| stage | ms |\n|---|---|\n",
+                      s.c->label, s.totalMs, s.cpuMs);
+  for (const StageTime &t : s.stages)
+    os << llvm::formatv("| {0} | {1:f2} |\n", t.stage, t.ms);
+  os << "\n";
+}
+
+/// Per-stage and total p50 / p95 over `rest` (stages in compile order).
+void printStages(llvm::ArrayRef<Sample> rest, llvm::raw_ostream &os) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> byStage;
+  std::vector<double> totals, cpus, stageSums;
+  for (const Sample &s : rest) {
+    totals.push_back(s.totalMs);
+    cpus.push_back(s.cpuMs);
+    double sum = 0;
+    for (const StageTime &t : s.stages) {
+      if (!byStage.count(t.stage))
+        order.push_back(t.stage);
+      byStage[t.stage].push_back(t.ms);
+      sum += t.ms;
+    }
+    stageSums.push_back(sum);
   }
-  std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&main);
+  os << llvm::formatv("## The other {0} compiles (a process that has "
+                      "compiled before)\n\ntotal wall: p50 **{1:f1} ms**, "
+                      "p95 **{2:f1} ms**, max {3:f1} ms; the process CPU "
+                      "time: p50 {4:f1} ms, p95 {5:f1} ms; the stages alone "
+                      "(wall): p50 {6:f1}, p95 {7:f1}\n\n| stage | p50 ms "
+                      "| p95 ms |\n|---|---|---|\n",
+                      rest.size(), quantile(totals, 0.5),
+                      quantile(totals, 0.95), quantile(totals, 1.0),
+                      quantile(cpus, 0.5), quantile(cpus, 0.95),
+                      quantile(stageSums, 0.5), quantile(stageSums, 0.95));
+  for (const std::string &st : order)
+    os << llvm::formatv("| {0} | {1:f2} | {2:f2} |\n", st,
+                        quantile(byStage[st], 0.5),
+                        quantile(byStage[st], 0.95));
+  os << "\n";
+}
+
+void printPerKernel(llvm::ArrayRef<Sample> rest, llvm::raw_ostream &os) {
+  std::map<std::string, std::vector<double>> byKernel;
+  for (const Sample &s : rest)
+    byKernel[s.c->kernel].push_back(s.totalMs);
+  os << "## Per kernel (the other compiles, wall)\n\n| kernel | compiles | "
+        "p50 ms | max ms |\n|---|---|---|---|\n";
+  for (auto &[k, v] : byKernel)
+    os << llvm::formatv("| {0} | {1} | {2:f1} | {3:f1} |\n", k, v.size(),
+                        quantile(v, 0.5), quantile(v, 1.0));
+  os << "\n";
+}
+
+llvm::Expected<Args> parseArgs(int argc, char **argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg = argv[i];
+    bool hasValue = i + 1 < argc;
+    if (arg == "--reps" && hasValue && (a.reps = std::atoi(argv[++i])) > 0)
+      continue;
+    if (arg == "--arch" && hasValue) {
+      a.arch = argv[++i];
+      continue;
+    }
+    if (arg == "--out" && hasValue) {
+      a.out = argv[++i];
+      continue;
+    }
+    if (arg == "--ptx-only") {
+      a.ptxOnly = true;
+      continue;
+    }
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "usage: compile_latency [--reps N] [--arch sm_XY] [--ptx-only] "
+        "[--out FILE.md]");
+  }
+  return a;
+}
+
+int writeReport(const Args &a, llvm::ArrayRef<Sample> samples,
+                size_t numCases) {
   std::string md;
   llvm::raw_string_ostream os(md);
   char date[32];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&now));
-  os << "# Cold compile latency: ln_modulate (1, 4096, 4096), bf16\n\n"
-     << "Date: " << date << ". Each number is the median of " << reps
-     << " fresh processes (one compile each, nothing cached), measured from "
-        "the start of `main`'s work: building the template + compile().\n"
-     << "Toolchain: " << toolchainVersion() << ".\n\n";
-  std::string config;
-  for (const char *mode : {"ptx", "nvJitLink", "ptxas"}) {
-    std::vector<double> total, dsl, comp;
-    std::map<std::string, std::vector<double>> stages;
-    std::vector<std::string> order;
-    bool failed = false;
-    for (int r = 0; r < reps; ++r) {
-      llvm::SmallString<128> outFile;
-      llvm::sys::fs::createTemporaryFile("bitfold-bench", "txt", outFile);
-      std::optional<llvm::StringRef> redirects[] = {
-          std::nullopt, llvm::StringRef(outFile), llvm::StringRef(outFile)};
-      llvm::StringRef args[] = {self, "--child", mode};
-      int rc = llvm::sys::ExecuteAndWait(self, args, std::nullopt, redirects);
-      auto buf = llvm::MemoryBuffer::getFile(outFile);
-      std::string text = buf ? (*buf)->getBuffer().trim().str() : "";
-      llvm::sys::fs::remove(outFile);
-      if (rc != 0) {
-        os << "- " << mode << ": failed: " << text << "\n";
-        failed = true;
-        break;
-      }
-      llvm::SmallVector<llvm::StringRef, 16> f;
-      llvm::StringRef(text).split(f, ' ');
-      double v[3];
-      for (int i = 0; i < 3; ++i)
-        f[i].getAsDouble(v[i]);
-      total.push_back(v[0]);
-      dsl.push_back(v[1]);
-      comp.push_back(v[2]);
-      for (size_t i = 3; i < f.size(); ++i) {
-        auto [k, val] = f[i].split('=');
-        if (k == "config") {
-          config = val.str();
-          continue;
-        }
-        double d;
-        val.getAsDouble(d);
-        if (!stages.count(k.str()))
-          order.push_back(k.str());
-        stages[k.str()].push_back(d);
-      }
-    }
-    if (failed)
-      continue;
-    llvm::StringRef what = llvm::StringRef(mode) == "ptx"
-                               ? "DSL -> PTX"
-                               : llvm::StringRef(mode) == "nvJitLink"
-                                     ? "DSL -> cubin (nvJitLink)"
-                                     : "DSL -> cubin (ptxas subprocess)";
-    os << llvm::formatv("## {0}\n\nmedian total **{1:f1} ms** (template "
-                        "{2:f2} ms, compile() {3:f1} ms); min {4:f1}, max "
-                        "{5:f1}\n\n| stage | median ms |\n|---|---|\n",
-                        what, median(total), median(dsl), median(comp),
-                        *std::min_element(total.begin(), total.end()),
-                        *std::max_element(total.begin(), total.end()));
-    for (const std::string &s : order)
-      os << llvm::formatv("| {0} | {1:f2} |\n", s, median(stages[s]));
-    os << "\n";
-  }
-  os << "Config: " << config << " (defaultConfig).\n";
+  os << "# Compile latency: every stock kernel x seed shape, one process\n\n"
+     << "Date: " << date << ". " << numCases << " (kernel, seed shape) "
+     << "cases, default config, " << a.arch << ", " << a.reps << " passes, "
+     << (a.ptxOnly ? "DSL -> PTX" : "DSL -> cubin")
+     << "; each compile is codegen::compile() from the definition (nothing "
+        "cached).\nToolchain: "
+     << toolchainVersion() << ".\n\n";
+  printFirst(samples.front(), os);
+  printStages(samples.drop_front(), os);
+  printPerKernel(samples.drop_front(), os);
   llvm::outs() << md;
-  if (!outPath.empty()) {
-    std::error_code ec;
-    llvm::raw_fd_ostream f(outPath, ec);
-    if (ec) {
-      llvm::errs() << "cannot write " << outPath << "\n";
-      return 1;
-    }
-    f << md;
+  if (a.out.empty())
+    return 0;
+  std::error_code ec;
+  llvm::raw_fd_ostream f(a.out, ec);
+  if (ec) {
+    llvm::errs() << "cannot write " << a.out << ": " << ec.message() << "\n";
+    return 1;
   }
+  f << md;
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  auto args = parseArgs(argc, argv);
+  if (!args) {
+    llvm::errs() << llvm::toString(args.takeError()) << "\n";
+    return 2;
+  }
+  auto cases = stockCases();
+  if (!cases) {
+    llvm::errs() << llvm::toString(cases.takeError()) << "\n";
+    return 1;
+  }
+  std::vector<Sample> samples;
+  for (int r = 0; r < args->reps; ++r)
+    for (const Case &c : *cases) {
+      auto s = compileOnce(c, *args);
+      if (!s) {
+        llvm::errs() << llvm::toString(s.takeError()) << "\n";
+        return 1;
+      }
+      samples.push_back(std::move(*s));
+    }
+  if (samples.size() < 2) {
+    llvm::errs() << "compile_latency: fewer than two compiles\n";
+    return 1;
+  }
+  return writeReport(*args, samples, cases->size());
 }

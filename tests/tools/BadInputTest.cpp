@@ -41,17 +41,6 @@ void expectUsage(const std::vector<std::string> &args,
       << joined(args) << "\nstderr: " << o.err;
 }
 
-struct TempDir {
-  TempDir() {
-    llvm::SmallString<128> p;
-    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("bitfold-cli-test", p));
-    path = std::string(p);
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string file(const std::string &name) const { return path + "/" + name; }
-  std::string path;
-};
-
 TEST(BadInput, SeedMustBeAnUnsigned64BitInteger) {
   for (const char *seed : {"abc", "1180591620717411303424", "-1", ""})
     expectUsage({"interp", "ln_modulate", "--shape", "1,8,64", "--seed", seed},

@@ -30,38 +30,7 @@ const bool fakeDriver = [] {
   return true;
 }();
 
-const char *kScale = R"(bitfold.row_program cli_user_scale v1
-groups 1
-guard cols % 1 == 0, 1 <= cols <= 16777216
-input x : bf16 row_major per_element
-scalar a : f32 default 2
-body:
-  %x = load x : bf16
-  %xf = extend %x : f32
-  %a = scalar a : f32
-  %p = mul %xf, %a : f32
-  %y = round to bf16 %p : bf16
-  output y : bf16 row_major = %y
-)";
-
-/// A temporary directory holding files; removed at the end of the test.
-struct TempDir {
-  llvm::SmallString<128> path;
-  TempDir() {
-    EXPECT_FALSE(bool(llvm::sys::fs::createUniqueDirectory("bitfold-prog",
-                                                           path)));
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string write(llvm::StringRef name, llvm::StringRef text) {
-    llvm::SmallString<128> file(path);
-    llvm::sys::path::append(file, name);
-    std::error_code ec;
-    llvm::raw_fd_ostream os(file, ec);
-    EXPECT_FALSE(ec) << file.str().str();
-    os << text;
-    return file.str().str();
-  }
-};
+const std::string kScale = scaleProgram("cli_user_scale");
 
 TEST(Program, InterpCompileAndRunTakeAProgramFile) {
   ASSERT_TRUE(fakeDriver);
