@@ -199,7 +199,7 @@ TEST(LaunchConcurrency, ThreadsLaunchingDifferentKernelsShapesAndDevicesEachGetT
     }
     for (int i = 0; i < 3 * kCols; ++i) {
       int64_t cols = 64 * (1 + (i + t) % kCols);
-      int device = (i + t) % 2;
+      int device = (i + t) / kCols % 2; // both devices for every cols
       std::string what = "thread " + std::to_string(t) + " cols " +
                          std::to_string(cols) + " device " +
                          std::to_string(device);
