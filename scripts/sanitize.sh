@@ -3,8 +3,9 @@
 # the CPU suite there:
 #   asan  BITFOLD_SANITIZE=address,undefined in build-asan/: every target
 #         and every CPU test (CTest, fuzz targets included; not the
-#         installed-package and example tests, which build plain consumers
-#         against the sanitized library), UBSan fatal on the first report.
+#         installed-package, example and Python tests, which load the
+#         sanitized library into unsanitized programs), UBSan fatal on the
+#         first report.
 #   tsan  BITFOLD_SANITIZE=thread in build-tsan/: the threading tests,
 #         found by name: every gtest case whose "Suite, Name" matches
 #         TSAN_TESTS (default: Concurren|ManyThreads|PerThread|Racing|Parallel|Background).
@@ -47,8 +48,6 @@ configure() { # dir sanitizers [cmake args...]
   fi
 }
 
-# The installed-package test links a plain C consumer against the
-# sanitized libbitfold.so: not meaningful here.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
@@ -83,23 +82,26 @@ for step in "${steps[@]}"; do
       dir=$base/build-asan
       configure "$dir" address,undefined
       # SANITIZE_TARGETS / SANITIZE_TESTS narrow a run (default: all).
+      # Not run: the installed-package, example and Python tests load the
+      # sanitized libbitfold.so into plain (unsanitized) programs, which
+      # ASan refuses (its runtime must come first).
       # shellcheck disable=SC2086
       "${nice_cmd[@]}" ninja -C "$dir" -j"$jobs" ${SANITIZE_TARGETS:-}
       (cd "$dir" && "${nice_cmd[@]}" ctest -j"$jobs" --output-on-failure \
-         -E 'InstalledPackage|^examples\.' ${SANITIZE_TESTS:+-R "$SANITIZE_TESTS"} \
+         -E 'InstalledPackage|^examples\.|^python\.' ${SANITIZE_TESTS:+-R "$SANITIZE_TESTS"} \
          2>&1 | tee sanitize.log | tail -15) || status=1
       grep -q '100% tests passed' "$dir/sanitize.log" || status=1 ;;
     tsan)
       dir=$base/build-tsan
       configure "$dir" thread
       pattern=${TSAN_TESTS:-Concurren|ManyThreads|PerThread|Racing|Parallel|Background}
-      mapfile -t targets < <(threading_targets "$dir" "$pattern")
-      if [[ ${#targets[@]} -eq 0 ]]; then
+      mapfile -t tsan_targets < <(threading_targets "$dir" "$pattern")
+      if [[ ${#tsan_targets[@]} -eq 0 ]]; then
         echo "sanitize.sh: no test matches '$pattern'" >&2
         status=1
         continue
       fi
-      "${nice_cmd[@]}" ninja -C "$dir" -j"$jobs" "${targets[@]}"
+      "${nice_cmd[@]}" ninja -C "$dir" -j"$jobs" "${tsan_targets[@]}"
       (cd "$dir" && "${nice_cmd[@]}" ctest -j"$jobs" --output-on-failure \
          -R "$pattern" 2>&1 | tee sanitize.log | tail -15) || status=1
       grep -q '100% tests passed' "$dir/sanitize.log" || status=1 ;;
