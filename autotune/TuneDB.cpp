@@ -6,7 +6,6 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <nlohmann/json.hpp>
@@ -333,13 +332,15 @@ llvm::Error TuneDB::save(llvm::StringRef path) const {
   if (!dir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dir))
       return dbError("cannot create '" + dir + "': " + ec.message());
-  std::string tmp = llvm::formatv("{0}.tmp.{1}", path,
-                                  llvm::sys::Process::getProcessId());
+  // A name of its own per save: threads of one process (two policies, or a
+  // policy's worker and a synchronous tune) may save one file at once.
+  llvm::SmallString<256> tmp;
+  int fd = -1;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueFile(path + ".tmp.%%%%%%%%", fd, tmp))
+    return dbError("cannot write '" + path + ".tmp.*': " + ec.message());
   {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return dbError("cannot write '" + tmp + "': " + ec.message());
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << toJsonText();
     os.close();
     if (os.has_error()) {

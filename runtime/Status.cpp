@@ -5,6 +5,7 @@
 #include "llvm/Support/ErrorHandling.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 using namespace bitfold::runtime;
@@ -24,8 +25,12 @@ void onFatalError(void *, const char *reason, bool) {
   report("fatal error", reason);
 }
 
-void onBadAlloc(void *, const char *reason, bool) {
+// LLVM treats a returning bad-alloc handler as unreachable (LLVM 22 traps
+// right after the call), so this one ends the process itself, as LLVM does
+// without a handler.
+[[noreturn]] void onBadAlloc(void *, const char *reason, bool) {
   report("out of memory", reason);
+  std::abort();
 }
 
 } // namespace

@@ -39,8 +39,9 @@ llvm::Error withContext(llvm::Error e, const llvm::Twine &prefix);
 
 /// Installs LLVM's fatal-error and bad-alloc handlers, once per process
 /// (bitfold_runtime_create calls it). LLVM does not allow recovery from
-/// either: after the handler returns it exits (fatal error) or aborts
-/// (allocation failure), and throwing through LLVM's frames is unsafe. So
+/// either: after the fatal-error handler returns LLVM exits(1); the
+/// bad-alloc handler must not return, so it aborts itself; and throwing
+/// through LLVM's frames is unsafe. So
 /// the handlers only make the end explicit and attributable: "bitfold:
 /// fatal error in LLVM: <reason>" on stderr, instead of a bare abort. The
 /// runtime's real defence is never to reach them: inputs LLVM would die on

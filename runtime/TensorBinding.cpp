@@ -245,7 +245,13 @@ llvm::Error Binder::checkExtent(int g, int i, const DLTensor &t, Extent &ext) {
     int64_t acc = 1;
     for (int d = t.ndim - 1; d >= 0; --d) {
       st[d] = acc;
-      acc *= std::max<int64_t>(t.shape[d], 1);
+      // An empty tensor's other dims may multiply past int64 (numel is 0).
+      if (d > 0 &&
+          __builtin_mul_overflow(acc, std::max<int64_t>(t.shape[d], 1), &acc))
+        return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
+                    llvm::formatv("has shape {0}, whose compact strides "
+                                  "overflow int64",
+                                  shapeText(t)));
     }
   }
   return def.operands[i].layout == Layout::ChannelsLast

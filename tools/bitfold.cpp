@@ -10,6 +10,10 @@
 
 #include "tools/Commands.h"
 
+#include "runtime/Status.h"
+
 int main(int argc, char **argv) {
+  // A fatal error inside LLVM ends the process: say it was bitfold's.
+  bitfold::runtime::installLlvmErrorHandlers();
   return bitfold::tools::runCli(argc, argv, llvm::outs(), llvm::errs());
 }

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 
 using namespace bitfold;
@@ -159,18 +160,20 @@ TEST_F(DriverFault, InvalidContextIsReportedAndNotRemembered) {
   EXPECT_EQ(fakeCount("cuModuleLoadData"), loads + 1);
 }
 
-TEST(LlvmErrorHandlers, FatalErrorNamesBitfoldInsteadOfABareAbort) {
-  // LLVM exits after the handler returns (no recovery is possible): check
-  // the message and the exit in a child.
+namespace {
+
+/// Runs `body` in a forked child with the handlers installed; returns its
+/// wait status and what it wrote to stderr.
+template <typename Body> std::pair<int, std::string> inChild(Body body) {
   int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
+  EXPECT_EQ(::pipe(fds), 0);
   pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
+  EXPECT_GE(pid, 0);
   if (pid == 0) {
     ::dup2(fds[1], 2);
     installLlvmErrorHandlers();
-    llvm::report_fatal_error("Cannot select: intrinsic %llvm.nvvm.fake",
-                             /*gen_crash_diag=*/false);
+    body();
+    ::_exit(0);
   }
   ::close(fds[1]);
   std::string text;
@@ -181,9 +184,34 @@ TEST(LlvmErrorHandlers, FatalErrorNamesBitfoldInsteadOfABareAbort) {
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
+  return {status, text};
+}
+
+} // namespace
+
+TEST(LlvmErrorHandlers, FatalErrorNamesBitfoldInsteadOfABareAbort) {
+  // LLVM exits after the handler returns (no recovery is possible): check
+  // the message and the exit in a child.
+  auto [status, text] = inChild([] {
+    llvm::report_fatal_error("Cannot select: intrinsic %llvm.nvvm.fake",
+                             /*gen_crash_diag=*/false);
+  });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
   EXPECT_NE(text.find("bitfold: fatal error in LLVM: Cannot select: intrinsic "
                       "%llvm.nvvm.fake"),
+            std::string::npos)
+      << text;
+}
+
+TEST(LlvmErrorHandlers, AllocationFailureNamesBitfoldAndAborts) {
+  // LLVM must not get control back from the bad-alloc handler (it traps
+  // there): the handler aborts, as LLVM would without one.
+  auto [status, text] = inChild([] {
+    llvm::report_bad_alloc_error("Allocation failed", false);
+  });
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)
+      << "wait status " << status << " (SIGTRAP is " << SIGTRAP << ")";
+  EXPECT_NE(text.find("bitfold: out of memory in LLVM: Allocation failed"),
             std::string::npos)
       << text;
 }

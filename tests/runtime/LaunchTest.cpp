@@ -823,6 +823,19 @@ TEST_F(Launch, ByteOffsetsThatWrapTheAddressSpaceAreRejected) {
       << msg;
 }
 
+TEST_F(Launch, CompactStridesThatOverflowAreRejected) {
+  // An empty tensor (a 0 dim) whose other dims multiply past int64: its
+  // implied strides overflowed (UBSan, found by fuzz.capi).
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({0, int64_t(1) << 62, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  llvm::Error e = launch(k, {&x, &sc, &sh, &y}, {1e-5f});
+  std::string msg;
+  EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_UNSUPPORTED);
+  EXPECT_NE(msg.find("compact strides overflow int64"), std::string::npos)
+      << msg;
+}
+
 TEST_F(Launch, DeviceTypesOutsideTheDLPackEnumAreRejected) {
   Kernel *k = kernel("ln_modulate");
   Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
