@@ -45,6 +45,11 @@ def no_fallback(op):
     assert s["launches"] > 0, f"{op} never launched"
 
 
+def fell_back(op, reason):
+    s = bt.stats().get(op, {"fallbacks": {}})
+    assert reason in s["fallbacks"], f"{op}: expected a '{reason}' fallback, got {s['fallbacks']}"
+
+
 def both(op):
     """The direct op and the registered custom op."""
     return [getattr(bt, op), getattr(torch.ops.bitfold, op)]
@@ -217,7 +222,17 @@ def test_hf_rmsnorm(shape, dtype, weight_dtype, residual, modulate):
         check("hf_rmsnorm", o, e, f"direct {what}")
     for o, e in zip(torch.ops.bitfold.hf_rmsnorm(x, w, 1e-6, r, sc, sh), expect):
         check("hf_rmsnorm", o, e, f"custom op {what}")
-    no_fallback("hf_rmsnorm")
+    if d % 4 and d >= 128:
+        # aten gives such rows a head and tail the template refuses (and 15
+        # rows are below the order's 16): the op must fall back, equal bits.
+        fell_back("hf_rmsnorm", "shape")
+    elif residual and dtype == torch.float32 and d >= 3600:
+        # Known gap (issue 13): f32 rows with a residual of D >= ~3600 have no
+        # legal config (32 lanes hold D/32 f32 values each), so the compile
+        # fails and the op computes eager.
+        fell_back("hf_rmsnorm", "compile")
+    else:
+        no_fallback("hf_rmsnorm")
 
 
 @needs_template("hf_rmsnorm", "dtype=bf16,weight=bf16,residual=0,modulate=0")
