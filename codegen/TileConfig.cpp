@@ -9,6 +9,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <bit>
@@ -22,6 +23,9 @@ using dsl::KernelDef;
 using dsl::Op;
 
 namespace {
+
+/// The most vector accesses of a row one thread unrolls.
+constexpr int64_t kMaxVectorsPerThread = 4096;
 
 llvm::Error illegal(const TileConfig &c, const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -301,6 +305,16 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
                                        const TileConfig &c) {
   if (llvm::Error e = checkShapeAndConfig(def, shape, c))
     return std::move(e);
+  // A thread's share of a row is unrolled: bound it, or a config (one
+  // thread on an elementwise row of 2^24 columns) makes codegen build an
+  // unbounded kernel. No seed shape comes near it (8192 columns at most).
+  const int64_t perThread = llvm::divideCeil(
+      shape.cols, int64_t(c.threadsPerRow) * c.vectorElems);
+  if (perThread > kMaxVectorsPerThread)
+    return illegal(c, llvm::formatv("each thread would handle {0} vectors of "
+                                    "a row (at most {1}): use more threads "
+                                    "per row or wider vectors",
+                                    perThread, kMaxVectorsPerThread));
   Plan plan;
   plan.config = c;
   plan.cols = shape.cols;

@@ -191,6 +191,18 @@ TEST(TileConfig, IllegalConfigsSayWhy) {
   EXPECT_FALSE(bool(checkConfig(*wan.def, wan.shape, {4, 64, 1, true})));
 }
 
+TEST(TileConfig, AThreadsShareOfARowIsBounded) {
+  // One thread per row on an elementwise row of 2^24 columns would unroll
+  // 2^21 vector accesses (the codegen fuzzer's input, 3 GB before this
+  // check): refused with the count, while a config that spreads the row
+  // stays legal.
+  ShapedTemplate rg =
+      shaped(req("residual_gate", {1, 1, int64_t(1) << 24}));
+  std::string why = errorOf(checkConfig(*rg.def, rg.shape, {32, 1, 8, false}));
+  EXPECT_NE(why.find("2097152 vectors"), std::string::npos) << why;
+  EXPECT_FALSE(bool(checkConfig(*rg.def, rg.shape, {1, 1024, 8, false})));
+}
+
 TEST(TileConfig, EverySeedSpaceHasSeveralConfigsAndALegalDefault) {
   for (const SeedCase &sc : seedCases()) {
     ShapedTemplate st = shaped(sc.req);
