@@ -15,28 +15,20 @@
 #ifndef BITFOLD_DSL_LIBDEVICESEQUENCES_H
 #define BITFOLD_DSL_LIBDEVICESEQUENCES_H
 
+#include "dsl/ApproxTables.h"
+
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace bitfold::dsl::libdevice {
 
-inline uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-inline float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using approx::bitsFloat;
+using approx::floatBits;
 
 /// The GPU's f32 arithmetic returns one NaN, 0x7fffffff, whatever the
 /// operands (the host keeps payloads or makes 0xffc00000).
 inline float gpuNaN(float r) {
-  return std::isnan(r) ? floatOf(0x7fffffffu) : r;
+  return std::isnan(r) ? bitsFloat(0x7fffffffu) : r;
 }
 
 /// __nv_logf: subnormals scaled by 2^23; x = m * 2^e with m in
@@ -49,9 +41,9 @@ inline float logfSequence(float a) {
     x = a * 0x1p23f;
     i = -23.0f;
   }
-  uint32_t xb = bitsOf(x);
+  uint32_t xb = floatBits(x);
   uint32_t e = (xb - 1059760811u) & 0xff800000u;
-  float m = floatOf(xb - e);
+  float m = bitsFloat(xb - e);
   float ie = std::fma(float(int32_t(e)), 0x1p-23f, i);
   float f = m - 1.0f;
   float p = std::fma(-0x1.0aa04ep-3f, f, 0x1.2073ecp-3f);
