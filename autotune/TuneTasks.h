@@ -7,7 +7,7 @@
 //    "params": {"dtype": "bf16"}}
 // "params" is optional; its keys are the template parameters of the C API
 // (dtype, bias_dtype, residual, gate); values are strings, numbers or
-// booleans. bench/shapes/seed-shapes.json is the NUMERICS.md seed set.
+// booleans. bench/shapes/seed-shapes.json is the docs/numerics.md seed set.
 //
 // Shards: "--shard i/n" takes the tasks whose index (in file order, after
 // the template filter and de-duplication by shape class) is i modulo n.

@@ -2,7 +2,7 @@
 custom-op path, eager PyTorch and the pieces a direct call is made of; and
 what the copy of strided (fused-QKV) q/k views costs qk_layernorm.
 
-    python3 bench/host_cost.py [--out DIR]     (GPU machine; writes DIR/host_cost.md/.json)
+    python3 bench/host_cost.py [--out DIR]     (GPU host; writes DIR/host_cost.md/.json)
     python3 bench/host_cost.py --fake-lib L --fake-cuda C [--out DIR]
         (CPU: host tensors launched over the fake driver (tests/runtime/
         FakeCuda.cpp) through libbitfold-fakecodegen.so: the Python side and

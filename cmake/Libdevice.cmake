@@ -1,5 +1,5 @@
 # CUDA libdevice, the bitcode nvcc links for expf/logf/tanhf/erff. codegen
-# embeds it (codegen/LinkLibdevice.cpp, .incbin) because the GPU machine has
+# embeds it (codegen/LinkLibdevice.cpp, .incbin) because a GPU host has
 # no toolkit, and its hash enters every cache key (spec/CacheKey.cpp), so a
 # build with another libdevice never reuses a cubin.
 #   BITFOLD_LIBDEVICE_FILE    the bitcode's path (FindCUDAToolkit's root)

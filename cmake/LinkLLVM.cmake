@@ -71,7 +71,7 @@ function(bitfold_finalize_llvm)
   list(LENGTH mlir_libs n_mlir)
   list(LENGTH llvm_libs n_llvm)
   message(STATUS "bitfold: static link of ${n_mlir} MLIR and ${n_llvm} LLVM archives")
-  # libstdc++ too: the GPU machine's may be older or newer than ours.
+  # libstdc++ too: a GPU host's may be older or newer than ours.
   string(JOIN " " group ${mlir_libs} ${llvm_libs})
   set_property(TARGET bitfold_llvm_static PROPERTY INTERFACE_LINK_LIBRARIES
     -static-libstdc++ -static-libgcc

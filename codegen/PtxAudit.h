@@ -1,6 +1,6 @@
 //===- codegen/PtxAudit.h - Check the bit-exactness rules on PTX --*- C++ -*-===//
 //
-// The rules of DESIGN.md "Bit-exact code generation", checked on PTX text:
+// The rules of docs/design.md ("Invariants", numerics), checked on PTX text:
 //  - every fp32 add/sub/mul is .rn (ptxas never fuses .rn ops);
 //  - fma.rn.f32 appears only where the program wrote fma: the PTX holds at
 //    most as many as the optimized LLVM IR has llvm.fma calls (the backend

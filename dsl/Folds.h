@@ -1,7 +1,7 @@
 //===- dsl/Folds.h - Stock fold orders and combiners -------------*- C++ -*-===//
 //
 // The fold orders and combiners of the references bitfold reproduces. Each
-// one is data / DSL code; see NUMERICS.md for the reference it copies.
+// one is data / DSL code; see docs/numerics.md for the reference it copies.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_DSL_FOLDS_H

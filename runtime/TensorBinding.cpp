@@ -562,7 +562,7 @@ llvm::Error bitfold::runtime::checkDefLimits(const KernelDef &def) {
 int bitfold::runtime::referenceAlignBytes(const KernelDef &def,
                                           const OperandDecl &op) {
   // The template's guard (e.g. aten's vectorized layer norm runs only when
-  // x and y are aligned to its 4-element vectors; NUMERICS.md 1 and 2).
+  // x and y are aligned to its 4-element vectors; docs/numerics.md 1 and 2).
   return op.guardAlignElems * int(dsl::dtypeBytes(op.dtype));
 }
 

@@ -31,7 +31,7 @@ lib=$(readlink -f "$lib")
 version=$(sed -n 's/^project(bitfold VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 arch=$(uname -m)
 # The version names the library's symbols need sit in its .dynstr; read them
-# with Python so binutils is not needed (the GPU machine builds it too).
+# with Python so binutils is not needed (a GPU host builds it too).
 read -r glibc glibcxx < <(python3 - "$lib" <<'PY'
 import re, sys
 data = open(sys.argv[1], "rb").read()

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Runs ON THE GPU MACHINE (through the `device` tool, carry: ["pkg", ".whl"]).
-# Unpacks the release package, then runs the requested steps, writing logs
-# and summaries under $OUT:
-#   version   bitfold version                          -> $OUT/version.txt
-#   kernels   scripts/run-kernels.sh (main job)         -> $OUT/kernels.txt
-#   suite     the pytest oracle suite (tests/gpu)       -> $OUT/gpu-suite.json, gpu-suite.log
+# Runs ON A GPU HOST, from a copy of this checkout that holds the release
+# package (scripts/package-release.sh, built where LLVM is; the GPU host
+# needs no LLVM). Unpacks the package, then runs the requested steps,
+# writing logs and summaries under the results directory (--out):
+#   version   bitfold version                          -> version.txt
+#   kernels   scripts/run-kernels.sh (main job)         -> kernels.txt
+#   suite     the pytest oracle suite (tests/gpu)       -> gpu-suite.json, gpu-suite.log
 #   torch     installs pkg/bitfold-*.whl (scripts/build-wheel.sh --out pkg), or
-#             builds it here from the unpacked release library (saves
-#             carrying the library twice), and .whl/ (diffusers); then, with
-#             the wheel's own library (BITFOLD_LIB unset): tests/gpu/
-#             test_torch_ops.py, examples/torch, bench/host_cost.py
-#                                                       -> $OUT/torch.log, torch-examples.json,
+#             builds it here from the unpacked release library, plus any
+#             wheels in the --wheels directory (e.g. diffusers, for a host
+#             without network); then, with the wheel's own library
+#             (BITFOLD_LIB unset): tests/gpu/test_torch_ops.py,
+#             examples/torch, bench/host_cost.py
+#                                                       -> torch.log, torch-examples.json,
 #                                                          host_cost.md
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck, synccheck
-#             over every stock template x every legal config at a small
-#             shape (`bitfold run`)                     -> $OUT/compute-sanitizer.txt
+#             over every stock kernel x every legal config at a small
+#             shape (`bitfold run`)                     -> compute-sanitizer.txt
 #             knobs: SANITIZE_TEMPLATES, SANITIZE_TOOLS, SANITIZE_JOBS (8
 #             runs at once), SANITIZE_BUDGET_S (stop starting runs after it)
 #   prebuilt  every shape of pkg/prebuilt-shapes.json launched once (`bitfold
@@ -22,25 +24,43 @@
 #             there is one) with BITFOLD_CACHE_DIR = a copy of
 #             pkg/prebuilt-cache (scripts/prebuild-fleet.sh, built on a
 #             machine without a GPU); each must say "0 compiled"
-#                                                       -> $OUT/prebuilt.txt
+#                                                       -> prebuilt.txt
 #   compile-latency
 #             bin/compile_latency (in the package when it was built with
 #             BITFOLD_PACKAGE_COMPILE_LATENCY=1): every stock kernel x seed
 #             shape compiled in one process, per-stage p50/p95, the first
 #             compile apart
-#                                                       -> $OUT/compile-latency.md
-#   any other word is passed to bash as a command after the package is set up.
-# Usage: bash scripts/device-run.sh version kernels suite
+#                                                       -> compile-latency.md
+#   any other word is passed to bash as a command after the package is set
+#   up; it sees the results directory as $OUT.
+# Usage: bash scripts/gpu-run.sh [--out DIR] [--pkg FILE] [--wheels DIR] STEP...
+#   --out DIR     results directory (default ./gpu-results)
+#   --pkg FILE    the release package (default pkg/bitfold-release.tar.xz)
+#   --wheels DIR  extra wheels to install first (default .whl when present)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-/tmp/bitfold-out}
-mkdir -p "$OUT" /tmp/bf
-tar xJf "$root/pkg/bitfold-release.tar.xz" -C /tmp/bf || exit 1
+out=$PWD/gpu-results pkg=$root/pkg/bitfold-release.tar.xz wheels=$root/.whl
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --out) out=$2; shift 2 ;;
+    --out=*) out=${1#--out=}; shift ;;
+    --pkg) pkg=$2; shift 2 ;;
+    --pkg=*) pkg=${1#--pkg=}; shift ;;
+    --wheels) wheels=$2; shift 2 ;;
+    --wheels=*) wheels=${1#--wheels=}; shift ;;
+    -h|--help) sed -n '2,/^# Usage/{s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    *) break ;;
+  esac
+done
+[[ -f $pkg ]] || { echo "gpu-run: no release package at $pkg (scripts/package-release.sh)" >&2; exit 2; }
+mkdir -p "$out" /tmp/bf || exit 2
+export OUT=$(cd "$out" && pwd)
+tar xJf "$pkg" -C /tmp/bf || exit 1
 export PATH=/tmp/bf/bin:$PATH BITFOLD_LIB=/tmp/bf/lib/libbitfold.so
 export BITFOLD_CACHE_DIR=/tmp/bf-cache PYTHONUNBUFFERED=1
-if ! python3 -c 'import pytest' 2>/dev/null && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
+if ! python3 -c 'import pytest' 2>/dev/null && ls "$wheels"/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --target /tmp/site "$root"/.whl/*.whl && export PYTHONPATH=/tmp/site
+    --target /tmp/site "$wheels"/*.whl && export PYTHONPATH=/tmp/site
 fi
 torch_step() {
   local site=/tmp/bf-site rc=0 whl
@@ -53,7 +73,7 @@ torch_step() {
     whl=$(ls /tmp/bf-dist/bitfold-*.whl)
   fi
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
-    "$whl" $(ls "$root"/.whl/*.whl 2>/dev/null) || return 1
+    "$whl" $(ls "$wheels"/*.whl 2>/dev/null) || return 1
   (
     export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
     unset BITFOLD_LIB

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The GPU oracle suite in one device call.
+# The GPU oracle suite.
 #
 #   scripts/gpu-suite.sh             builds the release package (pkg/) and
-#                                    prints the device call to make
+#                                    prints what to run on the GPU host
 #   scripts/gpu-suite.sh summarize DIR
-#                                    turns the call's files (DIR = the tool's
-#                                    files_at) into a dated summary under
-#                                    bench/results/
+#                                    turns a suite run's results directory
+#                                    (gpu-run.sh --out DIR) into a dated
+#                                    summary under bench/results/
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [[ ${1:-} == summarize ]]; then
@@ -22,20 +22,17 @@ for k, v in d["templates"].items():
     rows.append(f"| {k} | {v['cases']} | {v['equal']} | {v['first_mismatch'] or 'none'} |")
 open(out, "w").write(
     f"# GPU oracle suite\n\nGPU {d['gpu']}, torch {d['torch']}. pytest: `{tail}`\n\n"
-    "Command: `bash scripts/device-run.sh suite` (device tool, carry [\"pkg\", \".whl\"]).\n\n"
+    "Command: `bash scripts/gpu-run.sh --out DIR suite` on the GPU host.\n\n"
     + "\n".join(rows) + "\n")
 print(out)
 PY
   exit 0
 fi
 "$root/scripts/package-release.sh"
-if [[ ! -d $root/.whl ]]; then
-  echo "note: the GPU machine may lack pytest; fetch wheels into .whl/ (see" \
-       "the device tool's README) and add .whl to carry" >&2
-fi
 cat <<'EOT'
-Now make this device call (tool `device`, verb run):
-  command: bash scripts/device-run.sh suite
-  carry:   ["pkg", ".whl"]
-then: scripts/gpu-suite.sh summarize <files_at>
+Now, on the GPU host, from a copy of this checkout with pkg/:
+  bash scripts/gpu-run.sh --out results suite
+  (a host without pytest or network: pip download its wheels elsewhere
+   into a directory and add --wheels DIR)
+then, here: scripts/gpu-suite.sh summarize results
 EOT

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Builds the statically linked release (MLIR/LLVM from their archives, see
-# DESIGN.md) and packs what the GPU machine needs into pkg/ (git-ignored):
+# docs/design.md) and packs what a GPU host needs into pkg/ (git-ignored):
 #   pkg/bitfold-release.tar.xz   bin/bitfold, bin/launch_latency,
 #                                lib/libbitfold.so (+ .so.0 link), include/
 #                                (BITFOLD_PACKAGE_COMPILE_LATENCY=1: also
 #                                bin/compile_latency, another static LLVM,
 #                                about 15 MiB more)
-# The GPU machine has no LLVM and no zstd command, so the package is
-# self-contained and compressed with xz. Keep it under the 64 MiB carry limit.
-#
-# Run it on the GPU machine with the `device` tool (carry: ["pkg"]):
+# A GPU host needs no LLVM (and may lack a zstd command), so the package is
+# self-contained and compressed with xz. We keep it under 60 MiB so it stays
+# one easy file to copy. On the GPU host:
+#   scripts/gpu-run.sh --out results version      (or by hand:
 #   mkdir -p /tmp/bf && tar xJf pkg/bitfold-release.tar.xz -C /tmp/bf &&
-#   /tmp/bf/bin/bitfold version
+#   /tmp/bf/bin/bitfold version)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -36,11 +36,11 @@ if [[ -f $build/runtime/libbitfold.so ]]; then
   cp "$root/runtime/bitfold.h" "$stage/include/" 2>/dev/null || true
 fi
 strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
-# The binaries must need nothing the GPU machine lacks.
+# The binaries must need nothing a GPU host may lack.
 for f in "$stage"/bin/* "$stage"/lib/*; do
   [[ -f $f ]] || continue
   if ldd "$f" | grep -q -E 'libLLVM|libMLIR|not found'; then
-    echo "package-release: $f links a library the GPU machine lacks:" >&2
+    echo "package-release: $f links a library a GPU host may lack:" >&2
     ldd "$f" >&2
     exit 1
   fi
@@ -50,6 +50,6 @@ tar cJf "$root/pkg/bitfold-release.tar.xz" -C "$stage" .
 size=$(stat -c %s "$root/pkg/bitfold-release.tar.xz")
 echo "package-release: pkg/bitfold-release.tar.xz $((size / 1024 / 1024)) MiB"
 if ((size > 60 * 1024 * 1024)); then
-  echo "package-release: over the 64 MiB carry budget" >&2
+  echo "package-release: over our 60 MiB package budget" >&2
   exit 1
 fi

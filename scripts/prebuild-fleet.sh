@@ -3,8 +3,9 @@
 # every seed shape (bench/shapes/seed-shapes.json) for each arch, with the
 # tune DB's winners where it has them and the default configs elsewhere,
 # into pkg/prebuilt-cache (git-ignored; docs/deployment.md). The GPU side
-# of the check is `scripts/device-run.sh prebuilt` (carry ["pkg"]): a fresh
-# process on the GPU, pointed at that directory, must compile nothing.
+# of the check is `scripts/gpu-run.sh --out DIR prebuilt` on a GPU host
+# (from a copy of the checkout with pkg/): a fresh process on the GPU,
+# pointed at that directory, must compile nothing.
 #
 # Usage: scripts/prebuild-fleet.sh
 #   ARCHS    archs to build for           (default sm_80,sm_90,sm_100)
@@ -32,4 +33,4 @@ cp "$shapes" "$root/pkg/prebuilt-shapes.json"
 "$bitfold" version > "$root/pkg/prebuilt-built-by.txt" 2>&1 || true
 "$bitfold" cache stats --dir "$out"
 echo "prebuild-fleet: $out ($(du -sh "$out" | cut -f1)); check it on a GPU with" \
-     "scripts/device-run.sh prebuilt (carry [\"pkg\"])"
+     "scripts/gpu-run.sh --out DIR prebuilt on the GPU host"

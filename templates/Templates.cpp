@@ -1,6 +1,6 @@
 //===- templates/Templates.cpp - The stock kernels in the DSL -------------===//
 //
-// Each function reads like the reference's arithmetic in NUMERICS.md: every
+// Each function reads like the reference's arithmetic in docs/numerics.md: every
 // rounding to the tensor dtype is written as rnd(...).
 //
 //===----------------------------------------------------------------------===//

@@ -1,6 +1,6 @@
 //===- templates/Templates.h - The stock kernels -----------------*- C++ -*-===//
 //
-// The kernels of NUMERICS.md written in the DSL. Each template states its
+// The kernels of docs/numerics.md written in the DSL. Each template states its
 // guard: the conditions under which the reference takes the code path it
 // copies. Each is registered by name, with its parameters and seed shapes,
 // as one descriptor in Templates.cpp (stockKernels(), Registry.h).

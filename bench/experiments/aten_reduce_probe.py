@@ -1,5 +1,5 @@
 """Probe: torch CUDA reductions over the innermost dim vs the emulator of
-docs/aten-reduce.md, bit for bit. Run on the GPU machine:
+docs/aten-reduce.md, bit for bit. Run on a GPU host:
 
     OUT=/some/dir python3 aten_reduce_probe.py [--quick]
 

@@ -9,7 +9,7 @@
 //             holding scale/shift in registers and loading row i+1 before
 //             reducing row i.
 //   copy:     cudaMemcpyAsync of the same bytes.
-// Build and run (GPU machine): nvcc -O3 -arch=sm_90 ln_rowloop.cu -o /tmp/lr && /tmp/lr
+// Build and run (GPU host): nvcc -O3 -arch=sm_90 ln_rowloop.cu -o /tmp/lr && /tmp/lr
 #include <cuda_bf16.h>
 #include <cstdio>
 #include <vector>

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU measurements behind bench/results/2026-11-30-launch-latency.md and
-# 2026-11-30-tuned-cache-reuse.md, in one device call (the release package
-# unpacked by scripts/device-run.sh: bitfold and launch_latency on PATH):
-#   bash scripts/device-run.sh version "bash bench/launch_latency/gpu-steps.sh"
-# Logs go to $OUT.
+# 2026-11-30-tuned-cache-reuse.md, on a GPU host (the release package
+# unpacked by scripts/gpu-run.sh: bitfold and launch_latency on PATH):
+#   bash scripts/gpu-run.sh --out DIR version "bash bench/launch_latency/gpu-steps.sh"
+# Logs go to $OUT (gpu-run.sh sets it to DIR).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/bitfold-out}

@@ -14,7 +14,7 @@
 //   ptx_to_cubin [--reps N] [--ptxas PATH] [--cubin-dir D] FILE.ptx...
 //
 // Standalone on purpose: it needs only libdl, the CUDA headers at build time
-// and the driver at run time, so it runs on the GPU machine without LLVM.
+// and the driver at run time, so it runs on a GPU host without LLVM.
 //===----------------------------------------------------------------------===//
 
 #include <cuda.h>

@@ -1,7 +1,7 @@
 //===- tests/codegen/CodegenTest.cpp - codegen on the CPU -----------------===//
 //
 // Every template, every config of its space at the seed shapes of
-// NUMERICS.md: PTX generates, passes the bit-exactness audit, and ptxas
+// docs/numerics.md: PTX generates, passes the bit-exactness audit, and ptxas
 // accepts it for sm_90 with no register spills. Plus tile-config text and
 // legality, the fold-lane mapping, other archs, errors and the CLI entry.
 //
@@ -50,7 +50,7 @@ TemplateRequest req(std::string name, std::vector<int64_t> shape,
 
 void PrintTo(const SeedCase &c, std::ostream *os) { *os << c.label; }
 
-/// Seed shapes of NUMERICS.md, one per distinct specialisation (the row
+/// Seed shapes of docs/numerics.md, one per distinct specialisation (the row
 /// count only changes launch arguments).
 std::vector<SeedCase> seedCases() {
   using dsl::DType;

@@ -1,6 +1,6 @@
 //===- tests/dsl/InterpreterTest.cpp - Templates vs transcriptions --------===//
 //
-// Each template of templates::allTemplates(), run by the CPU interpreter,
+// Each stock kernel of templates::stockKernels(), run by the CPU interpreter,
 // must produce the same output bits as an independent scalar transcription
 // of its reference (tests/reference), on random data from several seeds and
 // on edge inputs. Both sides share only the input bytes and the ApproxUnit.
@@ -293,7 +293,7 @@ TEST(QkLayerNorm, InterpreterMatchesForF16AndF32) {
     }
 }
 
-// NUMERICS.md 2: merging with an empty warp is not an identity, because
+// docs/numerics.md 2: merging with an empty warp is not an identity, because
 // rcp(n) * n need not be 1 (n = 41, 47, 55, ...). Note: for the counts the
 // aten fold meets with empty partners (multiples of 4 up to 128), c * n is
 // exactly 1, so there the empty merges change bits only through non-finite
@@ -399,7 +399,7 @@ TEST(ConvBias, InterpreterMatchesOnEdgeInputs) {
                                .patterns = edgePatterns()});
 }
 
-// NUMERICS.md 3: x = 1, b = 2^-8, h = 2^-9 gives 1 with two roundings and
+// docs/numerics.md 3: x = 1, b = 2^-8, h = 2^-9 gives 1 with two roundings and
 // 1 + 2^-7 with one.
 TEST(ConvBias, ResidualIsRoundedAfterTheBiasAdd) {
   KernelDefRef def = buildTemplate(

@@ -26,12 +26,11 @@ namespace {
 
 const char *kHowToCapture =
     "capture them on an H200: build the release package "
-    "(scripts/package-release.sh), then make the device call\n"
-    "  command: bash scripts/device-run.sh 'python3 "
+    "(scripts/package-release.sh), then on the GPU host run\n"
+    "  bash scripts/gpu-run.sh --out results 'python3 "
     "tests/gpu/approx/capture_golden.py tests/dsl/golden-sm90 $OUT'\n"
-    "  carry:   [\"pkg\", \".whl\"]\n"
-    "then unpack the returned golden-sm90-out.tar into tests/dsl/golden-sm90/ "
-    "(tar xf FILES_AT/golden-sm90-out.tar -C tests/dsl/golden-sm90) and "
+    "then unpack results/golden-sm90-out.tar into tests/dsl/golden-sm90/ "
+    "(tar xf results/golden-sm90-out.tar -C tests/dsl/golden-sm90) and "
     "commit the .out files (docs/approx-models.md)";
 
 std::string path(const GoldenCase &c, const char *ext) {

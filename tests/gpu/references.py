@@ -1,9 +1,9 @@
 """Reference implementations the GPU suite compares bitfold against.
 
 Everything here is PyTorch eager on the GPU (the oracle), except the
-flashinfer RMSNorm order: flashinfer is not installed on the GPU machine, so
+flashinfer RMSNorm order: flashinfer is not installed on a GPU host, so
 `rmsnorm_flashinfer_stats` is an independent numpy float32 transcription of
-the order in NUMERICS.md section 5 (thread tx owns columns
+the order in docs/numerics.md section 5 (thread tx owns columns
 8*tpr*b + 8*tx + v; acc = acc + x*x, each op rounded; butterfly xor 1..16;
 warp0 + warp1), written without looking at the bitfold template. Its rsqrt
 is torch.rsqrt on the GPU, which is rsqrt.approx.f32 (identical to the

@@ -13,9 +13,9 @@ ops on a fixed sample of 16384 bit patterns (x = k * 262147 mod 2^32) are
 written to OUT/libdevice-sm90-<op>.bin (little-endian u32), the capture
 tests/dsl/LibdeviceOpsTest.cpp compares the interpreter with.
 
-Standalone (no pytest): on the GPU machine, after the package is unpacked
-(scripts/device-run.sh sets PATH and BITFOLD_LIB):
-    python3 tests/gpu/test_libdevice_ops.py --out $OUT
+Standalone (no pytest): on a GPU host, after the package is unpacked
+(scripts/gpu-run.sh sets PATH and BITFOLD_LIB):
+    bash scripts/gpu-run.sh --out DIR 'python3 tests/gpu/test_libdevice_ops.py --out $OUT'
 Writes OUT/libdevice-ops.json and OUT/libdevice-ops.md; exit 0 when every
 op equals torch on all inputs and every `bitfold run` matched the
 interpreter, 1 otherwise.

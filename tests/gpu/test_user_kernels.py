@@ -9,9 +9,9 @@ same-size copy. Then `bitfold run --program FILE` launches the same text
 through the CLI and compares the GPU bits with the CPU interpreter (the
 C++ example builds programs with the same hash, so the same kernel).
 
-Standalone (no pytest): on the GPU machine, after the package is unpacked
-(scripts/device-run.sh sets PATH and BITFOLD_LIB):
-    bash scripts/device-run.sh 'python3 tests/gpu/test_user_kernels.py --out $OUT'
+Standalone (no pytest): on a GPU host, after the package is unpacked
+(scripts/gpu-run.sh sets PATH and BITFOLD_LIB):
+    bash scripts/gpu-run.sh --out DIR 'python3 tests/gpu/test_user_kernels.py --out $OUT'
 Writes OUT/user-kernels.json and OUT/user-kernels.md; exit 0 when every
 launch succeeded, every exact output is torch.equal and every `bitfold run`
 matched the interpreter, 1 otherwise.

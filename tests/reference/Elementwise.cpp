@@ -1,6 +1,6 @@
 //===- tests/reference/Elementwise.cpp - Conv bias and gated residual -----===//
 //
-// NUMERICS.md sections 3 and 4: one rounding per framework op.
+// docs/numerics.md sections 3 and 4: one rounding per framework op.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,7 @@
 //===- tests/reference/LayerNorm.cpp - aten LayerNorm, thread by thread
 //----===//
 //
-// NUMERICS.md sections 1 and 2, simulated as the 128 threads of one aten
+// docs/numerics.md sections 1 and 2, simulated as the 128 threads of one aten
 // block run them: every lane does its own pushes, every lane of a warp
 // executes each shfl.down step (a lane whose partner lies outside the warp
 // gets its own value back), then the cross-warp merges through shared memory.

@@ -2,7 +2,7 @@
 //-*-===//
 //
 // Straightforward scalar transcriptions of the reference algorithms of
-// NUMERICS.md, written from that document alone: plain C++ float arithmetic
+// docs/numerics.md, written from that document alone: plain C++ float arithmetic
 // in the stated op order, std::fma exactly where the reference has an fma,
 // compiled with -ffp-contract=off. Nothing here uses the DSL or the
 // interpreter, with two deliberate exceptions: the approximate hardware
@@ -41,7 +41,7 @@ float decodeF16(uint16_t bits);
 /// Raw storage bits of `v` in `type` (f32: the bits unchanged).
 uint32_t encode(Storage type, float v);
 float decode(Storage type, uint32_t bits);
-/// rnd(v) of NUMERICS.md: round to `type` and widen back (f32: v).
+/// rnd(v) of docs/numerics.md: round to `type` and widen back (f32: v).
 float rnd(Storage type, float v);
 
 /// A 2-D strided view of raw storage: `rows` rows of `cols` packed
@@ -56,7 +56,7 @@ struct Matrix {
   void store(int64_t r, int64_t c, float v) const;
 };
 
-// ---- Shared primitives (NUMERICS.md, "Shared primitives") -----------------
+// ---- Shared primitives (docs/numerics.md, "Shared primitives") -----------------
 
 /// nvcc's 1.f/x: r = rcp.approx(x); e = fma(x, r, -1); e = -0 - e (ftz);
 /// r + r*e by fma.

@@ -1,6 +1,6 @@
 //===- tests/reference/RmsNorm.cpp - flashinfer RMSNorm, Wan RMSNorm+SiLU -===//
 //
-// NUMERICS.md sections 5 and 6. flashinfer is simulated thread by thread:
+// docs/numerics.md sections 5 and 6. flashinfer is simulated thread by thread:
 // each thread's ordered chain, the butterfly in which every lane adds its
 // xor partner, then the warp sums.
 //

@@ -3,7 +3,7 @@ reference verify="once" compares against.
 
 ln_modulate, qk_layernorm, conv_bias, residual_gate, wan_rmsnorm_silu
 (both forms) and hf_rmsnorm are the kernels' contracts, bit for bit
-(NUMERICS.md; the last two in aten's reduction order, docs/aten-reduce.md).
+(docs/numerics.md; the last two in aten's reduction order, docs/aten-reduce.md).
 rmsnorm_modulate's contract is flashinfer's RMSNorm order, which no torch
 chain reproduces: its chain here is a close fallback, not a reference
 (verify="once" would disable that op).

@@ -601,7 +601,7 @@ def residual_gate(residual, update, gate, *, out=None, verify=None, mode=None):
 
 def rmsnorm_modulate(x, weight, scale, shift, eps=1e-6, *, out=None, verify=None, mode=None):
     """flashinfer-order RMSNorm(x) * weight, then * (1 + scale) + shift
-    (NUMERICS.md 5; D = 2048 or 4096). The fallback is a torch fp32 chain,
+    (docs/numerics.md 5; D = 2048 or 4096). The fallback is a torch fp32 chain,
     close but not flashinfer's bits."""
     ins = (x, weight, scale, shift) if out is None else (x, weight, scale, shift, out)
     key = _key(ins, eps)

@@ -2,7 +2,7 @@
 //
 // Writes, for every template instance and every config of its space, a cubin
 // plus one launch description; inputs and the interpreter's outputs once per
-// instance. gpu_launch (no LLVM; dlopen libcuda) runs them on a GPU machine
+// instance. gpu_launch (no LLVM; dlopen libcuda) runs them on a GPU host
 // and reports, per config, mismatches against the interpreter and an output
 // hash (all configs of an instance must agree: same DAG, same bits).
 //

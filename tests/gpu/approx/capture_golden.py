@@ -6,8 +6,9 @@ For each CASE.json (written with CASE.in by sm90_golden_gen): the inputs
 from CASE.in go to the GPU with the manifest's shapes and strides, outputs
 are poisoned (0xFF), the template runs through libbitfold.so's C API
 (python/bitfold_torch.py; $BITFOLD_LIB), and the output operands' bytes,
-in order, become CASE.out. All of them are packed in OUTDIR/golden-sm90-out.tar
-(the device tool returns at most 8 files); unpack it into
+in order, become CASE.out. All of them are packed in one file,
+OUTDIR/golden-sm90-out.tar, so they travel back from the GPU host together;
+unpack it into
 tests/dsl/golden-sm90/ and commit. Run on an sm_90 GPU only: the CPU test
 compares them with the interpreter's sm_90 models.
 """
