@@ -21,6 +21,8 @@ Summary: JIT-compiled fused GPU kernels, bit-exact with PyTorch eager
 Requires-Python: >=3.9
 Provides-Extra: torch
 Requires-Dist: torch>=2.4; extra == "torch"
+Provides-Extra: fleet
+Requires-Dist: ray>=2.9; extra == "fleet"
 
 bitfold's kernels through its C API (ctypes, no compiled extension), with
 libbitfold.so inside the package. `bitfold.torch` needs PyTorch.
