@@ -25,6 +25,9 @@
 #             pkg/prebuilt-cache (scripts/prebuild-fleet.sh, built on a
 #             machine without a GPU); each must say "0 compiled"
 #                                                       -> prebuilt.txt
+#   fleet     bitfold.fleet on a local Ray cluster of this host: tunes the
+#             seed shapes on its GPU, prebuilds its arch, then the
+#             `prebuilt` check on the merged cache    -> fleet.log, fleet-prebuilt.txt
 #   compile-latency
 #             bin/compile_latency (in the package when it was built with
 #             BITFOLD_PACKAGE_COMPILE_LATENCY=1): every stock kernel x seed
@@ -130,18 +133,19 @@ sanitize() {
 # One line per seed shape: its first launch's cache line; then a summary.
 # When something compiled, the key fields of a new entry and of a prebuilt
 # one, to see what differs between the two machines.
+# Arguments (all optional): cache dir, shapes file, tune DB, log name.
 prebuilt_step() {
-  local dir=/tmp/bf-prebuilt shapes=$root/pkg/prebuilt-shapes.json
-  local log=$OUT/prebuilt.txt runs=0 zero=0
-  [[ -d $root/pkg/prebuilt-cache && -f $shapes ]] || {
-    echo "prebuilt: no pkg/prebuilt-cache (run scripts/prebuild-fleet.sh)"; return 1; }
-  rm -rf "$dir" && cp -r "$root/pkg/prebuilt-cache" "$dir"
+  local src=${1:-$root/pkg/prebuilt-cache} shapes=${2:-$root/pkg/prebuilt-shapes.json}
+  local db=${3-$root/pkg/prebuilt-tune-db.json} log=$OUT/${4:-prebuilt.txt}
+  local dir=/tmp/bf-prebuilt runs=0 zero=0
+  [[ -d $src && -f $shapes ]] || {
+    echo "prebuilt: no $src or $shapes (run scripts/prebuild-fleet.sh)"; return 1; }
+  rm -rf "$dir" && cp -r "$src" "$dir"
   # The DB that chose the prebuilt configs, when there was one.
-  local db=$root/pkg/prebuilt-tune-db.json
-  [[ -f $db ]] || db=""
+  [[ -n $db && -f $db ]] || db=""
   find "$dir" -name '*.bfk' | sort > /tmp/bf-prebuilt.before
   { bitfold version | grep -E '^(bitfold|CUDA|GPU 0)'
-    echo "prebuilt on: $(head -1 "$root/pkg/prebuilt-built-by.txt" 2>/dev/null); tune DB: ${db:-none}"
+    echo "prebuilt from $src: $(head -1 "$root/pkg/prebuilt-built-by.txt" 2>/dev/null); tune DB: ${db:-none}"
     while IFS='|' read -r t shape params; do
       args=("$t" --shape "$shape" --iters 0)
       [[ -n $params ]] && args+=(--params "$params")
@@ -171,6 +175,24 @@ for f in sys.argv[1:]:
   return "${PIPESTATUS[0]}"
 }
 
+# bitfold.fleet on this host: a local Ray cluster with this host's GPUs tunes
+# FLEET_SHAPES (default: the seed shapes; FLEET_TUNE_BUDGET_S per shape),
+# prebuilds for this GPU's arch, then a fresh process per shape launches
+# from the merged cache and must compile nothing. Needs Ray importable.
+fleet_step() {
+  local out=/tmp/bf-fleet shapes=${FLEET_SHAPES:-$root/bench/shapes/seed-shapes.json}
+  local gpu arch
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^NVIDIA //; s/ .*//')
+  arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+  rm -rf "$out"
+  ( export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+    python3 -m bitfold.fleet run --shapes "$shapes" --gpu-types "$gpu" --archs "$arch" \
+      --out "$out" --cli /tmp/bf/bin/bitfold --prebuild-jobs 4 \
+      --tune-budget-s "${FLEET_TUNE_BUDGET_S:-5}" ) 2>&1 | tee "$OUT/fleet.log" | tail -40
+  [[ ${PIPESTATUS[0]} == 0 ]] || return 1
+  prebuilt_step "$out/cache/$arch" "$shapes" "$out/tune-db.json" fleet-prebuilt.txt
+}
+
 status=0
 for step in "$@"; do
   case $step in
@@ -182,6 +204,7 @@ for step in "$@"; do
     torch) torch_step || status=1 ;;
     sanitize) sanitize || status=1 ;;
     prebuilt) prebuilt_step || status=1 ;;
+    fleet) fleet_step || status=1 ;;
     compile-latency)
       /tmp/bf/bin/compile_latency --out "$OUT/compile-latency.md" 2>&1 |
         tee "$OUT/compile-latency.log" | tail -40 || status=1 ;;
