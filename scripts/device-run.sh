@@ -36,7 +36,13 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/bitfold-out}
 mkdir -p "$OUT" /tmp/bf
-tar xJf "$root/pkg/bitfold-release.tar.xz" -C /tmp/bf || exit 1
+# The torch step needs only a wheel (pkg/bitfold-*.whl); every other step
+# needs the release package.
+if [[ -f $root/pkg/bitfold-release.tar.xz ]]; then
+  tar xJf "$root/pkg/bitfold-release.tar.xz" -C /tmp/bf || exit 1
+elif ! ls "$root"/pkg/bitfold-*.whl >/dev/null 2>&1; then
+  echo "device-run: neither pkg/bitfold-release.tar.xz nor pkg/bitfold-*.whl" >&2; exit 1
+fi
 export PATH=/tmp/bf/bin:$PATH BITFOLD_LIB=/tmp/bf/lib/libbitfold.so
 export BITFOLD_CACHE_DIR=/tmp/bf-cache PYTHONUNBUFFERED=1
 if ! python3 -c 'import pytest' 2>/dev/null && ls "$root"/.whl/*.whl >/dev/null 2>&1; then
