@@ -7,6 +7,12 @@ if(CMAKE_SYSTEM_NAME STREQUAL Linux AND CMAKE_SYSTEM_PROCESSOR STREQUAL x86_64)
   set_target_properties(bitfold_glibc_compat PROPERTIES
     POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
   target_compile_options(bitfold_glibc_compat PRIVATE -fno-builtin)
+  # Before glibc 2.34 pthread_create & co., dlopen & co. and shm_open lived
+  # in libpthread, libdl and librt: needed by name (here they are stubs, so
+  # --as-needed would drop them; -l: since their .so links are gone), or
+  # an older glibc would not find them.
+  set(BITFOLD_GLIBC_COMPAT_LIBS
+    "-Wl,--push-state,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -l:librt.so.1 -Wl,--pop-state")
 endif()
 
 # bitfold_link_llvm(<target> LLVM <components...> MLIR <libs...>)
@@ -116,6 +122,7 @@ function(bitfold_portable_link)
   list(APPEND items "-Wl,--push-state,--as-needed ${optional} -Wl,--pop-state")
   if(BITFOLD_GLIBC_COMPAT)
     list(PREPEND items "$<LINK_LIBRARY:WHOLE_ARCHIVE,bitfold_glibc_compat>")
+    list(APPEND items ${BITFOLD_GLIBC_COMPAT_LIBS})
   endif()
   set_property(TARGET bitfold_llvm_static PROPERTY INTERFACE_LINK_LIBRARIES ${items})
   if(BITFOLD_GLIBC_COMPAT AND TARGET bitfold_shared)

@@ -10,7 +10,9 @@ Checks, with binutils' readelf:
   - every NEEDED library is on the manylinux allow-list of this library
     (libc, libm, libpthread, libdl, librt, the loader), unless
     --allow-any-needed (the dev build, which links the system's LLVM);
-  - only bitfold_* symbols are exported.
+  - only bitfold_* symbols are exported;
+  - functions that lived in libpthread, libdl or librt before glibc 2.34
+    come with that library NEEDED (an older glibc looks for them there).
 Prints one line per problem and exits 1, or one summary line and exits 0.
 """
 import re
@@ -19,6 +21,13 @@ import sys
 
 ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2",
                   "librt.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+
+
+# Symbols that lived outside libc before glibc 2.34: an older glibc finds
+# them only when their library is loaded, so it must be NEEDED.
+OLD_HOMES = [("pthread_create", "libpthread.so.0"), ("pthread_join", "libpthread.so.0"),
+             ("pthread_key_create", "libpthread.so.0"), ("dlopen", "libdl.so.2"),
+             ("dlsym", "libdl.so.2"), ("shm_open", "librt.so.1")]
 
 
 def readelf(*args):
@@ -45,11 +54,16 @@ def problems(lib, newest, any_needed):
         for n in needed:
             if n not in ALLOWED_NEEDED:
                 found.append(f"links {n}, not on the manylinux allow-list")
-    for line in readelf("--dyn-syms", lib).splitlines():
-        f = line.split()
+    symbols = [line.split() for line in readelf("--dyn-syms", lib).splitlines()]
+    for f in symbols:
         if len(f) >= 8 and f[6] != "UND" and f[4] in ("GLOBAL", "WEAK") and \
                 f[3] in ("FUNC", "OBJECT") and not f[7].startswith("bitfold_"):
             found.append(f"exports {f[7]}")
+    imported = {f[7].split("@")[0] for f in symbols if len(f) >= 8 and f[6] == "UND"}
+    for prefix, home in OLD_HOMES:
+        users = sorted(s for s in imported if s.startswith(prefix))
+        if users and home not in needed:
+            found.append(f"uses {users[0]} but does not link {home} (its home before glibc 2.34)")
     top = max(glibc, key=version_key, default="none")
     return found, top, needed
 
