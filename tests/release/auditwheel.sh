@@ -5,7 +5,7 @@
 # usage: auditwheel.sh WORK PYTHON
 set -euo pipefail
 work=$1 py=$2
-venv=$work/auditwheel-venv
+venv=$(dirname "$work")/auditwheel-venv  # kept across runs (wheel_tag.sh empties WORK)
 if [[ ! -x $venv/bin/auditwheel ]]; then
   "$py" -m venv "$venv"
   if ! "$venv/bin/pip" install -q --disable-pip-version-check auditwheel; then
