@@ -1,3 +1,20 @@
+# glibc 2.28 symbol versions for a library linked here (release/README.md):
+# linked whole into the release libraries (BITFOLD_GLIBC_COMPAT), and into
+# tests/release's small probe in every build.
+if(CMAKE_SYSTEM_NAME STREQUAL Linux AND CMAKE_SYSTEM_PROCESSOR STREQUAL x86_64)
+  add_library(bitfold_glibc_compat STATIC EXCLUDE_FROM_ALL
+    ${CMAKE_CURRENT_LIST_DIR}/../release/GlibcCompat.c)
+  set_target_properties(bitfold_glibc_compat PROPERTIES
+    POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
+  target_compile_options(bitfold_glibc_compat PRIVATE -fno-builtin)
+  # Before glibc 2.34 pthread_create & co., dlopen & co. and shm_open lived
+  # in libpthread, libdl and librt: needed by name (here they are stubs, so
+  # --as-needed would drop them; -l: since their .so links are gone), or
+  # an older glibc would not find them.
+  set(BITFOLD_GLIBC_COMPAT_LIBS
+    "-Wl,--push-state,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -l:librt.so.1 -Wl,--pop-state")
+endif()
+
 # bitfold_link_llvm(<target> LLVM <components...> MLIR <libs...>)
 #
 # Dev flavour: the shared libLLVM.so / libMLIR.so Debian ships.
@@ -76,4 +93,49 @@ function(bitfold_finalize_llvm)
   set_property(TARGET bitfold_llvm_static PROPERTY INTERFACE_LINK_LIBRARIES
     -static-libstdc++ -static-libgcc
     "-Wl,--start-group ${group} -Wl,--end-group" ${llvm_sys})
+  bitfold_portable_link()
+endfunction()
+
+# What makes the release library a manylinux one (docs/wheel.md):
+#  - zlib and zstd from their archives, not libz.so / libzstd.so; other
+#    system libraries llvm-config names (z3, xml2) only if something uses them;
+#  - glibc 2.28's symbol versions (BITFOLD_GLIBC_COMPAT: release/GlibcCompat.c,
+#    linked whole, before libstdc++.a and libgcc_eh.a, which also need it).
+# release/check-glibc.py then checks the linked libbitfold.so.
+function(bitfold_portable_link)
+  get_property(sys TARGET bitfold_llvm_static PROPERTY INTERFACE_LINK_LIBRARIES)
+  set(items)
+  set(optional)
+  foreach(item IN LISTS sys)
+    if(item STREQUAL "-lz" OR item STREQUAL "-lzstd")
+      string(SUBSTRING ${item} 2 -1 name)
+      find_library(BITFOLD_${name}_ARCHIVE NAMES lib${name}.a REQUIRED)
+      list(APPEND items ${BITFOLD_${name}_ARCHIVE})
+    elseif(item MATCHES "^-l|\\.so$")
+      list(APPEND optional ${item})
+    else()
+      list(APPEND items ${item})
+    endif()
+  endforeach()
+  # One item: CMake keeps a flag string as it is, in place.
+  string(JOIN " " optional ${optional})
+  list(APPEND items "-Wl,--push-state,--as-needed ${optional} -Wl,--pop-state")
+  if(BITFOLD_GLIBC_COMPAT)
+    list(PREPEND items "$<LINK_LIBRARY:WHOLE_ARCHIVE,bitfold_glibc_compat>")
+    list(APPEND items ${BITFOLD_GLIBC_COMPAT_LIBS})
+  endif()
+  set_property(TARGET bitfold_llvm_static PROPERTY INTERFACE_LINK_LIBRARIES ${items})
+  if(BITFOLD_GLIBC_COMPAT AND TARGET bitfold_shared)
+    # Part of `all`: a library naming a newer glibc (or a non-allowed
+    # library) fails the build.
+    find_package(Python3 COMPONENTS Interpreter REQUIRED)
+    set(stamp ${CMAKE_BINARY_DIR}/runtime/libbitfold.glibc-checked)
+    add_custom_command(OUTPUT ${stamp}
+      COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/release/check-glibc.py
+              $<TARGET_FILE:bitfold_shared> --max 2.28
+      COMMAND ${CMAKE_COMMAND} -E touch ${stamp}
+      DEPENDS bitfold_shared ${PROJECT_SOURCE_DIR}/release/check-glibc.py
+      COMMENT "libbitfold.so: glibc <= 2.28, manylinux allow-list")
+    add_custom_target(bitfold_glibc_check ALL DEPENDS ${stamp})
+  endif()
 endfunction()

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Builds the Python wheel dist/bitfold-<version>-py3-none-<plat>.whl: the
-# pure-Python package python/bitfold plus libbitfold.so inside it
-# (bitfold/lib/), found at import without environment variables.
+# Builds the Python wheel dist/bitfold-<version>-py3-none-<plat>.whl from a
+# built libbitfold.so: the pure-Python package python/bitfold plus the
+# library inside it (bitfold/lib/), found at import without environment
+# variables. Offline: standard library only (python/make_wheel.py; the
+# package's metadata is pyproject.toml's, the version CMakeLists.txt's).
 #   scripts/build-wheel.sh                 the release library: build-release/
-#                                          (scripts/package-release.sh builds it;
-#                                          LLVM/MLIR static, for machines without
-#                                          LLVM such as the H200 one)
+#                                          (scripts/package-release.sh builds it:
+#                                          LLVM/MLIR, libstdc++, zlib, zstd static,
+#                                          glibc 2.28 symbol versions)
 #   scripts/build-wheel.sh --lib PATH      another libbitfold.so (CI: the dev
 #                                          build's, which needs the system's LLVM)
 #   --out DIR                              where the wheel goes (default dist/)
-# Platform tag: manylinux_2_<N>_<arch>, N the newest GLIBC_2.N symbol version
-# the library needs (so pip refuses it where glibc is older); py3-none since
-# nothing in it is a Python extension.
+# Platform tag, from what the library needs (docs/wheel.md):
+#   manylinux_2_<N>_<arch>  when it needs only the manylinux allow-list (libc,
+#                           libm, libpthread, libdl, librt, the loader) and no
+#                           libstdc++/libgcc_s; N = the newest GLIBC_2.N it
+#                           names, at least 28 (the release build's target)
+#   linux_<arch>            otherwise (a wheel for this machine only, such as
+#                           the dev build's: pip installs it here, PyPI
+#                           would refuse it)
+# py3-none since nothing in it is a Python extension.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=${BITFOLD_RELEASE_BUILD_DIR:-$root/build-release}/runtime/libbitfold.so
@@ -28,24 +36,39 @@ if [[ ! -f $lib ]]; then
   exit 1
 fi
 lib=$(readlink -f "$lib")
-version=$(sed -n 's/^project(bitfold VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 arch=$(uname -m)
-# The version names the library's symbols need sit in its .dynstr; read them
-# with Python so binutils is not needed (a GPU host builds it too).
-read -r glibc glibcxx < <(python3 - "$lib" <<'PY'
-import re, sys
+# The names of the versions and libraries the library needs are the strings
+# of its .dynstr section; read them with Python so binutils is not needed.
+read -r glibc others < <(python3 - "$lib" <<'PY'
+import re, struct, sys
 data = open(sys.argv[1], "rb").read()
-g = [int(m) for m in re.findall(rb"GLIBC_2\.([0-9]+)\x00", data)]
-x = sorted({m.decode() for m in re.findall(rb"(GLIBCXX_[0-9.]+)\x00", data)},
-           key=lambda v: [int(p) for p in v[8:].split(".") if p])
-print(max(g, default=17), x[-1] if x else "")
+shoff, = struct.unpack_from("<Q", data, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+sections = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+names = sections[shstrndx]
+def name(sec):
+    start = names[4] + sec[0]
+    return data[start:data.index(b"\0", start)]
+dynstr = next(s for s in sections if name(s) == b".dynstr")
+strings = set(data[dynstr[4]:dynstr[4] + dynstr[5]].split(b"\0"))
+allowed = {b"libc.so.6", b"libm.so.6", b"libpthread.so.0", b"libdl.so.2",
+           b"librt.so.1", b"ld-linux-x86-64.so.2", b"ld-linux-aarch64.so.1"}
+glibc = [int(m.group(1)) for s in strings for m in [re.fullmatch(rb"GLIBC_2\.([0-9]+)(\.[0-9]+)?", s)] if m]
+bad = sorted(s.decode() for s in strings if re.fullmatch(rb"lib.*\.so[.0-9]*", s)
+             and s not in allowed and not s.startswith(b"libbitfold"))
+bad += [s.decode() for s in strings if s.startswith((b"GLIBCXX_", b"CXXABI_"))][:1]
+print(max(glibc, default=17), ",".join(bad) or "-")
 PY
 )
-plat=manylinux_2_${glibc}_$arch
-echo "build-wheel: $lib needs GLIBC_2.$glibc${glibcxx:+, $glibcxx} -> $plat" >&2
+if [[ $others == - ]]; then
+  plat=manylinux_2_$((glibc > 28 ? glibc : 28))_$arch
+else
+  plat=linux_$arch
+fi
+echo "build-wheel: $lib: newest GLIBC_2.$glibc, outside the manylinux allow-list: $others -> $plat" >&2
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp "$lib" "$stage/libbitfold.so"
 strip --strip-unneeded "$stage/libbitfold.so" 2>/dev/null || true
-python3 "$root/python/make_wheel.py" --lib "$stage/libbitfold.so" --version "$version" \
+python3 "$root/python/make_wheel.py" --lib "$stage/libbitfold.so" \
   --plat "$plat" --out "$out" --header "$root/runtime/bitfold.h"

@@ -6,12 +6,13 @@
 #   version   bitfold version                          -> version.txt
 #   kernels   scripts/run-kernels.sh (main job)         -> kernels.txt
 #   suite     the pytest oracle suite (tests/gpu)       -> gpu-suite.json, gpu-suite.log
-#   torch     installs pkg/bitfold-*.whl (scripts/build-wheel.sh --out pkg), or
-#             builds it here from the unpacked release library, plus any
-#             wheels in the --wheels directory (e.g. diffusers, for a host
-#             without network); then, with the wheel's own library
-#             (BITFOLD_LIB unset): tests/gpu/test_torch_ops.py,
-#             examples/torch, bench/host_cost.py
+#   torch     pip-installs pkg/bitfold-*.whl (scripts/build-wheel.sh --out pkg),
+#             or the wheel built here from the unpacked release library, and
+#             any wheels in the --wheels directory (e.g. diffusers, for a host
+#             without network), into a fresh venv (/tmp/bf-venv, seeing the
+#             host's torch); then, with the wheel's own library (BITFOLD_LIB
+#             unset), that venv's python runs tests/gpu/test_torch_ops.py,
+#             examples/torch, bench/host_cost.py. Needs only the wheel.
 #                                                       -> torch.log, torch-examples.json,
 #                                                          host_cost.md
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck, synccheck
@@ -55,10 +56,15 @@ while [[ $# -gt 0 ]]; do
     *) break ;;
   esac
 done
-[[ -f $pkg ]] || { echo "gpu-run: no release package at $pkg (scripts/package-release.sh)" >&2; exit 2; }
 mkdir -p "$out" /tmp/bf || exit 2
 export OUT=$(cd "$out" && pwd)
-tar xJf "$pkg" -C /tmp/bf || exit 1
+# The torch step needs only a wheel (pkg/bitfold-*.whl); every other step
+# needs the release package.
+if [[ -f $pkg ]]; then
+  tar xJf "$pkg" -C /tmp/bf || exit 1
+elif ! ls "$root"/pkg/bitfold-*.whl >/dev/null 2>&1; then
+  echo "gpu-run: neither $pkg (scripts/package-release.sh) nor pkg/bitfold-*.whl" >&2; exit 2
+fi
 export PATH=/tmp/bf/bin:$PATH BITFOLD_LIB=/tmp/bf/lib/libbitfold.so
 export BITFOLD_CACHE_DIR=/tmp/bf-cache PYTHONUNBUFFERED=1
 if ! python3 -c 'import pytest' 2>/dev/null && ls "$wheels"/*.whl >/dev/null 2>&1; then
@@ -66,27 +72,31 @@ if ! python3 -c 'import pytest' 2>/dev/null && ls "$wheels"/*.whl >/dev/null 2>&
     --target /tmp/site "$wheels"/*.whl && export PYTHONPATH=/tmp/site
 fi
 torch_step() {
-  local site=/tmp/bf-site rc=0 whl
-  rm -rf "$site" /tmp/bf-dist
-  # The wheel from pkg/ if one was carried, else built here from the
-  # release library just unpacked (the same script and contents).
+  local venv=/tmp/bf-venv rc=0 whl
+  rm -rf "$venv" /tmp/bf-dist
+  # The wheel from pkg/ if there is one, else built here from the release
+  # library just unpacked (the same script and contents).
   whl=$(ls "$root"/pkg/bitfold-*.whl 2>/dev/null | head -1)
   if [[ -z $whl ]]; then
     bash "$root/scripts/build-wheel.sh" --lib /tmp/bf/lib/libbitfold.so --out /tmp/bf-dist || return 1
     whl=$(ls /tmp/bf-dist/bitfold-*.whl)
   fi
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
+  # A user's install: a fresh venv (seeing the host's torch), plain pip
+  # install of the wheel (and of --wheels' extra wheels, e.g. diffusers).
+  python3 -m venv --system-site-packages "$venv" || return 1
+  "$venv/bin/python" -m pip install -q --no-index --no-deps --disable-pip-version-check \
     "$whl" $(ls "$wheels"/*.whl 2>/dev/null) || return 1
   (
-    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
-    unset BITFOLD_LIB
+    unset BITFOLD_LIB PYTHONPATH
     cd "$root"
-    python3 -c 'import bitfold, bitfold._lib as L; print("bitfold", bitfold.version(), L.load().bitfold_path)'
-    python3 -m pytest -q -p no:cacheprovider -rs tests/gpu/test_torch_ops.py || rc=1
-    python3 examples/torch/glm_image_blocks.py --json /tmp/bf-glm.json || rc=1
-    python3 examples/torch/wan_vae_decode.py --json /tmp/bf-wan.json || rc=1
-    python3 bench/host_cost.py --out /tmp/bf-host || rc=1
-    python3 -c 'import json,sys; json.dump({"glm": json.load(open("/tmp/bf-glm.json")), "wan": json.load(open("/tmp/bf-wan.json"))}, open(sys.argv[1], "w"), indent=1)' "$OUT/torch-examples.json" || rc=1
+    py=$venv/bin/python
+    $py -c 'import bitfold, bitfold._lib as L; print("bitfold", bitfold.version(), L.load().bitfold_path)'
+    $py -m pip list 2>/dev/null | grep -E '^(bitfold|torch|diffusers) '
+    $py -m pytest -q -p no:cacheprovider -rs tests/gpu/test_torch_ops.py || rc=1
+    $py examples/torch/glm_image_blocks.py --json /tmp/bf-glm.json || rc=1
+    $py examples/torch/wan_vae_decode.py --json /tmp/bf-wan.json || rc=1
+    $py bench/host_cost.py --out /tmp/bf-host || rc=1
+    $py -c 'import json,sys; json.dump({"glm": json.load(open("/tmp/bf-glm.json")), "wan": json.load(open("/tmp/bf-wan.json"))}, open(sys.argv[1], "w"), indent=1)' "$OUT/torch-examples.json" || rc=1
     cp /tmp/bf-host/host_cost.md "$OUT/" || rc=1
     exit $rc
   ) 2>&1 | tee "$OUT/torch.log" | tail -40

@@ -13,9 +13,11 @@ whl=$(ls "$work"/dist/bitfold-*.whl)
 "$work/venv/bin/python" -m pip install -q --no-index --no-deps --disable-pip-version-check "$whl"
 # Imports from the venv, outside the source tree, with no BITFOLD_LIB.
 cd "$work"
+# One version: the package metadata's is the library's (both CMake's).
 env -u BITFOLD_LIB -u PYTHONPATH "$work/venv/bin/python" -c '
-import sys, bitfold, bitfold._lib as L
+import importlib.metadata, sys, bitfold, bitfold._lib as L
 assert "torch" not in sys.modules, "import bitfold pulled torch in"
 print("bitfold", bitfold.version(), "from", L.load().bitfold_path)
 assert L.load().bitfold_path.startswith(sys.prefix), "library not the packaged one"
+assert importlib.metadata.version("bitfold") == bitfold.version(), "two versions"
 '
