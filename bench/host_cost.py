@@ -35,14 +35,12 @@ def setup():
     fake driver."""
     if ARGS.fake_lib:
         os.environ["BITFOLD_LIBCUDA"] = ARGS.fake_cuda
-        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
         import bitfold
         bitfold._default = bitfold.Runtime(lib_path=ARGS.fake_lib, disk_cache=False)
         import bitfold.torch as bt
         bt._ops._ALLOW_HOST = True
         return bt, bitfold, bt._eager
-    from _bitfold_import import import_bitfold_torch
-    bt = import_bitfold_torch()
+    import bitfold.torch as bt
     import bitfold
     import references
     return bt, bitfold, references
@@ -154,18 +152,19 @@ def measure_rows(bt, rows, t):
 
 def pieces(bt, bitfold, t):
     """What one warm direct ln_modulate call is made of."""
-    from bitfold.torch import _ops
+    from bitfold.torch import _ops, _table
+    sites = _table.LN_MODULATE.sites
     x, sc, sh, y = t["x"], t["sc"], t["sh"], t["y"]
     bt.ln_modulate(x, sc, sh, 1e-6)
     key = _ops._key((x, sc, sh), 1e-6)
-    ent = _ops._ln_sites.get(key)
+    ent = sites.get(key)
     out = {
         "layout key (_key: dtype, shape, strides, device of 3 tensors)": per_call_us(
             lambda: _ops._key((x, sc, sh), 1e-6)),
-        "site lookup (dict get)": per_call_us(lambda: _ops._ln_sites.get(key)),
+        "site lookup (dict get)": per_call_us(lambda: sites.get(key)),
         "torch.empty_like": per_call_us(lambda: torch.empty_like(x)),
         "checked-path guards (_ready; not on the warm path)": per_call_us(
-            lambda: _ops._ready("ln_modulate", (x, sc, sh), None)),
+            lambda: _ops._ready((x, sc, sh))),
     }
     if ent is None:
         out["prepared launcher"] = "n/a: no site (library without bitfold_prepare_raw?)"

@@ -157,7 +157,8 @@ for step in "$@"; do
     version) bitfold version | tee "$OUT/version.txt" || status=1 ;;
     kernels) bash "$root/scripts/run-kernels.sh" /tmp/bf/bin/bitfold 2>&1 | tee "$OUT/kernels.txt" || status=1 ;;
     suite)
-      BITFOLD_GPU_SUMMARY=$OUT/gpu-suite.json python3 -m pytest -q -p no:cacheprovider \
+      PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} \
+        BITFOLD_GPU_SUMMARY=$OUT/gpu-suite.json python3 -m pytest -q -p no:cacheprovider \
         "$root/tests/gpu" -rs 2>&1 | tee "$OUT/gpu-suite.log" | tail -25 || status=1 ;;
     torch) torch_step || status=1 ;;
     sanitize) sanitize || status=1 ;;

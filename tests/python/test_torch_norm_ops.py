@@ -168,13 +168,13 @@ class StubRuntime:
         self.kernels, self.operands = [], operands
 
     def kernel(self, name, params):
-        from bitfold.torch import _ops
+        from bitfold.torch import _table
         fields = dict(p.split("=") for p in params.split(","))
         if name == "wan_rmsnorm_silu":
-            names = _ops._wan_operands((None, None, None, fields["bias"] == "1",
+            names = _table._wan_operands((None, None, None, fields["bias"] == "1",
                                         fields["conv_bias"] == "1"))
         else:
-            names = _ops._hf_operands((None, None, fields["residual"] == "1",
+            names = _table._hf_operands((None, None, fields["residual"] == "1",
                                        fields["modulate"] == "1"))
         k = StubKernel(name, params, self.operands or names)
         self.kernels.append(k)
@@ -188,7 +188,7 @@ class NormOpsOnAStubRuntime(unittest.TestCase):
         import bitfold.torch as bt
         from bitfold.torch import _ops
         self.bt, self.ops, self.bitfold = bt, _ops, bitfold
-        self.saved = (bitfold.default_runtime, _ops._wan_k, _ops._hf_k, _ops._ALLOW_HOST)
+        self.saved = (bitfold.default_runtime, _ops._ALLOW_HOST)
         self.use(StubRuntime())
         _ops._ALLOW_HOST = True
         bt.reset_stats()
@@ -197,13 +197,15 @@ class NormOpsOnAStubRuntime(unittest.TestCase):
     def use(self, rt):
         self.rt = rt
         self.bitfold.default_runtime = lambda: rt
-        o = self.ops
-        o._wan_k = o._kernels("wan_rmsnorm_silu", o._wan_params, o._wan_operands)
-        o._hf_k = o._kernels("hf_rmsnorm", o._hf_params, o._hf_operands)
+        from bitfold.torch import _table
+        for op in (_table.WAN_RMSNORM_SILU, _table.HF_RMSNORM):
+            op.new_kernels()
 
     def tearDown(self):
-        (self.bitfold.default_runtime, self.ops._wan_k, self.ops._hf_k,
-         self.ops._ALLOW_HOST) = self.saved
+        self.bitfold.default_runtime, self.ops._ALLOW_HOST = self.saved
+        from bitfold.torch import _table
+        for op in (_table.WAN_RMSNORM_SILU, _table.HF_RMSNORM):
+            op.new_kernels()
 
     def words(self, dtype):
         return self.bitfold.DTYPE_WORDS[self.ops._DT_NAME[dtype]] & 0xFFFFFFFF

@@ -42,7 +42,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import _ops
+from . import _table
 
 KNOWN = {  # diffusers 0.42.1
     "GlmImageAdaLayerNormZero.forward": "e30747ee538473da",
@@ -75,7 +75,7 @@ def _op(name, module):
     if torch.compiler.is_compiling():
         fn = getattr(torch.ops.bitfold, name)
         return lambda *a: fn(*a, verify=verify)
-    fn = getattr(_ops, name)
+    fn = getattr(_table, name)
     return lambda *a: fn(*a, verify=verify)
 
 
