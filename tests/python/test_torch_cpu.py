@@ -170,6 +170,25 @@ class TorchOnFakeDriver(unittest.TestCase):
         reasons = self.bt.stats()["ln_modulate"]["fallbacks"]
         self.assertEqual(sum(reasons.values()), 1, reasons)
 
+    def test_a_refused_layout_does_not_reach_the_library_again(self):
+        xs = torch.randn(2, 8, 128).to(torch.bfloat16)[..., ::2]  # columns 2 apart
+        s2 = torch.zeros(2, 64, dtype=torch.bfloat16)
+        reached = []
+        real = self.ops._launch  # the only way to bitfold_prepare_raw / bitfold_launch_raw
+        self.ops._launch = lambda *a: reached.append(a[0]) or real(*a)
+        self.addCleanup(setattr, self.ops, "_launch", real)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            ys = [self.bt.ln_modulate(xs, s2, s2, 1e-6) for _ in range(3)]
+        ref = self.bt._eager.ln_modulate(xs, s2, s2, 1e-6)
+        self.assertTrue(all(torch.equal(y, ref) for y in ys))
+        self.assertEqual(reached, ["ln_modulate"], "a remembered refusal reached the library")
+        self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"stride": 3})
+        self.assertEqual(sum("eager fallback (stride)" in str(m.message) for m in w), 1)
+        self.bt.reset_stats()  # forgets the refusal with the counters
+        self.bt.ln_modulate(xs, s2, s2, 1e-6)
+        self.assertEqual(len(reached), 2)
+
     def test_verify_once_catches_a_wrong_kernel_and_disables_the_op(self):
         x, scale, shift = inputs()
         ref = self.bt._eager.ln_modulate(x, scale, shift, 1e-6)

@@ -412,6 +412,16 @@ class Op:
         self.sites = _site_table(name)
         self.new_kernels()
 
+    def remembered(self, a, out=None, mode=None):
+        """Whether a call on arguments a is a remembered refusal (then it is
+        counted as the call's fallback, or raised in strict mode): for
+        callers with a cheaper eager form of their own (an in-place epilogue)."""
+        ent = self.sites.get(_key(self.ins(a, out), self.tag(a)))
+        if ent is None or ent[0] is not None:
+            return False
+        _count_refusal(self, ent, mode)
+        return True
+
     def new_kernels(self):
         """A fresh kernel lookup on the default runtime (tests swap runtimes)."""
         self.kernels = _kernels(self.kernel, self.params, self.operands)
@@ -442,13 +452,18 @@ def call(op, a, out, verify, mode):
     return _checked(op, a, key, out, verify, mode)
 
 
-def _refused_again(op, ent, a, mode):
+def _count_refusal(op, ent, mode):
     """A remembered refusal: counted (warned at the first), or raised in
-    strict mode; the eager result."""
+    strict mode."""
     if (mode or config.mode) == "strict":
         raise BitfoldFallback(f"bitfold.torch.{op.name}: {ent[1]}: {ent[2]}")
     counts = _op_stats(op.name)["fallbacks"]
     counts[ent[1]] = counts.get(ent[1], 0) + 1
+
+
+def _refused_again(op, ent, a, mode):
+    """The eager result of a remembered refusal (counted or raised)."""
+    _count_refusal(op, ent, mode)
     return op.eager(*a)
 
 
