@@ -49,6 +49,7 @@ from ._table import (conv_bias, hf_rmsnorm, ln_modulate, qk_layernorm,  # noqa: 
 from . import _custom  # noqa: F401  (registers torch.ops.bitfold.*)
 from ._patch import patch, unpatch  # noqa: F401
 from ._runtime import Kernel, Runtime  # noqa: F401
+from ._user import kernel, op_from_source  # noqa: F401
 from ._table import OPS as _OPS
 
 OPS = tuple(op.name for op in _OPS)

@@ -399,17 +399,22 @@ class Op:
 
     def __init__(self, name, args, returns="Tensor", *, ins, tag, variant, params, alloc,
                  width, scalars=None, operands=None, refuse=None, aux=None, check=None,
-                 out=True, custom_result=None, eager=None, kernel=None, doc=""):
+                 out=True, custom_result=None, eager=None, kernel=None, doc="", label=None,
+                 lookup=None, diagnose=None):
         self.name, self.args, self.returns, self.doc = name, args, returns, doc
+        self.label = label or name  # stats, sites and messages: "ns::op" for user ops
         self.ins, self.tag, self.variant, self.alloc, self.width = ins, tag, variant, alloc, width
         self.scalars = scalars or (lambda a: _no_scalars)
         self.refuse = refuse or (lambda a: None)
         self.aux = aux or (lambda a: None)
         self.check, self.out = check, out
         self.custom_result = custom_result or (lambda r: r.contiguous())
-        self.eager = eager or getattr(_eager, name)
+        # eager: the chain of the same name in _eager.py (stock ops), the
+        # user's fallback, or None (user ops without one: diagnose raises).
+        self.eager = eager if eager is not None or lookup else getattr(_eager, name)
         self.kernel, self.params, self.operands = kernel or name, params, operands
-        self.sites = _site_table(name)
+        self.sites = _site_table(self.label)
+        self.fake, self.diagnose, self._lookup = None, diagnose, lookup
         self.new_kernels()
 
     def remembered(self, a, out=None, mode=None):
@@ -424,7 +429,7 @@ class Op:
 
     def new_kernels(self):
         """A fresh kernel lookup on the default runtime (tests swap runtimes)."""
-        self.kernels = _kernels(self.kernel, self.params, self.operands)
+        self.kernels = self._lookup or _kernels(self.kernel, self.params, self.operands)
 
 
 # Refusals decided by what the site key holds (dtypes, shapes, strides,
@@ -456,13 +461,15 @@ def _count_refusal(op, ent, mode):
     """A remembered refusal: counted (warned at the first), or raised in
     strict mode."""
     if (mode or config.mode) == "strict":
-        raise BitfoldFallback(f"bitfold.torch.{op.name}: {ent[1]}: {ent[2]}")
-    counts = _op_stats(op.name)["fallbacks"]
+        raise BitfoldFallback(f"bitfold.torch.{op.label}: {ent[1]}: {ent[2]}")
+    counts = _op_stats(op.label)["fallbacks"]
     counts[ent[1]] = counts.get(ent[1], 0) + 1
 
 
 def _refused_again(op, ent, a, mode):
     """The eager result of a remembered refusal (counted or raised)."""
+    if op.diagnose is not None:
+        op.diagnose(a, ent[1:])  # an op without an eager chain: raises
     _count_refusal(op, ent, mode)
     return op.eager(*a)
 
@@ -470,7 +477,7 @@ def _refused_again(op, ent, a, mode):
 def _checked(op, a, key, out, verify, mode):
     """Guards, launch, verify-once, and the site prepared or the refusal
     remembered; eager wherever the kernel path refuses."""
-    name = op.name
+    name = op.label
     if name in _disabled:
         _fallback(name, "disabled", _disabled[name], mode)
         return _into(out, op.eager(*a))
@@ -490,6 +497,8 @@ def _checked(op, a, key, out, verify, mode):
         with _lock:
             if name not in _disabled:
                 _store(op.sites, key, (None,) + refusal)
+    if op.diagnose is not None:
+        op.diagnose(a, refusal)  # an op without an eager chain: raises
     _fallback(name, refusal[0], refusal[1], mode)
     return _into(out, op.eager(*a))
 
@@ -504,7 +513,7 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
     """Launches op's kernel on tensors: (outs, None), (eager results after
     a verify mismatch, None), or (None, (reason, detail)) where the library
     refused; prepares the site for later calls."""
-    name = op.name
+    name = op.label
     try:
         kernel = op.kernels(op.variant(a))
         launch = _launch(name, kernel, tensors, op.scalars(a), dev)
@@ -516,7 +525,7 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
     x = tensors[0]
     vkey = (name, kernel.params, op.width(a), x.device)
     verified = vkey in _verified
-    if not verified and (verify or config.verify) == "once" \
+    if not verified and (verify or config.verify) == "once" and op.eager is not None \
             and not (x.is_cuda and _capturing and _capturing()):
         refs = op.eager(*a)
         refs = refs if isinstance(refs, tuple) else (refs,)
