@@ -135,6 +135,19 @@ class UserOpsOnTheFakeDriver(unittest.TestCase):
         with self.assertRaises(self.bt.BitfoldFallback):
             f(g, g)
 
+    def test_the_tutorial_code_defines_its_op_and_model(self):
+        import re
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                            "torch-tutorial.md")
+        with open(path) as f:
+            first = re.findall(r"```python\n(.*?)```", f.read(), re.S)[0]
+        self.assertLess(len(first.splitlines()), 30)
+        scope = {}
+        exec(compile(first, "torch-tutorial.md", "exec"), scope)
+        x = torch.randn(2, 3, 64).bfloat16()
+        self.assertEqual(scope["MLP"](64, 96).bfloat16()(x).shape, x.shape)
+        self.assertEqual(self.bt.stats()["mylib::silu_and_mul"]["launches"], 1)
+
     def test_the_decorator_form(self):
         @self.bt.kernel(f"{self.ns}::silu_and_mul_dec")
         def silu_and_mul():
