@@ -128,6 +128,11 @@ def cases(bt, bitfold, ref, t):
          lambda: ops.rmsnorm_modulate(t["xw"], t["w"], t["scw"], t["shw"], 1e-6),
          lambda: bt._eager.rmsnorm_modulate(t["xw"], t["w"], t["scw"], t["shw"], 1e-6)),
     ]
+    user = user_op(bt)
+    ug, uu = t["proj"][:, :1024], t["proj"][:, 1024:2048]
+    rows.append(("user op silu_and_mul (1,1024) (op_from_source, docs/torch-tutorial.md)",
+                 lambda: user(ug, uu), lambda: ops.host_cost.silu_and_mul(ug, uu),
+                 lambda: torch.nn.functional.silu(ug) * uu))
     if has_template(bitfold, "hf_rmsnorm", "dtype=bf16,weight=bf16,residual=0,modulate=0"):
         rows.append(("hf_rmsnorm (1,16,1024)", lambda: bt.hf_rmsnorm(x, t["w4"], 1e-6),
                      lambda: ops.hf_rmsnorm(x, t["w4"], 1e-6),
@@ -140,6 +145,17 @@ def cases(bt, bitfold, ref, t):
                      lambda: ops.wan_rmsnorm_silu(c, g, None, None, "f32"),
                      lambda: bt._eager.wan_rmsnorm_silu(c, g, None, None, "f32")))
     return rows
+
+
+def user_op(bt):
+    """The tutorial's silu_and_mul, a user op: its host path is the stock ops'."""
+    from bitfold import dsl
+    p = dsl.Program("silu_and_mul")
+    gate, up = p.input("gate", "bf16"), p.input("up", "bf16")
+    g = dsl.extend(gate.load())
+    silu = dsl.round(g / (1.0 + dsl.exp_libdevice(-g)), "bf16")
+    p.output("y", "bf16", dsl.round(silu * up.load(), "bf16"))
+    return bt.op_from_source(p, "host_cost::silu_and_mul")
 
 
 def measure_rows(bt, rows, t):

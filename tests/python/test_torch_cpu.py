@@ -189,6 +189,29 @@ class TorchOnFakeDriver(unittest.TestCase):
         self.bt.ln_modulate(xs, s2, s2, 1e-6)
         self.assertEqual(len(reached), 2)
 
+    def test_a_torch_runtime_kernel_launches_torch_tensors_as_they_are(self):
+        """bitfold.torch.Runtime (what tests/gpu and bench/ launch by hand):
+        views keep their strides; a rejected launch raises BitfoldError."""
+        import ctypes
+        import bitfold
+        from test_fake_launch import FakeLaunch
+        fake = ctypes.CDLL(FAKE_CUDA)
+        fake.fake_cuda_last_launch.restype = FakeLaunch
+        fake.fake_cuda_expect_params.argtypes = [ctypes.c_int]
+        rt = self.bt.Runtime(lib_path=FAKE_LIB, disk_cache=False)
+        self.addCleanup(rt.close)
+        k = rt.kernel("ln_modulate", "dtype=bf16")
+        self.assertIsInstance(k, self.bt.Kernel)
+        x, scale, shift = inputs()  # scale and shift: chunks of a projection
+        y = torch.empty_like(x)
+        fake.fake_cuda_expect_params(11)
+        k.launch([x, scale, shift, y], [1e-6])
+        params = list(fake.fake_cuda_last_launch().params)
+        for t in (x, scale, shift, y):
+            self.assertIn(t.data_ptr(), params)
+        with self.assertRaises(bitfold.BitfoldError):
+            k.launch([x[..., ::2], scale, shift, y], [1e-6])
+
     def test_verify_once_catches_a_wrong_kernel_and_disables_the_op(self):
         x, scale, shift = inputs()
         ref = self.bt._eager.ln_modulate(x, scale, shift, 1e-6)

@@ -26,9 +26,10 @@ def register(op, namespace=NAMESPACE):
     """torch.ops.<namespace>.<op.name> from an op entry, with its fake impl
     (op.fake where set: a user op's shape rule; else the eager chain)."""
     params = _table.parameters(op)
-    scope = {"_call": call, "_op": op, "_check": op.check, "_post": op.custom_result,
+    scope = {"_call": call, "_op": op, "_check": op.check or op.explain,
+             "_post": op.custom_result,
              "_v": _verify_arg, "_eager": op.fake or op.eager}
-    check = "    _check(a)\n" if op.check is not None else ""
+    check = "    _check(a)\n" if scope["_check"] is not None else ""
     body = _table.define(op.name, params, "verify='default'",
                          check + "    return _post(_call(_op, a, None, _v(verify), None))\n",
                          scope)

@@ -400,14 +400,14 @@ class Op:
     def __init__(self, name, args, returns="Tensor", *, ins, tag, variant, params, alloc,
                  width, scalars=None, operands=None, refuse=None, aux=None, check=None,
                  out=True, custom_result=None, eager=None, kernel=None, doc="", label=None,
-                 lookup=None, diagnose=None):
+                 lookup=None, diagnose=None, explain=None):
         self.name, self.args, self.returns, self.doc = name, args, returns, doc
         self.label = label or name  # stats, sites and messages: "ns::op" for user ops
         self.ins, self.tag, self.variant, self.alloc, self.width = ins, tag, variant, alloc, width
         self.scalars = scalars or (lambda a: _no_scalars)
         self.refuse = refuse or (lambda a: None)
         self.aux = aux or (lambda a: None)
-        self.check, self.out = check, out
+        self.check, self.explain, self.out = check, explain, out
         self.custom_result = custom_result or (lambda r: r.contiguous())
         # eager: the chain of the same name in _eager.py (stock ops), the
         # user's fallback, or None (user ops without one: diagnose raises).

@@ -187,8 +187,14 @@ def _wan_ins(a, o):
 
 def _wan_alloc(a, o, aux):
     """The per-channel operands flattened to (C,), as the template takes them."""
-    y = _empty_like(a[0], dtype=a[1].dtype)
-    return (y,), (a[0],) + tuple(t.reshape(-1) for t in _wan_ins(a, o)[1:]) + (y,)
+    x, gamma, bias, conv_bias = a[:4]
+    y = _empty_like(x, dtype=gamma.dtype)
+    ts = (x, gamma.reshape(-1))
+    if bias is not None:
+        ts += (bias.reshape(-1),)
+    if conv_bias is not None:
+        ts += (conv_bias.reshape(-1),)
+    return (y,), ts + (y,)
 
 
 def _wan_refuse(a):
@@ -307,10 +313,15 @@ def direct(op):
     """The direct function of an op entry: its own parameters, then out=
     (where the op has it), verify= and mode=; one call into _ops.call."""
     body = "    _check(a)\n" if op.check is not None else ""
-    body += f"    return _call(_op, a, {'out' if op.out else 'None'}, verify, mode)\n"
+    launch = f"_call(_op, a, {'out' if op.out else 'None'}, verify, mode)"
+    if op.explain is None:
+        body += f"    return {launch}\n"
+    else:  # arguments checked only when a call fails (free while none does)
+        body += (f"    try:\n        return {launch}\n"
+                 "    except (AttributeError, TypeError):\n        _explain(a)\n        raise\n")
     fn = define(op.name, parameters(op),
                 ("*, out=None, " if op.out else "*, ") + "verify=None, mode=None", body,
-                {"_call": call, "_op": op, "_check": op.check})
+                {"_call": call, "_op": op, "_check": op.check, "_explain": op.explain})
     fn.__doc__, fn.__module__ = op.doc, "bitfold.torch"
     return fn
 

@@ -99,6 +99,14 @@ def _alloc(inputs, outputs):
     kinds = [(_TORCH[dt], torch.contiguous_format if layout == "row_major"
               else torch.preserve_format) for _, dt, layout in outputs]
 
+    if len(kinds) == 1:
+        (dt, fmt), = kinds
+
+        def alloc_one(a, o, aux):
+            y = torch.empty_like(a[ref], dtype=dt, memory_format=fmt)
+            return (y,), a[:n] + (y,)
+        return alloc_one
+
     def alloc(a, o, aux):
         x = a[ref]
         outs = tuple(torch.empty_like(x, dtype=dt, memory_format=fmt) for dt, fmt in kinds)
@@ -122,7 +130,7 @@ def _make_op(qual, op_name, kernel, text, fallback):
         ins=lambda a, o: a[:n], tag=lambda a: a[n:], variant=lambda a: None,
         params=lambda v: "", alloc=alloc, scalars=lambda a: pack(*a[n:]),
         width=lambda a: a[ref].shape[-1] if a[ref].dim() else 0,
-        check=_type_check(qual, inputs), eager=fallback, custom_result=lambda r: r,
+        explain=_type_check(qual, inputs), eager=fallback, custom_result=lambda r: r,
         lookup=lambda variant: kernel, label=qual,
         diagnose=None if fallback is not None else _diagnose(qual, inputs),
         doc=f"{qual}: the bitfold program {kernel.name} (bitfold.torch.op_from_source).")
