@@ -18,7 +18,10 @@ and `+ - * /` are add, sub, mul, div_rn (never contracted; write fma_rn).
 Rounding is always explicit (dsl.round). The op table (OPS) mirrors
 dsl/Ops.def (a CPU test checks it): a new op is one entry there and here.
 """
+import os
+import re
 import struct
+import sys
 
 __all__ = ["Program", "Value", "Input", "FoldOrder", "Combiner", "OPS", "DTYPES", "LAYOUTS",
            "round", "extend", "const", "rsqrt_cuda", "per_element", "per_column", "per_batch"]
@@ -53,6 +56,14 @@ def _f32_bits(x):
     return "0x%08x" % struct.unpack("<I", struct.pack("<f", float(x)))[0]
 
 
+def _where():
+    """file:line of the user code that called into this module."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == __file__:
+        f = f.f_back
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}" if f else "?"
+
+
 def _check(cond, message):
     if not cond:
         raise ValueError(message)
@@ -63,7 +74,7 @@ class Value:
 
     def __init__(self, graph, op, dtype, args=(), attr=None):
         self.graph, self.op, self.dtype, self.args, self.attr = graph, op, dtype, args, attr
-        self.name = graph._add(self)
+        self.name, self.where = graph._add(self), _where()
 
     def line(self):
         ops = ", ".join(a.ref() for a in self.args)
@@ -267,6 +278,7 @@ class Combiner:
 class _Fold:
     def __init__(self, index, value, order, combiner):
         self.index, self.value, self.order, self.combiner = index, value, order, combiner
+        self.where = _where()
 
     def line(self):
         return (f"fold {self.index} of {self.value.ref()} {self.order.text()}\n"
@@ -284,6 +296,7 @@ class Program:
         self.name, self.guard, self.groups = name, tuple(guard), groups
         self.dims, self.inputs, self.scalars, self.outputs = [], [], [], []
         self._graph, self._folds, self._items = _Graph(), [], []
+        self._output_where = {}
 
     def dim(self, name):
         self.dims.append(name)
@@ -317,6 +330,7 @@ class Program:
         _check(value.dtype == dtype, f"output {name} : {dtype} = {value.ref()} of dtype "
                f"{value.dtype}: round it (dsl.round) or extend it first")
         self.outputs.append((name, dtype, layout, align, value))
+        self._output_where[name] = _where()
 
     def text(self):
         """The program in the kernel text format."""
@@ -341,6 +355,30 @@ class Program:
             lines.append(f"  output {name} : {dtype} {layout}" +
                          (f" align {align}" if align else "") + f" = {value.ref()}")
         return "\n".join(lines) + "\n"
+
+    def explain(self, message):
+        """A library error about this program's text with the Python line
+        that built the node, fold or output it names appended."""
+        where = None
+        m = re.match(r"<source>:(\d+):\d+", message)
+        if m:
+            line = int(m.group(1))
+            text = self.text().splitlines()
+            if 0 < line <= len(text):
+                ref = re.match(r"\s*(%\w+) =", text[line - 1])
+                out = re.match(r"\s*output (\w+)", text[line - 1])
+                nodes = {v.ref(): v for v in self._graph.nodes}
+                if ref and ref.group(1) in nodes:
+                    where = nodes[ref.group(1)].where
+                elif out:
+                    where = self._output_where.get(out.group(1))
+        m = re.search(r"fold (\d+)", message)
+        if where is None and m and int(m.group(1)) < len(self._folds):
+            where = self._folds[int(m.group(1))].where
+        m = re.search(r"output '?(\w+)", message)
+        if where is None and m:
+            where = self._output_where.get(m.group(1))
+        return message if where is None else f"{message} (built at {where})"
 
     def signature(self):
         """What a torch op needs: inputs [(name, dtype, layout)], scalars

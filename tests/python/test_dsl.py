@@ -13,6 +13,7 @@ kernel_from_source parses and verifies only.
 import os
 import re
 import subprocess
+import sys
 import unittest
 
 import bitfold
@@ -241,17 +242,20 @@ class BuilderErrors(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "layout"):
             p.input("z", "bf16", layout="nchw")
 
-    def test_a_program_the_verifier_rejects_raises_with_line_and_column(self):
+    def test_a_program_the_verifier_rejects_names_the_python_line_that_built_it(self):
         p = dsl.Program("unused_fold")
         x = p.input("x", "f32").load()
-        p.fold(x, dsl.FoldOrder.serial(), sum_combiner())
+        p.fold(x, dsl.FoldOrder.serial(), sum_combiner()); line = sys._getframe().f_lineno  # noqa
         p.output("y", "f32", x)
         try:
             rt = bitfold.Runtime(disk_cache=False)
         except OSError as e:
             self.skipTest(f"libbitfold.so not loadable here: {e}")
-        with self.assertRaises(bitfold.BitfoldError):
+        with self.assertRaises(bitfold.BitfoldError) as caught:
             rt.kernel_from_source(p.text())
+        self.assertIn("fold 0", caught.exception.message)
+        self.assertTrue(p.explain(caught.exception.message).endswith(
+            f"(built at test_dsl.py:{line})"), p.explain(caught.exception.message))
 
 
 if __name__ == "__main__":

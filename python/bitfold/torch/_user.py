@@ -167,7 +167,12 @@ def op_from_source(source, name, fallback=None, runtime=None):
     if not isinstance(text, str):
         raise TypeError("op_from_source: source must be kernel text or a bitfold.dsl.Program, "
                         f"not {type(source).__name__}")
-    kernel = (runtime or bitfold.default_runtime()).kernel_from_source(text)
+    try:
+        kernel = (runtime or bitfold.default_runtime()).kernel_from_source(text)
+    except bitfold.BitfoldError as e:
+        if not isinstance(source, dsl.Program):
+            raise
+        raise bitfold.BitfoldError(e.status, source.explain(e.message)) from None
     op = _make_op(name, m.group(2), kernel, text, fallback)
     try:
         custom = _custom.register(op, m.group(1))
