@@ -44,6 +44,17 @@ class TorchFallback(unittest.TestCase):
         self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"device": 2})
         self.assertEqual(sum("eager fallback (device)" in str(m.message) for m in w), 1)
 
+    def test_the_fallback_is_the_eager_chain_of_the_moment(self):
+        """The ops look their chain up in _eager per fallback, so replacing
+        it (as the GPU verify test does) is what they run and compare with."""
+        x, scale, shift = inputs()
+        saved = self.bt._eager.ln_modulate
+        self.addCleanup(setattr, self.bt._eager, "ln_modulate", saved)
+        self.bt._eager.ln_modulate = lambda *a: "replaced"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.assertEqual(self.bt.ln_modulate(x, scale, shift, 1e-6), "replaced")
+
     def test_strict_mode_raises_the_guard_message(self):
         self.bt.configure(mode="strict")
         x, scale, shift = inputs()
