@@ -196,9 +196,19 @@ class TorchOnFakeDriver(unittest.TestCase):
         self.assertEqual(reached, ["ln_modulate"], "a remembered refusal reached the library")
         self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"stride": 3})
         self.assertEqual(sum("eager fallback (stride)" in str(m.message) for m in w), 1)
+        self.bt.reset_stats()
+        self.bt.configure(mode="strict")  # refused in strict mode: raised, not warned
+        with self.assertRaises(self.bt.BitfoldFallback):
+            self.bt.ln_modulate(xs, s2, s2, 1e-6)
+        self.bt.configure(mode="auto")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.bt.ln_modulate(xs, s2, s2, 1e-6)
+        self.assertEqual(sum("eager fallback (stride)" in str(m.message) for m in w), 1)
+        self.assertEqual(len(reached), 2)
         self.bt.reset_stats()  # forgets the refusal with the counters
         self.bt.ln_modulate(xs, s2, s2, 1e-6)
-        self.assertEqual(len(reached), 2)
+        self.assertEqual(len(reached), 3)
 
     def test_a_torch_runtime_kernel_launches_torch_tensors_as_they_are(self):
         """bitfold.torch.Runtime (what tests/gpu and bench/ launch by hand):

@@ -473,6 +473,9 @@ def _count_refusal(op, ent, mode):
         raise BitfoldFallback(f"bitfold.torch.{op.label}: {ent[1]}: {ent[2]}")
     counts = _op_stats(op.label)["fallbacks"]
     counts[ent[1]] = counts.get(ent[1], 0) + 1
+    if (op.label, ent[1]) not in _warned:  # first refused in strict mode, say
+        _warn_once((op.label, ent[1]), f"bitfold.torch.{op.label}: eager fallback "
+                   f"({ent[1]}): {ent[2]}")
 
 
 def _refused_again(op, ent, a, mode):
@@ -503,8 +506,8 @@ def _checked(op, a, key, out, verify, mode):
                 out.copy_(res[0])
             return res[0] if len(res) == 1 else tuple(res)
     if refusal[0] in _REMEMBERED:
-        with _lock:
-            if name not in _disabled:
+        with _lock:  # never over a launcher: its layout was taken before
+            if name not in _disabled and key not in op.sites:
                 _store(op.sites, key, (None,) + refusal)
     if op.diagnose is not None:
         op.diagnose(a, refusal)  # an op without an eager chain: raises
