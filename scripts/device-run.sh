@@ -9,7 +9,8 @@
 #             builds it here from the unpacked release library (saves
 #             carrying the library twice), and .whl/ (diffusers); then, with
 #             the wheel's own library (BITFOLD_LIB unset): tests/gpu/
-#             test_torch_ops.py, examples/torch, bench/host_cost.py
+#             test_torch_ops.py, test_torch_tutorial.py, examples/torch,
+#             bench/host_cost.py
 #                                                       -> $OUT/torch.log, torch-examples.json,
 #                                                          host_cost.md
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck, synccheck
@@ -59,7 +60,9 @@ torch_step() {
     unset BITFOLD_LIB
     cd "$root"
     python3 -c 'import bitfold, bitfold._lib as L; print("bitfold", bitfold.version(), L.load().bitfold_path)'
-    python3 -m pytest -q -p no:cacheprovider -rs tests/gpu/test_torch_ops.py || rc=1
+    python3 -m pytest -q -p no:cacheprovider -rs tests/gpu/test_torch_ops.py \
+      tests/gpu/test_torch_tutorial.py || rc=1
+    python3 examples/torch/silu_and_mul.py || rc=1
     python3 examples/torch/glm_image_blocks.py --json /tmp/bf-glm.json || rc=1
     python3 examples/torch/wan_vae_decode.py --json /tmp/bf-wan.json || rc=1
     python3 bench/host_cost.py --out /tmp/bf-host || rc=1
