@@ -122,6 +122,35 @@ def user_add_rmsnorm():
     return p
 
 
+def user_bias_gelu_erf():
+    """examples/user_kernels/bias_gelu_erf.bfk: ATen's erf GELU."""
+    p = dsl.Program("user_bias_gelu_erf")
+    x, b = p.input("x", "bf16"), p.input("bias", "bf16", index=dsl.per_column)
+    v = dsl.extend(dsl.round(x.load() + b.load(), "bf16"))
+    e1 = 1.0 + dsl.erf_libdevice(v * float.fromhex("0x1.6a09e6p-1"))  # M_SQRT1_2 in f32
+    p.output("y", "bf16", dsl.round(v * 0.5 * e1, "bf16"))
+    return p
+
+
+def stock_rmsnorm_modulate():
+    """templates' rmsnorm_modulate at D = 2048, bf16: flashinfer's order."""
+    p = dsl.Program("rmsnorm_modulate", guard=(2048, 2048, 2048))
+    s = p.dim("S")
+    xf = dsl.extend(p.input("x", "bf16").load())
+    w = p.input("weight", "bf16", index=dsl.per_column)
+    scale = p.input("scale", "bf16", index=dsl.per_batch(s))
+    shift = p.input("shift", "bf16", index=dsl.per_batch(s))
+    eps = p.scalar("eps", default=1e-6)
+    order = dsl.FoldOrder("flashinfer_rmsnorm_tpr32", 32, 8,
+                          [("bfly_xor", 1 << i) for i in range(5)])
+    ss = p.fold(xf, order, sum_combiner("sum_of_squares", True))["acc"]
+    rstd = dsl.rsqrt_approx_ftz(ss / p.dim_value("cols") + eps)
+    y = dsl.round(xf * rstd * (w.load() + 0.0), "bf16")
+    y = dsl.round(y * dsl.round(1.0 + scale.load(), "bf16"), "bf16")
+    p.output("y", "bf16", dsl.round(y + shift.load(), "bf16"))
+    return p
+
+
 def stock_residual_gate():
     """templates' residual_gate, dtype=bf16, gate=full."""
     p = dsl.Program("residual_gate")
@@ -190,10 +219,13 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
         for build in (residual_add, modulate, bias_cl, add_eps, relu, row_sum, rmsnorm):
             self.same.assert_same(build().text(), doc_example(build.__name__), build.__name__)
 
-    def test_the_user_kernel_example(self):
+    def test_the_user_kernel_examples(self):
         self.same.assert_same(user_add_rmsnorm().text(),
                               read("examples", "user_kernels", "add_rmsnorm.bfk"),
                               "add_rmsnorm.bfk")
+        self.same.assert_same(user_bias_gelu_erf().text(),
+                              read("examples", "user_kernels", "bias_gelu_erf.bfk"),
+                              "bias_gelu_erf.bfk")
 
     def test_a_different_program_is_told_apart(self):
         other = residual_add()
@@ -206,7 +238,8 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
     def test_stock_kernels_built_in_python(self):
         cases = [(stock_residual_gate, "residual_gate", "1,16,1024", ""),
                  (stock_conv_bias, "conv_bias", "1,96,2,8,8", ""),
-                 (stock_hf_rmsnorm, "hf_rmsnorm", "1,16,1024", "")]
+                 (stock_hf_rmsnorm, "hf_rmsnorm", "1,16,1024", ""),
+                 (stock_rmsnorm_modulate, "rmsnorm_modulate", "1,16,2048", "")]
         for build, kernel, shape, params in cases:
             cmd = [CLI, "interp", kernel, "--shape", shape, "--print-text"]
             out = subprocess.run(cmd + (["--params", params] if params else []), check=True,
