@@ -24,7 +24,7 @@ import struct
 import sys
 
 __all__ = ["Program", "Value", "Input", "FoldOrder", "Combiner", "OPS", "DTYPES", "LAYOUTS",
-           "round", "extend", "const", "rsqrt_cuda", "per_element", "per_column", "per_batch"]
+           "round", "extend", "const", "rsqrt_cuda", "rcp_nvcc", "per_element", "per_column", "per_batch"]
 
 # Storage dtypes the format knows (i1: predicates, never stored).
 DTYPES = ("f32", "bf16", "f16", "i1")
@@ -174,6 +174,15 @@ def rsqrt_cuda(t):
     small = _apply("cmp_lt", _apply("abs", t), float.fromhex("0x1p-126"))
     scaled = _apply("rsqrt_approx_ftz", t * 16777216.0) * 4096.0
     return _apply("select", small, scaled, _apply("rsqrt_approx_ftz", t))
+
+
+def rcp_nvcc(d):
+    """nvcc's 1.0f / d under its default flags in aten's Welford: the
+    approximate reciprocal and one Newton step with fmas; the C++ DSL's
+    rcp_nvcc."""
+    r = _apply("rcp_approx_ftz", d)
+    e = _apply("sub_ftz", -0.0, _apply("fma_rn", d, r, -1.0))
+    return _apply("fma_rn", r, e, r)
 
 
 def extend(v):

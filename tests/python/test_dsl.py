@@ -151,6 +151,47 @@ def stock_rmsnorm_modulate():
     return p
 
 
+def welford_aten():
+    """aten's Welford (WelfordOps in SharedReduceOps.h) as nvcc compiles it."""
+    def push(n, mean, m2, x):
+        n1 = n + 1.0
+        delta = x - mean
+        new_mean = dsl.fma_rn(delta, dsl.rcp_nvcc(n1), mean)
+        return n1, new_mean, dsl.fma_rn(delta, x - new_mean, m2)
+
+    def combine(an, amean, am2, bn, bmean, bm2):
+        n = bn + an
+        some = dsl.cmp_gt(n, 0.0)
+        r = dsl.rcp_nvcc(n)
+        nb_over_n, na_over_n = bn * r, r * an
+        mean = dsl.fma_rn(bmean, nb_over_n, na_over_n * amean)
+        delta = amean - bmean
+        m2 = dsl.fma_rn(na_over_n, bn * (delta * delta), bm2 + am2)
+        return n, dsl.select(some, mean, 0.0), dsl.select(some, m2, 0.0)
+    return dsl.Combiner("welford_aten", ["n", "mean", "m2"], [0.0, 0.0, 0.0],
+                        ["n", "mean", "m2"], push, combine, lambda n, mean, m2: (n, mean, m2))
+
+
+def stock_ln_modulate():
+    """templates' ln_modulate, bf16: aten's vectorized LayerNorm order and
+    Welford, then adaLN modulation."""
+    p = dsl.Program("ln_modulate", guard=(4, 4, 16777216))
+    s = p.dim("S")
+    xf = dsl.extend(p.input("x", "bf16", align=4).load())
+    scale = p.input("scale", "bf16", index=dsl.per_batch(s))
+    shift = p.input("shift", "bf16", index=dsl.per_batch(s))
+    eps = p.scalar("eps", default=1e-6)
+    order = dsl.FoldOrder("aten_vectorized_layer_norm", 128, 4,
+                          [("shfl_down", 16 >> i) for i in range(5)] +
+                          [("cross_warp", 64), ("cross_warp", 32)])
+    st = p.fold(xf, order, welford_aten())
+    rstd = dsl.rsqrt_cuda(st["m2"] / p.dim_value("cols") + eps)
+    y = dsl.round(rstd * (xf - st["mean"]), "bf16")
+    y = dsl.round(y * dsl.round(1.0 + scale.load(), "bf16"), "bf16")
+    p.output("y", "bf16", dsl.round(y + shift.load(), "bf16"), align=4)
+    return p
+
+
 def stock_residual_gate():
     """templates' residual_gate, dtype=bf16, gate=full."""
     p = dsl.Program("residual_gate")
@@ -239,7 +280,8 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
         cases = [(stock_residual_gate, "residual_gate", "1,16,1024", ""),
                  (stock_conv_bias, "conv_bias", "1,96,2,8,8", ""),
                  (stock_hf_rmsnorm, "hf_rmsnorm", "1,16,1024", ""),
-                 (stock_rmsnorm_modulate, "rmsnorm_modulate", "1,16,2048", "")]
+                 (stock_rmsnorm_modulate, "rmsnorm_modulate", "1,16,2048", ""),
+                 (stock_ln_modulate, "ln_modulate", "1,16,1024", "")]
         for build, kernel, shape, params in cases:
             cmd = [CLI, "interp", kernel, "--shape", shape, "--print-text"]
             out = subprocess.run(cmd + (["--params", params] if params else []), check=True,
