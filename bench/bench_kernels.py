@@ -28,9 +28,8 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
-import bitfold_torch  # noqa: E402
+import bitfold.torch  # noqa: E402
 import references as ref  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
@@ -261,7 +260,7 @@ def main():
                     help="comma-separated substrings: time only the cases named so")
     args = ap.parse_args()
     torch.manual_seed(0)
-    rt = bitfold_torch.Runtime()
+    rt = bitfold.torch.Runtime()
     bw = copy_bandwidth()
     rows = []
     builds = builders(rt)

@@ -8,6 +8,10 @@ what the copy of strided (fused-QKV) q/k views costs qk_layernorm.
         FakeCuda.cpp) through libbitfold-fakecodegen.so: the Python side and
         bitfold's own C share, without cuLaunchKernel or a CUDA allocator)
 
+The refused row is a layout the kernel refuses (columns 2 apart): its
+direct call should cost eager plus about 2 us (the refusal is remembered
+per layout after the first call), never the checked path again.
+
 Method: shapes small enough that the GPU keeps up with the host (each
 kernel takes a few microseconds), so the wall time of N back-to-back calls
 divided by N is host time; min of 7 repetitions of N = 2000 calls after 200
@@ -20,6 +24,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import torch
 
@@ -35,14 +40,12 @@ def setup():
     fake driver."""
     if ARGS.fake_lib:
         os.environ["BITFOLD_LIBCUDA"] = ARGS.fake_cuda
-        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
         import bitfold
         bitfold._default = bitfold.Runtime(lib_path=ARGS.fake_lib, disk_cache=False)
         import bitfold.torch as bt
         bt._ops._ALLOW_HOST = True
         return bt, bitfold, bt._eager
-    from _bitfold_import import import_bitfold_torch
-    bt = import_bitfold_torch()
+    import bitfold.torch as bt
     import bitfold
     import references
     return bt, bitfold, references
@@ -84,6 +87,7 @@ def tensors():
     t["qv"] = t["qkv"][..., :1024].unflatten(-1, (8, 128))
     t["kv"] = t["qkv"][..., 1024:2048].unflatten(-1, (8, 128))
     t["c16"] = r(1, 96, 1, 4, 4, fmt=torch.channels_last_3d)
+    t["x_refused"] = r(1, 16, 2048)[..., ::2]  # columns 2 apart: the kernel refuses it
     t["y"] = torch.empty_like(t["x"])
     return t
 
@@ -106,6 +110,10 @@ def cases(bt, bitfold, ref, t):
         ("ln_modulate (1,16,1024), out= preallocated",
          lambda: bt.ln_modulate(x, sc, sh, 1e-6, out=t["y"]), None, None),
         ("ln_modulate (1,16,1024) under torch.inference_mode()", "inference", None, None),
+        ("ln_modulate (1,16,1024) at a refused layout (remembered: eager + the site lookup)",
+         lambda: bt.ln_modulate(t["x_refused"], sc, sh, 1e-6),
+         lambda: ops.ln_modulate(t["x_refused"], sc, sh, 1e-6),
+         lambda: ref.ln_modulate(t["x_refused"], sc, sh, 1e-6)),
         ("qk_layernorm (1,16,8,128) x2", lambda: bt.qk_layernorm(q, k, 1e-6),
          lambda: ops.qk_layernorm(q, k, 1e-6), lambda: ref.qk_layernorm(q, k, 1e-6)),
         ("qk_layernorm fused-QKV views (copied)", lambda: bt.qk_layernorm(t["qv"], t["kv"], 1e-6),
@@ -120,6 +128,11 @@ def cases(bt, bitfold, ref, t):
          lambda: ops.rmsnorm_modulate(t["xw"], t["w"], t["scw"], t["shw"], 1e-6),
          lambda: bt._eager.rmsnorm_modulate(t["xw"], t["w"], t["scw"], t["shw"], 1e-6)),
     ]
+    user = user_op(bt)
+    ug, uu = t["proj"][:, :1024], t["proj"][:, 1024:2048]
+    rows.append(("user op silu_and_mul (1,1024) (op_from_source, docs/torch-tutorial.md)",
+                 lambda: user(ug, uu), lambda: ops.host_cost.silu_and_mul(ug, uu),
+                 lambda: torch.nn.functional.silu(ug) * uu))
     if has_template(bitfold, "hf_rmsnorm", "dtype=bf16,weight=bf16,residual=0,modulate=0"):
         rows.append(("hf_rmsnorm (1,16,1024)", lambda: bt.hf_rmsnorm(x, t["w4"], 1e-6),
                      lambda: ops.hf_rmsnorm(x, t["w4"], 1e-6),
@@ -132,6 +145,17 @@ def cases(bt, bitfold, ref, t):
                      lambda: ops.wan_rmsnorm_silu(c, g, None, None, "f32"),
                      lambda: bt._eager.wan_rmsnorm_silu(c, g, None, None, "f32")))
     return rows
+
+
+def user_op(bt):
+    """The tutorial's silu_and_mul, a user op: its host path is the stock ops'."""
+    from bitfold import dsl
+    p = dsl.Program("silu_and_mul")
+    gate, up = p.input("gate", "bf16"), p.input("up", "bf16")
+    g = dsl.extend(gate.load())
+    silu = dsl.round(g / (1.0 + dsl.exp_libdevice(-g)), "bf16")
+    p.output("y", "bf16", dsl.round(silu * up.load(), "bf16"))
+    return bt.op_from_source(p, "host_cost::silu_and_mul")
 
 
 def measure_rows(bt, rows, t):
@@ -154,18 +178,19 @@ def measure_rows(bt, rows, t):
 
 def pieces(bt, bitfold, t):
     """What one warm direct ln_modulate call is made of."""
-    from bitfold.torch import _ops
+    from bitfold.torch import _ops, _table
+    sites = _table.LN_MODULATE.sites
     x, sc, sh, y = t["x"], t["sc"], t["sh"], t["y"]
     bt.ln_modulate(x, sc, sh, 1e-6)
     key = _ops._key((x, sc, sh), 1e-6)
-    ent = _ops._ln_sites.get(key)
+    ent = sites.get(key)
     out = {
         "layout key (_key: dtype, shape, strides, device of 3 tensors)": per_call_us(
             lambda: _ops._key((x, sc, sh), 1e-6)),
-        "site lookup (dict get)": per_call_us(lambda: _ops._ln_sites.get(key)),
+        "site lookup (dict get)": per_call_us(lambda: sites.get(key)),
         "torch.empty_like": per_call_us(lambda: torch.empty_like(x)),
         "checked-path guards (_ready; not on the warm path)": per_call_us(
-            lambda: _ops._ready("ln_modulate", (x, sc, sh), None)),
+            lambda: _ops._ready((x, sc, sh))),
     }
     if ent is None:
         out["prepared launcher"] = "n/a: no site (library without bitfold_prepare_raw?)"
@@ -258,6 +283,7 @@ def main():
     ap.add_argument("--no-eager", action="store_true", help="skip the eager column")
     ARGS = ap.parse_args()
     bt, bitfold, ref = setup()
+    warnings.simplefilter("ignore")  # the refused row's fallback warning
     t = tensors()
     rows = measure_rows(bt, cases(bt, bitfold, ref, t), t)
     info = {"torch": torch.__version__, "python": sys.version.split()[0],

@@ -29,7 +29,7 @@ def main():
         b = torch.empty_like(a)
         fn = lambda: b.copy_(a)  # noqa: E731
     else:
-        rt = bench_kernels.bitfold_torch.Runtime()
+        rt = bench_kernels.bitfold.torch.Runtime()
         picked = [c for c in bench_kernels.cases(rt) if c[0].startswith(args.case)]
         if len(picked) != 1:
             sys.exit(f"'{args.case}' matches {len(picked)} cases: "

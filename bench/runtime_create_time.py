@@ -13,7 +13,6 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from bitfold import _lib  # noqa: E402
 
 lib = _lib.load(sys.argv[1])

@@ -51,7 +51,7 @@ def main():
                              "--params", args.params, "--list-configs"],
                             capture_output=True, text=True, check=True)
     configs = [c for c in listed.stdout.split() if c.startswith("r")]
-    rt = bk.bitfold_torch.Runtime()
+    rt = bk.bitfold.torch.Runtime()
     kernel = rt.kernel(args.template, args.params)
     first = operands(args.template, b, s, d)
     nbytes = first[3]

@@ -12,7 +12,8 @@
 #             without network), into a fresh venv (/tmp/bf-venv, seeing the
 #             host's torch); then, with the wheel's own library (BITFOLD_LIB
 #             unset), that venv's python runs tests/gpu/test_torch_ops.py,
-#             examples/torch, bench/host_cost.py. Needs only the wheel.
+#             test_torch_tutorial.py, examples/torch, bench/host_cost.py.
+#             Needs only the wheel.
 #                                                       -> torch.log, torch-examples.json,
 #                                                          host_cost.md
 #   sanitize  compute-sanitizer memcheck, racecheck, initcheck, synccheck
@@ -92,7 +93,9 @@ torch_step() {
     py=$venv/bin/python
     $py -c 'import bitfold, bitfold._lib as L; print("bitfold", bitfold.version(), L.load().bitfold_path)'
     $py -m pip list 2>/dev/null | grep -E '^(bitfold|torch|diffusers) '
-    $py -m pytest -q -p no:cacheprovider -rs tests/gpu/test_torch_ops.py || rc=1
+    $py -m pytest -q -p no:cacheprovider -rs tests/gpu/test_torch_ops.py \
+      tests/gpu/test_torch_tutorial.py || rc=1
+    $py examples/torch/silu_and_mul.py || rc=1
     $py examples/torch/glm_image_blocks.py --json /tmp/bf-glm.json || rc=1
     $py examples/torch/wan_vae_decode.py --json /tmp/bf-wan.json || rc=1
     $py bench/host_cost.py --out /tmp/bf-host || rc=1
@@ -209,7 +212,8 @@ for step in "$@"; do
     version) bitfold version | tee "$OUT/version.txt" || status=1 ;;
     kernels) bash "$root/scripts/run-kernels.sh" /tmp/bf/bin/bitfold 2>&1 | tee "$OUT/kernels.txt" || status=1 ;;
     suite)
-      BITFOLD_GPU_SUMMARY=$OUT/gpu-suite.json python3 -m pytest -q -p no:cacheprovider \
+      PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} \
+        BITFOLD_GPU_SUMMARY=$OUT/gpu-suite.json python3 -m pytest -q -p no:cacheprovider \
         "$root/tests/gpu" -rs 2>&1 | tee "$OUT/gpu-suite.log" | tail -25 || status=1 ;;
     torch) torch_step || status=1 ;;
     sanitize) sanitize || status=1 ;;

@@ -111,8 +111,11 @@ class Runtime:
                 if k is None:
                     h = ctypes.c_void_p()
                     name, params = find(ctypes.byref(h))
-                    k = self._kernels[key] = Kernel(self, h, name, params)
+                    k = self._kernels[key] = self._new_kernel(h, name, params)
         return k
+
+    def _new_kernel(self, handle, name, params):
+        return Kernel(self, handle, name, params)
 
     def kernel(self, name, params="", **kwargs):
         """The kernel of template `name` with parameters as text

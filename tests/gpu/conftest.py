@@ -8,11 +8,7 @@ to $BITFOLD_GPU_SUMMARY when set.
 import collections
 import json
 import os
-import sys
-
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 
 try:
     import torch
@@ -36,9 +32,12 @@ def record(template, equal, detail):
 def rt():
     if not HAVE_CUDA:
         pytest.skip("no CUDA device visible to torch: GPU oracle tests skipped")
-    import bitfold_torch
     try:
-        r = bitfold_torch.Runtime()
+        import bitfold.torch
+        r = bitfold.torch.Runtime()
+    except ImportError as e:
+        pytest.skip(f"the bitfold package is not importable ({e}): install the wheel or "
+                    "set PYTHONPATH=python")
     except OSError as e:
         pytest.skip(f"libbitfold.so not found ({e}); set BITFOLD_LIB")
     yield r

@@ -173,7 +173,7 @@ def test_wan_every_config_at_seed_shape(rt, form, bias):
 
 
 def expect_refused(kernel, tensors, scalars, words):
-    from bitfold_torch import BitfoldError
+    from bitfold import BitfoldError
     with pytest.raises(BitfoldError) as e:
         kernel.launch(tensors, scalars)
     msg = str(e.value)
@@ -189,7 +189,7 @@ def test_wan_refuses_what_it_does_not_reproduce(rt):
     expect_refused(k, [x, g, b, torch.empty_like(x)], [96 ** 0.5], ["rows"])
     # C >= 128 not a multiple of 4: a head and tail per row.
     x, g, b, cb = wan_operands((1, 130, 1, 4, 4), "bf16", "bf16", True, False, 1.0, gen, None)
-    from bitfold_torch import BitfoldError
+    from bitfold import BitfoldError
     with pytest.raises(BitfoldError) as e:
         k.launch([x, g, b, torch.empty_like(x)], [130 ** 0.5])
     assert "130" in str(e.value)
@@ -277,7 +277,7 @@ def test_hf_rmsnorm(rt, shape, dt, wdt, residual, modulate, seed, amp, special, 
     x, r, w, sc, sh = hf_operands(shape, dt, wdt, residual, modulate, amp, gen, special)
     expect, expect_sum = hf_eager(x, w, eps, r, sc, sh)
     params = hf_params(dt, wdt, residual, modulate)
-    from bitfold_torch import BitfoldError
+    from bitfold import BitfoldError
     try:
         y, s = hf_launch(rt.kernel("hf_rmsnorm", params), x, r, w, sc, sh, eps, expect.dtype)
     except BitfoldError as e:
@@ -314,7 +314,7 @@ def test_hf_every_config_at_seed_shape(rt, shape):
 
 def test_hf_weight_dtype_mixes_are_refused(rt):
     # f16 x with a bf16 weight promotes to f32 in eager: not a parameter.
-    from bitfold_torch import BitfoldError
+    from bitfold import BitfoldError
     gen = torch.Generator(device="cuda").manual_seed(5)
     x, r, w, sc, sh = hf_operands((1, 32, 1024), "f16", "bf16", False, False, 1.0, gen, None)
     with pytest.raises(BitfoldError) as e:

@@ -29,7 +29,6 @@ import sys
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

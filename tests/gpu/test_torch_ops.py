@@ -13,7 +13,6 @@ import pytest
 
 import references as ref
 from conftest import HAVE_CUDA, record, torch
-from _bitfold_import import import_bitfold_torch
 
 if not HAVE_CUDA:
     pytest.skip("no CUDA device visible to torch: GPU torch-op tests skipped",
@@ -21,7 +20,8 @@ if not HAVE_CUDA:
 
 from test_kernels import randn, same_bits  # noqa: E402
 
-bt = import_bitfold_torch()
+import bitfold.torch as bt  # noqa: E402
+
 BF = torch.bfloat16
 SEEDS = (0, 1, 2)
 

@@ -26,7 +26,6 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 EXAMPLES = os.path.join(ROOT, "examples", "user_kernels")
-sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -44,6 +44,17 @@ class TorchFallback(unittest.TestCase):
         self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"device": 2})
         self.assertEqual(sum("eager fallback (device)" in str(m.message) for m in w), 1)
 
+    def test_the_fallback_is_the_eager_chain_of_the_moment(self):
+        """The ops look their chain up in _eager per fallback, so replacing
+        it (as the GPU verify test does) is what they run and compare with."""
+        x, scale, shift = inputs()
+        saved = self.bt._eager.ln_modulate
+        self.addCleanup(setattr, self.bt._eager, "ln_modulate", saved)
+        self.bt._eager.ln_modulate = lambda *a: "replaced"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.assertEqual(self.bt.ln_modulate(x, scale, shift, 1e-6), "replaced")
+
     def test_strict_mode_raises_the_guard_message(self):
         self.bt.configure(mode="strict")
         x, scale, shift = inputs()
@@ -169,6 +180,58 @@ class TorchOnFakeDriver(unittest.TestCase):
         self.assertTrue(torch.equal(y, self.bt._eager.ln_modulate(xs, s2, s2, 1e-6)))
         reasons = self.bt.stats()["ln_modulate"]["fallbacks"]
         self.assertEqual(sum(reasons.values()), 1, reasons)
+
+    def test_a_refused_layout_does_not_reach_the_library_again(self):
+        xs = torch.randn(2, 8, 128).to(torch.bfloat16)[..., ::2]  # columns 2 apart
+        s2 = torch.zeros(2, 64, dtype=torch.bfloat16)
+        reached = []
+        real = self.ops._launch  # the only way to bitfold_prepare_raw / bitfold_launch_raw
+        self.ops._launch = lambda *a: reached.append(a[0]) or real(*a)
+        self.addCleanup(setattr, self.ops, "_launch", real)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            ys = [self.bt.ln_modulate(xs, s2, s2, 1e-6) for _ in range(3)]
+        ref = self.bt._eager.ln_modulate(xs, s2, s2, 1e-6)
+        self.assertTrue(all(torch.equal(y, ref) for y in ys))
+        self.assertEqual(reached, ["ln_modulate"], "a remembered refusal reached the library")
+        self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"stride": 3})
+        self.assertEqual(sum("eager fallback (stride)" in str(m.message) for m in w), 1)
+        self.bt.reset_stats()
+        self.bt.configure(mode="strict")  # refused in strict mode: raised, not warned
+        with self.assertRaises(self.bt.BitfoldFallback):
+            self.bt.ln_modulate(xs, s2, s2, 1e-6)
+        self.bt.configure(mode="auto")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.bt.ln_modulate(xs, s2, s2, 1e-6)
+        self.assertEqual(sum("eager fallback (stride)" in str(m.message) for m in w), 1)
+        self.assertEqual(len(reached), 2)
+        self.bt.reset_stats()  # forgets the refusal with the counters
+        self.bt.ln_modulate(xs, s2, s2, 1e-6)
+        self.assertEqual(len(reached), 3)
+
+    def test_a_torch_runtime_kernel_launches_torch_tensors_as_they_are(self):
+        """bitfold.torch.Runtime (what tests/gpu and bench/ launch by hand):
+        views keep their strides; a rejected launch raises BitfoldError."""
+        import ctypes
+        import bitfold
+        from test_fake_launch import FakeLaunch
+        fake = ctypes.CDLL(FAKE_CUDA)
+        fake.fake_cuda_last_launch.restype = FakeLaunch
+        fake.fake_cuda_expect_params.argtypes = [ctypes.c_int]
+        rt = self.bt.Runtime(lib_path=FAKE_LIB, disk_cache=False)
+        self.addCleanup(rt.close)
+        k = rt.kernel("ln_modulate", "dtype=bf16")
+        self.assertIsInstance(k, self.bt.Kernel)
+        x, scale, shift = inputs()  # scale and shift: chunks of a projection
+        y = torch.empty_like(x)
+        fake.fake_cuda_expect_params(11)
+        k.launch([x, scale, shift, y], [1e-6])
+        params = list(fake.fake_cuda_last_launch().params)
+        for t in (x, scale, shift, y):
+            self.assertIn(t.data_ptr(), params)
+        with self.assertRaises(bitfold.BitfoldError):
+            k.launch([x[..., ::2], scale, shift, y], [1e-6])
 
     def test_verify_once_catches_a_wrong_kernel_and_disables_the_op(self):
         x, scale, shift = inputs()

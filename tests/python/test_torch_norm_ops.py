@@ -146,12 +146,16 @@ class PreparedFastPath(unittest.TestCase):
 class StubKernel:
     """Records launch_raw calls; has the operands the template declares."""
 
-    def __init__(self, name, params, operands):
+    def __init__(self, name, params, operands, refuse=None):
         self.name, self.params, self.tensor_names = name, params, operands
         self.lib = type("StubLib", (), {"bitfold_path": "<stub>"})()
-        self.launches = []
+        self.launches, self.refuse, self.attempts = [], refuse, 0
 
     def launch_raw(self, data, meta, nmeta, n, scalars, stream):
+        self.attempts += 1
+        if self.refuse:
+            import bitfold
+            raise bitfold.BitfoldError(self.refuse, "the stub refuses this layout")
         words = struct.unpack(f"{nmeta}q", meta)
         tensors, at = [], 0
         for _ in range(n):
@@ -164,19 +168,19 @@ class StubKernel:
 
 
 class StubRuntime:
-    def __init__(self, operands=None):
-        self.kernels, self.operands = [], operands
+    def __init__(self, operands=None, refuse=None):
+        self.kernels, self.operands, self.refuse = [], operands, refuse
 
     def kernel(self, name, params):
-        from bitfold.torch import _ops
+        from bitfold.torch import _table
         fields = dict(p.split("=") for p in params.split(","))
         if name == "wan_rmsnorm_silu":
-            names = _ops._wan_operands((None, None, None, fields["bias"] == "1",
+            names = _table._wan_operands((None, None, None, fields["bias"] == "1",
                                         fields["conv_bias"] == "1"))
         else:
-            names = _ops._hf_operands((None, None, fields["residual"] == "1",
+            names = _table._hf_operands((None, None, fields["residual"] == "1",
                                        fields["modulate"] == "1"))
-        k = StubKernel(name, params, self.operands or names)
+        k = StubKernel(name, params, self.operands or names, self.refuse)
         self.kernels.append(k)
         return k
 
@@ -188,7 +192,7 @@ class NormOpsOnAStubRuntime(unittest.TestCase):
         import bitfold.torch as bt
         from bitfold.torch import _ops
         self.bt, self.ops, self.bitfold = bt, _ops, bitfold
-        self.saved = (bitfold.default_runtime, _ops._wan_k, _ops._hf_k, _ops._ALLOW_HOST)
+        self.saved = (bitfold.default_runtime, _ops._ALLOW_HOST)
         self.use(StubRuntime())
         _ops._ALLOW_HOST = True
         bt.reset_stats()
@@ -197,13 +201,15 @@ class NormOpsOnAStubRuntime(unittest.TestCase):
     def use(self, rt):
         self.rt = rt
         self.bitfold.default_runtime = lambda: rt
-        o = self.ops
-        o._wan_k = o._kernels("wan_rmsnorm_silu", o._wan_params, o._wan_operands)
-        o._hf_k = o._kernels("hf_rmsnorm", o._hf_params, o._hf_operands)
+        from bitfold.torch import _table
+        for op in (_table.WAN_RMSNORM_SILU, _table.HF_RMSNORM):
+            op.new_kernels()
 
     def tearDown(self):
-        (self.bitfold.default_runtime, self.ops._wan_k, self.ops._hf_k,
-         self.ops._ALLOW_HOST) = self.saved
+        self.bitfold.default_runtime, self.ops._ALLOW_HOST = self.saved
+        from bitfold.torch import _table
+        for op in (_table.WAN_RMSNORM_SILU, _table.HF_RMSNORM):
+            op.new_kernels()
 
     def words(self, dtype):
         return self.bitfold.DTYPE_WORDS[self.ops._DT_NAME[dtype]] & 0xFFFFFFFF
@@ -271,6 +277,35 @@ class NormOpsOnAStubRuntime(unittest.TestCase):
         self.assertTrue(torch.equal(y, self.bt._eager.hf_rmsnorm(x, w, 1e-6)))
         self.assertEqual(self.bt.stats()["hf_rmsnorm"]["fallbacks"], {"unsupported": 1})
         self.assertEqual(self.rt.kernels[-1].launches, [])
+
+    def test_a_refused_layout_is_remembered_and_the_library_is_not_called_again(self):
+        self.use(StubRuntime(refuse="BITFOLD_ERROR_STRIDE"))
+        x, w = rand(2, 8, 64), rand(64, seed=1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ys = [self.bt.hf_rmsnorm(x, w, 1e-6) for _ in range(3)]
+        for y in ys:
+            self.assertTrue(torch.equal(y, self.bt._eager.hf_rmsnorm(x, w, 1e-6)))
+        self.assertEqual(len(self.rt.kernels), 1, "the kernel was looked up again")
+        self.assertEqual(self.rt.kernels[0].attempts, 1, "a remembered refusal reached launch")
+        self.assertEqual(self.bt.stats()["hf_rmsnorm"]["fallbacks"], {"stride": 3})
+        self.assertEqual(sum("eager fallback (stride)" in str(m.message) for m in caught), 1)
+        self.bt.configure(mode="strict")
+        with self.assertRaisesRegex(self.bt.BitfoldFallback, "stride"):
+            self.bt.hf_rmsnorm(x, w, 1e-6)
+        self.bt.configure(mode="auto")
+        self.bt.hf_rmsnorm(x.contiguous()[:, :4], w, 1e-6)  # another layout: asked again
+        self.assertEqual(self.rt.kernels[0].attempts, 2)
+
+    def test_a_refusal_that_depends_on_the_addresses_is_not_remembered(self):
+        self.use(StubRuntime(refuse="BITFOLD_ERROR_ALIGNMENT"))
+        x, w = rand(2, 8, 64), rand(64, seed=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(2):
+                self.bt.hf_rmsnorm(x, w, 1e-6)
+        self.assertEqual(self.rt.kernels[0].attempts, 2)
+        self.assertEqual(self.bt.stats()["hf_rmsnorm"]["fallbacks"], {"alignment": 2})
 
     def test_dtypes_the_kernels_do_not_take_fall_back(self):
         x = channels_last(rand(1, 8, 2, 4, 4))

@@ -43,14 +43,16 @@ a cold shape works; warming shapes before capture keeps compiles out of it.
 """
 import torch as _torch  # noqa: F401  (bitfold.torch needs torch)
 
-from ._ops import (BitfoldFallback, config, conv_bias, hf_rmsnorm, ln_modulate,  # noqa: F401
-                   qk_layernorm, reset_stats, residual_gate, rmsnorm_modulate, stats,
-                   wan_rmsnorm_silu)
+from ._ops import BitfoldFallback, config, reset_stats, stats  # noqa: F401
+from ._table import (conv_bias, hf_rmsnorm, ln_modulate, qk_layernorm,  # noqa: F401
+                     residual_gate, rmsnorm_modulate, wan_rmsnorm_silu)
 from . import _custom  # noqa: F401  (registers torch.ops.bitfold.*)
 from ._patch import patch, unpatch  # noqa: F401
+from ._runtime import Kernel, Runtime  # noqa: F401
+from ._user import kernel, op_from_source  # noqa: F401
+from ._table import OPS as _OPS
 
-OPS = ("ln_modulate", "qk_layernorm", "conv_bias", "residual_gate", "rmsnorm_modulate",
-       "wan_rmsnorm_silu", "hf_rmsnorm")
+OPS = tuple(op.name for op in _OPS)
 
 
 def configure(mode=None, verify=None):

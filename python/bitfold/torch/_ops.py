@@ -1,5 +1,6 @@
-"""The direct (eager) ops: guards, launch through bitfold_launch_raw,
-fallback to the eager chain, verify="once", counters.
+"""The host path every op shares (`call`): guards, launch through
+bitfold_launch_raw, fallback to the eager chain, verify="once", counters.
+The ops themselves are entries of _table.py (`Op`).
 
 Host cost is the point of this file. The first call of an op at a layout
 (dtypes, shapes, strides and devices of every operand, and the scalars)
@@ -10,7 +11,9 @@ torch.empty_like, the addresses packed and one ctypes call. Everything the
 C API validates per launch (shapes, strides, alignment of each address,
 dtypes, column guards) stays with it, every call: its rejection sends the
 call back to the checked path, which falls back to the eager chain with the
-C message as the reason.
+C message as the reason. A refusal that the layout alone decides is
+remembered in the site table too, so the next call at that layout runs the
+eager chain at once (counted in stats(), warned once).
 """
 import ctypes
 import struct
@@ -105,7 +108,7 @@ def _warn_once(key, message):
         if key in _warned:
             return
         _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=5)  # the op's caller
+    warnings.warn(message, RuntimeWarning, stacklevel=6)  # the op's caller
 
 
 def _fallback(op, reason, detail, mode):
@@ -138,12 +141,9 @@ def _guard(tensors):
 _grad_enabled = torch.is_grad_enabled
 
 
-def _ready(op, tensors, mode):
-    """The CUDA ordinal when the kernel path may run (checks kept to what
-    the C API cannot see); else the fallback is recorded and None returned."""
-    if op in _disabled:
-        _fallback(op, "disabled", _disabled[op], mode)
-        return None
+def _ready(tensors):
+    """(CUDA ordinal, None) when the kernel path may run (checks kept to
+    what the C API cannot see), else (None, (reason, detail))."""
     x = tensors[0]
     dev = x.get_device()
     if x.dtype in _DT_WORD and (dev >= 0 or _ALLOW_HOST) and x.numel():
@@ -152,10 +152,8 @@ def _ready(op, tensors, mode):
                 break
         else:
             if not _grad_enabled() or not _needs_grad(tensors):
-                return dev if dev > 0 else 0
-    reason, detail = _guard(tensors)
-    _fallback(op, reason, detail, mode)
-    return None
+                return (dev if dev > 0 else 0), None
+    return None, _guard(tensors)
 
 
 def _needs_grad(tensors):
@@ -390,366 +388,168 @@ def _verify(op, key, outs, refs):
     return True
 
 
-class _Call:
-    """One checked call: the op, its site key and what to do on fallback."""
-    __slots__ = ("op", "key", "aux", "width", "eager", "verify", "mode")
+# ---- one call of any op ---------------------------------------------------------
+# An op is one Op entry (_table.py): what its operands, key, outputs, kernel
+# and eager chain are. call() is the whole host path, for every op.
 
-    def __init__(self, op, key, eager, verify, mode, width, aux=None):
-        self.op, self.key, self.eager = op, key, eager
-        self.verify, self.mode, self.width, self.aux = verify, mode, width, aux
+class Op:
+    """One op as data: the pieces call() needs. Each is a function of the
+    call's arguments `a` (the op's parameters, in order) and, where named,
+    the caller's `out` or the site's `aux`."""
+
+    def __init__(self, name, args, returns="Tensor", *, ins, tag, variant, params, alloc,
+                 width, scalars=None, operands=None, refuse=None, aux=None, check=None,
+                 out=True, custom_result=None, eager=None, kernel=None, doc="", label=None,
+                 lookup=None, diagnose=None, explain=None):
+        self.name, self.args, self.returns, self.doc = name, args, returns, doc
+        self.label = label or name  # stats, sites and messages: "ns::op" for user ops
+        self.ins, self.tag, self.variant, self.alloc, self.width = ins, tag, variant, alloc, width
+        self.scalars = scalars or (lambda a: _no_scalars)
+        self.refuse = refuse or (lambda a: None)
+        self.aux = aux or (lambda a: None)
+        self.check, self.explain, self.out = check, explain, out
+        self.custom_result = custom_result or (lambda r: r.contiguous())
+        # eager: the chain of the same name in _eager.py (stock ops), the
+        # user's fallback, or None (user ops without one: diagnose raises).
+        self.eager = eager if eager is not None or lookup else _eager_chain(name)
+        self.kernel, self.params, self.operands = kernel or name, params, operands
+        self.sites = _site_table(self.label)
+        self.fake, self.diagnose, self._lookup = None, diagnose, lookup
+        self.new_kernels()
+
+    def remembered(self, a, out=None, mode=None):
+        """Whether a call on arguments a is a remembered refusal (then it is
+        counted as the call's fallback, or raised in strict mode): for
+        callers with a cheaper eager form of their own (an in-place epilogue)."""
+        ent = self.sites.get(_key(self.ins(a, out), self.tag(a)))
+        if ent is None or ent[0] is not None:
+            return False
+        _count_refusal(self, ent, mode)
+        return True
+
+    def new_kernels(self):
+        """A fresh kernel lookup on the default runtime (tests swap runtimes)."""
+        self.kernels = self._lookup or _kernels(self.kernel, self.params, self.operands)
 
 
-def _run(call, kernels, variant, tensors, outs, scalars, dev):
-    """Launch kernels(variant), or fall back (None); then verify once per
-    (op, variant, width, device), and prepare the site for later calls.
-    Returns outs, or the eager results after a mismatch."""
-    op = call.op
+def _eager_chain(name):
+    """_eager.<name>, looked up per call (off the warm path), so a test may
+    replace the chain verify compares against."""
+    def eager(*a):
+        return getattr(_eager, name)(*a)
+    eager.__name__ = name
+    return eager
+
+
+# Refusals decided by what the site key holds (dtypes, shapes, strides,
+# devices, scalars): remembered per site, so the next call at that layout
+# goes straight to eager. Not remembered: requires_grad (grad mode changes),
+# alignment (the addresses are not in the key), driver errors, "disabled".
+_REMEMBERED = frozenset(("dtype", "device", "empty", "shape", "stride", "unsupported",
+                         "unknown_template", "compile", "no_driver", "no library",
+                         "invalid_argument"))
+
+
+def call(op, a, out, verify, mode):
+    """The op on arguments a: a site hit launches its prepared launcher (or,
+    for a remembered refusal, runs eager at once); else the checked path."""
+    key = _key(op.ins(a, out), op.tag(a))
+    ent = op.sites.get(key)
+    if ent is not None:
+        launch = ent[0]
+        if launch is None:
+            return _into(out, _refused_again(op, ent, a, mode))
+        if ent[1] or (verify or config.verify) != "once":
+            outs, ts = op.alloc(a, out, ent[2])
+            if launch(ts):
+                return outs[0] if len(outs) == 1 else outs
+    return _checked(op, a, key, out, verify, mode)
+
+
+def _count_refusal(op, ent, mode):
+    """A remembered refusal: counted (warned at the first), or raised in
+    strict mode."""
+    if (mode or config.mode) == "strict":
+        raise BitfoldFallback(f"bitfold.torch.{op.label}: {ent[1]}: {ent[2]}")
+    counts = _op_stats(op.label)["fallbacks"]
+    counts[ent[1]] = counts.get(ent[1], 0) + 1
+    if (op.label, ent[1]) not in _warned:  # first refused in strict mode, say
+        _warn_once((op.label, ent[1]), f"bitfold.torch.{op.label}: eager fallback "
+                   f"({ent[1]}): {ent[2]}")
+
+
+def _refused_again(op, ent, a, mode):
+    """The eager result of a remembered refusal (counted or raised)."""
+    if op.diagnose is not None:
+        op.diagnose(a, ent[1:])  # an op without an eager chain: raises
+    _count_refusal(op, ent, mode)
+    return op.eager(*a)
+
+
+def _checked(op, a, key, out, verify, mode):
+    """Guards, launch, verify-once, and the site prepared or the refusal
+    remembered; eager wherever the kernel path refuses."""
+    name = op.label
+    if name in _disabled:
+        _fallback(name, "disabled", _disabled[name], mode)
+        return _into(out, op.eager(*a))
+    ins = op.ins(a, out)
+    dev, refusal = _ready(ins)
+    if refusal is None:
+        refusal = op.refuse(a)
+    if refusal is None:
+        aux = op.aux(a)
+        outs, ts = op.alloc(a, out, aux)
+        res, refusal = _run(op, a, key, aux, ts, outs, dev, verify, mode)
+        if res is not None:
+            if out is not None and res[0] is not out:
+                out.copy_(res[0])
+            return res[0] if len(res) == 1 else tuple(res)
+    if refusal[0] in _REMEMBERED:
+        with _lock:  # never over a launcher: its layout was taken before
+            if name not in _disabled and key not in op.sites:
+                _store(op.sites, key, (None,) + refusal)
+    if op.diagnose is not None:
+        op.diagnose(a, refusal)  # an op without an eager chain: raises
+    _fallback(name, refusal[0], refusal[1], mode)
+    return _into(out, op.eager(*a))
+
+
+def _store(table, key, entry):
+    if len(table) >= _MAX_SITES:
+        table.clear()
+    table[key] = entry
+
+
+def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
+    """Launches op's kernel on tensors: (outs, None), (eager results after
+    a verify mismatch, None), or (None, (reason, detail)) where the library
+    refused; prepares the site for later calls."""
+    name = op.label
     try:
-        kernel = kernels(variant)
-        launch = _launch(op, kernel, tensors, scalars, dev)
+        kernel = op.kernels(op.variant(a))
+        launch = _launch(name, kernel, tensors, op.scalars(a), dev)
     except bitfold.BitfoldError as e:
-        _fallback(op, e.status.replace("BITFOLD_ERROR_", "").lower(), e.message, call.mode)
-        return None
+        return None, (e.status.replace("BITFOLD_ERROR_", "").lower(), e.message)
     except OSError as e:  # libbitfold.so cannot be loaded
-        _fallback(op, "no library", str(e), call.mode)
-        return None
-    _op_stats(op)["launches"] += 1
+        return None, ("no library", str(e))
+    _op_stats(name)["launches"] += 1
     x = tensors[0]
-    vkey = (op, kernel.params, call.width, x.device)
+    vkey = (name, kernel.params, op.width(a), x.device)
     verified = vkey in _verified
-    if not verified and (call.verify or config.verify) == "once" \
+    if not verified and (verify or config.verify) == "once" and op.eager is not None \
             and not (x.is_cuda and _capturing and _capturing()):
-        refs = call.eager()
+        refs = op.eager(*a)
         refs = refs if isinstance(refs, tuple) else (refs,)
-        if not _verify(op, vkey, outs, refs):
-            return refs
+        if not _verify(name, vkey, outs, refs):
+            return refs, None
         verified = True
     with _lock:
-        if launch is not None and op not in _disabled:
-            table = _site_table(op)
-            if len(table) >= _MAX_SITES:
-                table.clear()
-            table[call.key] = (launch, verified, call.aux)
-    return outs
+        if launch is not None and name not in _disabled:
+            _store(op.sites, key, (launch, verified, aux))
+    return outs, None
 
 
 def _into(out, result):
     """result, or result copied into the caller's `out`."""
     return result if out is None else out.copy_(result)
-
-
-def _dt(t):
-    return _DT_NAME.get(t.dtype, "?")
-
-
-# ---- the ops ---------------------------------------------------------------------
-# Each op: the prepared fast path (a site hit: its launcher, where verified or
-# verification is not asked for), else the checked path, which guards,
-# launches, verifies and prepares the site; eager on any rejection.
-
-_ln_k = _kernels("ln_modulate", lambda dt: f"dtype={_DT_NAME[dt]}")
-_qk_k = _kernels("qk_layernorm", lambda dt: f"dtype={_DT_NAME[dt]}")
-_conv_k = _kernels("conv_bias", lambda k: f"dtype={_DT_NAME[k[0]]},bias_dtype="
-                   f"{_DT_NAME[k[1]]},residual={int(k[2])}")
-_gate_k = _kernels("residual_gate", lambda k: f"dtype={_DT_NAME[k[0]]},gate={k[1]}")
-_rms_k = _kernels("rmsnorm_modulate", lambda dt: f"dtype={_DT_NAME[dt]}")
-_ln_sites, _qk_sites, _conv_sites, _gate_sites, _rms_sites = (
-    _site_table(op) for op in ("ln_modulate", "qk_layernorm", "conv_bias", "residual_gate",
-                               "rmsnorm_modulate"))
-_empty_like = torch.empty_like
-
-
-def ln_modulate(x, scale, shift, eps=1e-6, *, out=None, verify=None, mode=None):
-    """F.layer_norm(x, (D,), eps) * (1 + scale[:, None]) + shift[:, None];
-    x (B, S, D), scale and shift (B, D) (chunks of a projection are fine).
-    out: a preallocated result (saves the allocation, ~a fifth of a call)."""
-    ins = (x, scale, shift) if out is None else (x, scale, shift, out)
-    key = _key(ins, eps)
-    ent = _ln_sites.get(key)
-    if ent is not None and (ent[1] or (verify or config.verify) != "once"):
-        y = _empty_like(x) if out is None else out
-        if ent[0]((x, scale, shift, y)):
-            return y
-    call = _Call("ln_modulate", key, lambda: _eager.ln_modulate(x, scale, shift, eps),
-                 verify, mode, x.shape[-1])
-    dev = _ready(call.op, ins, mode)
-    if dev is not None:
-        y = _empty_like(x) if out is None else out
-        res = _run(call, _ln_k, x.dtype, (x, scale, shift, y), (y,), _f32.pack(eps), dev)
-        if res is not None:
-            return _into(out, res[0]) if res[0] is not y else y
-    return _into(out, _eager.ln_modulate(x, scale, shift, eps))
-
-
-def _rows_mergeable(t):
-    """Whether t's leading dims merge into one row stride (the C API's rule)."""
-    shape, st = t.shape, t.stride()
-    if st[-1] != 1 and shape[-1] != 1:
-        return False
-    for i in range(t.dim() - 2):
-        if shape[i] != 1 and st[i] != st[i + 1] * shape[i + 1]:
-            return False
-    return True
-
-
-def _rows_view(t, copy):
-    """t, or the contiguous copy the kernel takes where t's rows do not
-    merge into one stride (what aten's layer_norm makes of it too)."""
-    return t.contiguous() if copy else t
-
-
-def qk_layernorm(q, k, eps=1e-6, *, verify=None, mode=None):
-    """(F.layer_norm(q, (D,), eps), F.layer_norm(k, (D,), eps)) in one launch.
-    Strided q/k views (a fused QKV projection's) are copied to contiguous
-    first, as aten's layer_norm does itself (see bench/host_cost.py's copy
-    measurement)."""
-    key = _key((q, k), eps)
-    ent = _qk_sites.get(key)
-    if ent is not None and (ent[1] or (verify or config.verify) != "once"):
-        cq, ck = ent[2]
-        qo, ko = _empty_like(q, memory_format=_CONTIG), _empty_like(k, memory_format=_CONTIG)
-        if ent[0]((_rows_view(q, cq), qo, _rows_view(k, ck), ko)):
-            return qo, ko
-    copies = (not (q.is_contiguous() or _rows_mergeable(q)),
-              not (k.is_contiguous() or _rows_mergeable(k)))
-    call = _Call("qk_layernorm", key, lambda: _eager.qk_layernorm(q, k, eps), verify, mode,
-                 q.shape[-1], copies)
-    dev = _ready(call.op, (q, k), mode)
-    if dev is not None:
-        qo, ko = _empty_like(q, memory_format=_CONTIG), _empty_like(k, memory_format=_CONTIG)
-        out = _run(call, _qk_k, q.dtype, (_rows_view(q, copies[0]), qo,
-                                          _rows_view(k, copies[1]), ko),
-                   (qo, ko), _f32.pack(eps), dev)
-        if out is not None:
-            return out
-    return _eager.qk_layernorm(q, k, eps)
-
-
-_CONTIG = torch.contiguous_format
-
-
-def conv_bias(x, bias, residual=None, *, out=None, verify=None, mode=None):
-    """x.clone().add_(bias.view(1, C, 1, ...)) [+ residual]; x channels-last
-    (4-D or 5-D, dense), bias (C,) in x's dtype or f32; out as ln_modulate's."""
-    ins = (x, bias) if residual is None else (x, bias, residual)
-    if out is not None:
-        ins += (out,)
-    key = _key(ins, residual is None)
-    ent = _conv_sites.get(key)
-    if ent is not None and (ent[1] or (verify or config.verify) != "once"):
-        y = _empty_like(x) if out is None else out
-        if ent[0]((x, bias, y) if residual is None else (x, bias, residual, y)):
-            return y
-    call = _Call("conv_bias", key, lambda: _eager.conv_bias(x, bias, residual), verify, mode,
-                 x.shape[1] if x.dim() > 1 else 0)
-    dev = _ready(call.op, ins, mode)
-    if dev is not None and bias.dtype not in _DT_WORD:
-        _fallback("conv_bias", "dtype", f"bias {bias.dtype}", mode)
-        dev = None
-    if dev is not None:
-        y = _empty_like(x) if out is None else out
-        ts = (x, bias, y) if residual is None else (x, bias, residual, y)
-        res = _run(call, _conv_k, (x.dtype, bias.dtype, residual is not None), ts, (y,),
-                   _no_scalars, dev)
-        if res is not None:
-            return _into(out, res[0]) if res[0] is not y else y
-    return _into(out, _eager.conv_bias(x, bias, residual))
-
-
-def _gate_kind(residual, gate):
-    """"full" | "per_batch" | "global" (the kernel variant; the C API takes
-    the gate as it is: size-1 dims merge) or None."""
-    if gate.shape == residual.shape:
-        return "full"
-    d = residual.shape[-1]
-    if gate.shape[-1] != d or gate.dim() > residual.dim():
-        return None
-    lead = gate.shape[:-1]
-    if all(s == 1 for s in lead):
-        return "global"
-    if residual.dim() == 3 and gate.dim() == 3 and lead == (residual.shape[0], 1):
-        return "per_batch"
-    return None  # e.g. (B, D) against (B, S, D) broadcasts as rows, not batches
-
-
-def residual_gate(residual, update, gate, *, out=None, verify=None, mode=None):
-    """residual + update * gate, gate full-shape, (B, 1, D) or (1, 1, D)/(D,);
-    out as ln_modulate's (out=residual updates it in place)."""
-    ins = (residual, update, gate) if out is None else (residual, update, gate, out)
-    key = _key(ins, None)
-    ent = _gate_sites.get(key)
-    if ent is not None and (ent[1] or (verify or config.verify) != "once"):
-        y = _empty_like(residual) if out is None else out
-        if ent[0]((residual, update, gate, y)):
-            return y
-    kind = _gate_kind(residual, gate) if update.shape == residual.shape else None
-    call = _Call("residual_gate", key, lambda: _eager.residual_gate(residual, update, gate),
-                 verify, mode, residual.shape[-1] if residual.dim() else 0, kind)
-    dev = _ready(call.op, ins, mode)
-    if dev is not None and kind is None:
-        _fallback(call.op, "shape", f"residual {tuple(residual.shape)}, update "
-                  f"{tuple(update.shape)}, gate {tuple(gate.shape)}", mode)
-        dev = None
-    if dev is not None:
-        y = _empty_like(residual) if out is None else out
-        res = _run(call, _gate_k, (residual.dtype, kind), (residual, update, gate, y), (y,),
-                   _no_scalars, dev)
-        if res is not None:
-            return _into(out, res[0]) if res[0] is not y else y
-    return _into(out, _eager.residual_gate(residual, update, gate))
-
-
-def rmsnorm_modulate(x, weight, scale, shift, eps=1e-6, *, out=None, verify=None, mode=None):
-    """flashinfer-order RMSNorm(x) * weight, then * (1 + scale) + shift
-    (docs/numerics.md 5; D = 2048 or 4096). The fallback is a torch fp32 chain,
-    close but not flashinfer's bits."""
-    ins = (x, weight, scale, shift) if out is None else (x, weight, scale, shift, out)
-    key = _key(ins, eps)
-    ent = _rms_sites.get(key)
-    if ent is not None and (ent[1] or (verify or config.verify) != "once"):
-        y = _empty_like(x) if out is None else out
-        if ent[0]((x, weight, scale, shift, y)):
-            return y
-    call = _Call("rmsnorm_modulate", key,
-                 lambda: _eager.rmsnorm_modulate(x, weight, scale, shift, eps), verify, mode,
-                 x.shape[-1])
-    dev = _ready(call.op, ins, mode)
-    if dev is not None:
-        y = _empty_like(x) if out is None else out
-        res = _run(call, _rms_k, x.dtype, (x, weight, scale, shift, y), (y,), _f32.pack(eps),
-                   dev)
-        if res is not None:
-            return _into(out, res[0]) if res[0] is not y else y
-    return _into(out, _eager.rmsnorm_modulate(x, weight, scale, shift, eps))
-
-
-def _wan_operands(k):
-    """wan_rmsnorm_silu's operand names for (dtype, form, gamma dtype, bias, conv_bias)."""
-    return ["x", "gamma"] + ["bias"] * k[3] + ["conv_bias"] * k[4] + ["y"]
-
-
-def _wan_params(k):
-    return (f"dtype={_DT_NAME[k[0]]},form={k[1]},gamma={_DT_NAME[k[2]]},bias={int(k[3])},"
-            f"conv_bias={int(k[4])}")
-
-
-_wan_k = _kernels("wan_rmsnorm_silu", _wan_params, _wan_operands)
-_wan_sites = _site_table("wan_rmsnorm_silu")
-
-
-def _wan_tensors(x, gamma, bias, conv_bias, y):
-    ts = [x, gamma.reshape(-1)]
-    if bias is not None:
-        ts.append(bias.reshape(-1))
-    if conv_bias is not None:
-        ts.append(conv_bias.reshape(-1))
-    ts.append(y)
-    return tuple(ts)
-
-
-def _wan_dtype_problem(x, gamma, bias, conv_bias):
-    if gamma.dtype not in (x.dtype, _F32):
-        return f"gamma {gamma.dtype} with x {x.dtype} (gamma must be x's dtype or f32)"
-    if bias is not None and bias.dtype != gamma.dtype:
-        return f"bias {bias.dtype} with gamma {gamma.dtype} (the kernel takes gamma's)"
-    if conv_bias is not None and conv_bias.dtype != x.dtype:
-        return f"conv_bias {conv_bias.dtype} with x {x.dtype} (the kernel takes x's)"
-    return None
-
-
-def wan_rmsnorm_silu(x, gamma, bias=None, conv_bias=None, form="x", *, verify=None, mode=None):
-    """The Wan VAE RMSNorm + SiLU on channels-last x (N, C, [T,] H, W):
-    form "x" (SGLang): silu(F.normalize(x, dim=1) * C**0.5 * gamma + bias);
-    form "f32" (diffusers 0.42 WanRMS_norm + SiLU): the norm on x.float(),
-    rounded to x's dtype. gamma (C values, any shape such as (C, 1, 1, 1)),
-    bias (gamma's dtype; None: the float 0. diffusers adds), conv_bias (x's
-    dtype; x + conv_bias first, as a conv's bias epilogue). The result is
-    f32 when gamma is f32 (type promotion), else x's dtype."""
-    if form not in ("x", "f32"):
-        raise ValueError(f"wan_rmsnorm_silu: form must be 'x' or 'f32', not {form!r}")
-    ins = (x, gamma) + ((bias,) if bias is not None else ()) + \
-        ((conv_bias,) if conv_bias is not None else ())
-    key = _key(ins, (form, bias is None, conv_bias is None))
-    ent = _wan_sites.get(key)
-    if ent is not None and (ent[1] or (verify or config.verify) != "once"):
-        y = _empty_like(x, dtype=gamma.dtype)
-        if ent[0](_wan_tensors(x, gamma, bias, conv_bias, y)):
-            return y
-
-    def eager():
-        return _eager.wan_rmsnorm_silu(x, gamma, bias, conv_bias, form)
-    call = _Call("wan_rmsnorm_silu", key, eager, verify, mode,
-                 x.shape[1] if x.dim() > 1 else 0)
-    dev = _ready(call.op, ins, mode)
-    problem = _wan_dtype_problem(x, gamma, bias, conv_bias) if dev is not None else None
-    if problem:
-        _fallback(call.op, "dtype", problem, mode)
-        dev = None
-    if dev is not None:
-        y = _empty_like(x, dtype=gamma.dtype)
-        variant = (x.dtype, form, gamma.dtype, bias is not None, conv_bias is not None)
-        out = _run(call, _wan_k, variant, _wan_tensors(x, gamma, bias, conv_bias, y), (y,),
-                   _f32.pack(float(x.shape[1]) ** 0.5), dev)
-        if out is not None:
-            return out[0]
-    return eager()
-
-
-def _hf_operands(k):
-    """hf_rmsnorm's operand names for (dtype, weight dtype, residual, modulate)."""
-    return (["x"] + ["residual"] * k[2] + ["weight"] + ["scale", "shift"] * k[3]
-            + ["sum"] * k[2] + ["y"])
-
-
-def _hf_params(k):
-    return (f"dtype={_DT_NAME[k[0]]},weight={_DT_NAME[k[1]]},residual={int(k[2])},"
-            f"modulate={int(k[3])}")
-
-
-_hf_k = _kernels("hf_rmsnorm", _hf_params, _hf_operands)
-_hf_sites = _site_table("hf_rmsnorm")
-
-
-def _hf_tensors(x, weight, residual, scale, shift, s, y):
-    ts = [x] + ([residual] if residual is not None else []) + [weight]
-    if scale is not None:
-        ts += [scale, shift]
-    return tuple(ts + ([s] if s is not None else []) + [y])
-
-
-def hf_rmsnorm(x, weight, eps, residual=None, scale=None, shift=None, *, verify=None,
-               mode=None):
-    """HF LlamaRMSNorm: h = x.float(); y = weight * (h * rsqrt(mean(h*h, -1)
-    + eps)).to(x.dtype), in aten's reduction order. residual: x = x +
-    residual first, and the op returns (y, that sum). scale and shift (B, D)
-    with x (B, S, D): then y * (1 + scale) + shift per batch. weight is x's
-    dtype or f32 (then y is f32)."""
-    if (scale is None) != (shift is None):
-        raise ValueError("hf_rmsnorm: scale and shift go together")
-    ins = _hf_tensors(x, weight, residual, scale, shift, None, x)[:-1]
-    key = _key(ins, (eps, residual is None, scale is None))
-    ent = _hf_sites.get(key)
-    if ent is not None and (ent[1] or (verify or config.verify) != "once"):
-        y = _empty_like(x, dtype=weight.dtype, memory_format=_CONTIG)
-        s = None if residual is None else _empty_like(x, memory_format=_CONTIG)
-        if ent[0](_hf_tensors(x, weight, residual, scale, shift, s, y)):
-            return y if s is None else (y, s)
-
-    def eager():
-        return _eager.hf_rmsnorm(x, weight, eps, residual, scale, shift)
-    call = _Call("hf_rmsnorm", key, eager, verify, mode, x.shape[-1] if x.dim() else 0)
-    dev = _ready(call.op, ins, mode)
-    if dev is not None and weight.dtype not in (x.dtype, _F32):
-        _fallback(call.op, "dtype", f"weight {weight.dtype} with x {x.dtype} (x's dtype or "
-                  "f32)", mode)
-        dev = None
-    if dev is not None:
-        y = _empty_like(x, dtype=weight.dtype, memory_format=_CONTIG)
-        s = None if residual is None else _empty_like(x, memory_format=_CONTIG)
-        variant = (x.dtype, weight.dtype, residual is not None, scale is not None)
-        outs = (y,) if s is None else (y, s)
-        res = _run(call, _hf_k, variant, _hf_tensors(x, weight, residual, scale, shift, s, y),
-                   outs, _f32.pack(eps), dev)
-        if res is not None:
-            return res[0] if s is None else tuple(res)
-    return eager()

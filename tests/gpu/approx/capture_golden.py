@@ -5,7 +5,7 @@
 For each CASE.json (written with CASE.in by sm90_golden_gen): the inputs
 from CASE.in go to the GPU with the manifest's shapes and strides, outputs
 are poisoned (0xFF), the template runs through libbitfold.so's C API
-(python/bitfold_torch.py; $BITFOLD_LIB), and the output operands' bytes,
+(the bitfold package's bitfold.torch.Runtime; $BITFOLD_LIB), and the output operands' bytes,
 in order, become CASE.out. All of them are packed in one file,
 OUTDIR/golden-sm90-out.tar, so they travel back from the GPU host together;
 unpack it into
@@ -21,8 +21,7 @@ import tarfile
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
-import bitfold_torch  # noqa: E402
+import bitfold.torch  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
@@ -51,7 +50,7 @@ def main():
     major, minor = torch.cuda.get_device_capability()
     if (major, minor) != (9, 0):
         raise SystemExit(f"sm_{major}{minor}: the golden outputs are sm_90's")
-    rt = bitfold_torch.Runtime()
+    rt = bitfold.torch.Runtime()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path in sorted(glob.glob(os.path.join(src, "*.json"))):

@@ -1,0 +1,337 @@
+"""bitfold.dsl: programs built in Python are the programs the C++ DSL and
+the text format give (same canonical text, same hash), and its op table is
+dsl/Ops.def's.
+
+Equality is decided by the library: a program registered with
+kernel_from_source under a name accepts the same program again under that
+name and rejects a different one ("taken by a different program"), so each
+test registers the builder's text, then the reference text (a doc example,
+an example .bfk, or a stock kernel's canonical text printed by the CLI,
+`bitfold interp KERNEL --print-text`) renamed to the same name. No GPU:
+kernel_from_source parses and verifies only.
+"""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import bitfold
+from bitfold import dsl
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+CLI = os.environ.get("BITFOLD_TEST_CLI")
+
+
+def read(*parts):
+    with open(os.path.join(ROOT, *parts)) as f:
+        return f.read()
+
+
+def doc_example(name):
+    text = read("docs", "kernel-format.md")
+    for block in re.findall(r"```kernel\n(.*?)```", text, re.S):
+        if block.startswith(f"bitfold.row_program {name} "):
+            return block
+    raise KeyError(name)
+
+
+def renamed(text, name):
+    return re.sub(r"bitfold\.row_program \w+ v1", f"bitfold.row_program {name} v1", text, 1)
+
+
+def sum_combiner(name="sum", square=False):
+    return dsl.Combiner(name, ["acc"], [0.0], ["acc"],
+                        push=lambda acc, v: acc + (v * v if square else v),
+                        combine=lambda a, b: a + b, finish=lambda a: a)
+
+
+def residual_add():
+    p = dsl.Program("residual_add")
+    x, r = p.input("x", "bf16"), p.input("r", "bf16")
+    p.output("y", "bf16", dsl.round(x.load() + r.load(), "bf16"))
+    return p
+
+
+def modulate():
+    p = dsl.Program("modulate")
+    s = p.dim("S")
+    x = p.input("x", "bf16")
+    scale = p.input("scale", "bf16", index=dsl.per_batch(s))
+    w = p.input("weight", "bf16", index=dsl.per_column)
+    p.output("y", "bf16", dsl.round(x.load() * scale.load() * w.load(), "bf16"))
+    return p
+
+
+def bias_cl():
+    p = dsl.Program("bias_cl", guard=(4, 4, 4096))
+    x = p.input("x", "f16", "channels_last", align=4)
+    b = p.input("bias", "f32", index=dsl.per_column)
+    p.output("y", "f16", dsl.round(x.load() + b.load(), "f16"), "channels_last", align=4)
+    return p
+
+
+def add_eps():
+    p = dsl.Program("add_eps")
+    x = p.input("x", "f32")
+    eps, gain = p.scalar("eps", default=1e-6), p.scalar("gain")
+    p.output("y", "f32", (x.load() + eps) * gain)
+    return p
+
+
+def relu():
+    p = dsl.Program("relu")
+    xf = dsl.extend(p.input("x", "bf16").load())
+    zero = dsl.const(xf, 0.0)
+    keep = dsl.or_(dsl.cmp_gt(xf, zero), dsl.cmp_ne(xf, xf))
+    p.output("y", "bf16", dsl.round(dsl.select(keep, xf, zero), "bf16"))
+    return p
+
+
+def row_sum():
+    p = dsl.Program("row_sum", guard=(1, 1, 65536))
+    x = p.input("x", "f32").load()
+    s = p.fold(x, dsl.FoldOrder.serial(), sum_combiner())["acc"]
+    p.output("y", "f32", x - s)
+    return p
+
+
+def rmsnorm():
+    p = dsl.Program("rmsnorm", guard=(8, 8, 8192))
+    xf = dsl.extend(p.input("x", "bf16").load())
+    w = p.input("w", "bf16", index=dsl.per_column)
+    eps = p.scalar("eps", default=1e-6)
+    ss = p.fold(xf, dsl.FoldOrder.warp_butterfly(8), sum_combiner("sum_of_squares", True))
+    rstd = dsl.rsqrt_approx_ftz(ss["acc"] / p.dim_value("cols") + eps)
+    p.output("y", "bf16", dsl.round(xf * rstd * w.load(), "bf16"))
+    return p
+
+
+def user_add_rmsnorm():
+    """examples/user_kernels/add_rmsnorm.bfk."""
+    p = dsl.Program("user_add_rmsnorm", guard=(8, 8, 8192))
+    x, r = p.input("x", "bf16"), p.input("r", "bf16")
+    w = p.input("w", "bf16", index=dsl.per_column)
+    eps = p.scalar("eps", default=1e-6)
+    h = dsl.round(x.load() + r.load(), "bf16")
+    hf = dsl.extend(h)
+    ss = p.fold(hf, dsl.FoldOrder.warp_butterfly(8), sum_combiner("sum_of_squares", True))
+    rstd = dsl.rsqrt_approx_ftz(ss["acc"] / p.dim_value("cols") + eps)
+    p.output("h", "bf16", h)
+    p.output("y", "bf16", dsl.round(dsl.round(hf * rstd, "bf16") * w.load(), "bf16"))
+    return p
+
+
+def user_bias_gelu_erf():
+    """examples/user_kernels/bias_gelu_erf.bfk: ATen's erf GELU."""
+    p = dsl.Program("user_bias_gelu_erf")
+    x, b = p.input("x", "bf16"), p.input("bias", "bf16", index=dsl.per_column)
+    v = dsl.extend(dsl.round(x.load() + b.load(), "bf16"))
+    e1 = 1.0 + dsl.erf_libdevice(v * float.fromhex("0x1.6a09e6p-1"))  # M_SQRT1_2 in f32
+    p.output("y", "bf16", dsl.round(v * 0.5 * e1, "bf16"))
+    return p
+
+
+def stock_rmsnorm_modulate():
+    """templates' rmsnorm_modulate at D = 2048, bf16: flashinfer's order."""
+    p = dsl.Program("rmsnorm_modulate", guard=(2048, 2048, 2048))
+    s = p.dim("S")
+    xf = dsl.extend(p.input("x", "bf16").load())
+    w = p.input("weight", "bf16", index=dsl.per_column)
+    scale = p.input("scale", "bf16", index=dsl.per_batch(s))
+    shift = p.input("shift", "bf16", index=dsl.per_batch(s))
+    eps = p.scalar("eps", default=1e-6)
+    order = dsl.FoldOrder("flashinfer_rmsnorm_tpr32", 32, 8,
+                          [("bfly_xor", 1 << i) for i in range(5)])
+    ss = p.fold(xf, order, sum_combiner("sum_of_squares", True))["acc"]
+    rstd = dsl.rsqrt_approx_ftz(ss / p.dim_value("cols") + eps)
+    y = dsl.round(xf * rstd * (w.load() + 0.0), "bf16")
+    y = dsl.round(y * dsl.round(1.0 + scale.load(), "bf16"), "bf16")
+    p.output("y", "bf16", dsl.round(y + shift.load(), "bf16"))
+    return p
+
+
+def welford_aten():
+    """aten's Welford (WelfordOps in SharedReduceOps.h) as nvcc compiles it."""
+    def push(n, mean, m2, x):
+        n1 = n + 1.0
+        delta = x - mean
+        new_mean = dsl.fma_rn(delta, dsl.rcp_nvcc(n1), mean)
+        return n1, new_mean, dsl.fma_rn(delta, x - new_mean, m2)
+
+    def combine(an, amean, am2, bn, bmean, bm2):
+        n = bn + an
+        some = dsl.cmp_gt(n, 0.0)
+        r = dsl.rcp_nvcc(n)
+        nb_over_n, na_over_n = bn * r, r * an
+        mean = dsl.fma_rn(bmean, nb_over_n, na_over_n * amean)
+        delta = amean - bmean
+        m2 = dsl.fma_rn(na_over_n, bn * (delta * delta), bm2 + am2)
+        return n, dsl.select(some, mean, 0.0), dsl.select(some, m2, 0.0)
+    return dsl.Combiner("welford_aten", ["n", "mean", "m2"], [0.0, 0.0, 0.0],
+                        ["n", "mean", "m2"], push, combine, lambda n, mean, m2: (n, mean, m2))
+
+
+def stock_ln_modulate():
+    """templates' ln_modulate, bf16: aten's vectorized LayerNorm order and
+    Welford, then adaLN modulation."""
+    p = dsl.Program("ln_modulate", guard=(4, 4, 16777216))
+    s = p.dim("S")
+    xf = dsl.extend(p.input("x", "bf16", align=4).load())
+    scale = p.input("scale", "bf16", index=dsl.per_batch(s))
+    shift = p.input("shift", "bf16", index=dsl.per_batch(s))
+    eps = p.scalar("eps", default=1e-6)
+    order = dsl.FoldOrder("aten_vectorized_layer_norm", 128, 4,
+                          [("shfl_down", 16 >> i) for i in range(5)] +
+                          [("cross_warp", 64), ("cross_warp", 32)])
+    st = p.fold(xf, order, welford_aten())
+    rstd = dsl.rsqrt_cuda(st["m2"] / p.dim_value("cols") + eps)
+    y = dsl.round(rstd * (xf - st["mean"]), "bf16")
+    y = dsl.round(y * dsl.round(1.0 + scale.load(), "bf16"), "bf16")
+    p.output("y", "bf16", dsl.round(y + shift.load(), "bf16"), align=4)
+    return p
+
+
+def stock_residual_gate():
+    """templates' residual_gate, dtype=bf16, gate=full."""
+    p = dsl.Program("residual_gate")
+    r, u, g = (p.input(n, "bf16") for n in ("residual", "update", "gate"))
+    p.output("y", "bf16", dsl.round(r.load() + dsl.round(u.load() * g.load(), "bf16"),
+                                    "bf16"))
+    return p
+
+
+def stock_conv_bias():
+    """templates' conv_bias, dtype=bf16 (bias bf16, no residual)."""
+    p = dsl.Program("conv_bias", guard=(1, 2, 2147483648))
+    x = p.input("x", "bf16", "channels_last")
+    b = p.input("bias", "bf16", index=dsl.per_column)
+    p.output("y", "bf16", dsl.round(x.load() + dsl.round(b.load(), "bf16"), "bf16"),
+             "channels_last")
+    return p
+
+
+def stock_hf_rmsnorm():
+    """templates' hf_rmsnorm at (1, 16, 1024), bf16: aten's reduction order
+    for 1024 columns and 16+ rows, mean as aten computes it, rsqrtf."""
+    p = dsl.Program("hf_rmsnorm", guard=(1, 1, 130560))
+    xf = dsl.extend(p.input("x", "bf16").load())
+    w = dsl.extend(p.input("weight", "bf16", index=dsl.per_column).load())
+    eps = p.scalar("eps", default=1e-6)
+    order = dsl.FoldOrder("aten_reduce_c1024_r16_vt4_v4", 32, 4,
+                          [("shfl_down", 16 >> i) for i in range(5)],
+                          {"accumulators": 4, "map": "by-element", "aligned": True, "ctas": 1,
+                           "final": [], "rows": (16, 524287)})
+    ss = p.fold(xf * xf, order, sum_combiner())["acc"]
+    rows = p.dim_value("rows")
+    mean = ss * (rows / (rows * p.dim_value("cols")))
+    y = dsl.round(w * dsl.extend(dsl.round(xf * dsl.rsqrt_cuda(mean + eps), "bf16")), "bf16")
+    p.output("y", "bf16", y)
+    return p
+
+
+class SameProgram:
+    """Registers texts under one fresh name per check."""
+    count = 0
+
+    def __init__(self, case):
+        self.case = case
+        self.rt = bitfold.Runtime(disk_cache=False)
+
+    def assert_same(self, built, reference, what):
+        SameProgram.count += 1
+        name = f"pydsl_check_{SameProgram.count}"
+        self.rt.kernel_from_source(renamed(built, name))
+        try:
+            self.rt.kernel_from_source(renamed(reference, name))
+        except bitfold.BitfoldError as e:
+            self.case.fail(f"{what}: the builder's program differs from the reference: "
+                           f"{e.message}\n--- builder:\n{built}")
+
+
+class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
+    def setUp(self):
+        try:
+            self.same = SameProgram(self)
+        except (OSError, bitfold.BitfoldError) as e:
+            self.skipTest(f"libbitfold.so not loadable here: {e}")
+
+    def test_every_doc_example_built_in_python(self):
+        for build in (residual_add, modulate, bias_cl, add_eps, relu, row_sum, rmsnorm):
+            self.same.assert_same(build().text(), doc_example(build.__name__), build.__name__)
+
+    def test_the_user_kernel_examples(self):
+        self.same.assert_same(user_add_rmsnorm().text(),
+                              read("examples", "user_kernels", "add_rmsnorm.bfk"),
+                              "add_rmsnorm.bfk")
+        self.same.assert_same(user_bias_gelu_erf().text(),
+                              read("examples", "user_kernels", "bias_gelu_erf.bfk"),
+                              "bias_gelu_erf.bfk")
+
+    def test_a_different_program_is_told_apart(self):
+        other = residual_add()
+        other.outputs[0] = ("y", "bf16", "row_major", None,
+                            dsl.round(other._graph.nodes[0] * 2.0, "bf16"))
+        with self.assertRaises(AssertionError):
+            self.same.assert_same(other.text(), doc_example("residual_add"), "changed")
+
+    @unittest.skipUnless(CLI, "BITFOLD_TEST_CLI (the bitfold command) not set")
+    def test_stock_kernels_built_in_python(self):
+        cases = [(stock_residual_gate, "residual_gate", "1,16,1024", ""),
+                 (stock_conv_bias, "conv_bias", "1,96,2,8,8", ""),
+                 (stock_hf_rmsnorm, "hf_rmsnorm", "1,16,1024", ""),
+                 (stock_rmsnorm_modulate, "rmsnorm_modulate", "1,16,2048", ""),
+                 (stock_ln_modulate, "ln_modulate", "1,16,1024", "")]
+        for build, kernel, shape, params in cases:
+            cmd = [CLI, "interp", kernel, "--shape", shape, "--print-text"]
+            out = subprocess.run(cmd + (["--params", params] if params else []), check=True,
+                                 capture_output=True, text=True).stdout
+            text = out.split("\nhash ")[0] + "\n"
+            self.same.assert_same(build().text(), text, kernel)
+
+
+class OpTableIsOpsDef(unittest.TestCase):
+    def test_every_computed_op_of_ops_def_with_its_arity(self):
+        path = os.path.join(ROOT, "dsl", "Ops.def")
+        if not os.path.exists(path):
+            self.skipTest("dsl/Ops.def not beside the tests")
+        ops = re.findall(r'BITFOLD_DSL_OP\(\w+, "(\w+)", (-?\d+), (\w+)',
+                         read("dsl", "Ops.def"))
+        rules = {"Arith": "arith", "Compare": "compare", "Logic": "logic",
+                 "Select": "select"}
+        want = {s: (int(n), rules[t]) for s, n, t in ops if t in rules}
+        self.assertEqual(dsl.OPS, want)
+        spelled = {s for s, _, t in ops if t not in rules}
+        self.assertEqual(spelled, {"const", "scalar", "dim", "load", "fold_value", "arg",
+                                   "invalid", "round", "extend"})
+
+
+class BuilderErrors(unittest.TestCase):
+    def test_unrounded_output_and_bad_operands_raise_at_the_line_that_built_them(self):
+        p = dsl.Program("bad")
+        x = p.input("x", "bf16")
+        with self.assertRaisesRegex(ValueError, "round it"):
+            p.output("y", "bf16", x.load() + 1.0)
+        with self.assertRaisesRegex(ValueError, "predicate"):
+            dsl.select(x.load(), 1.0, 2.0)
+        with self.assertRaisesRegex(ValueError, "layout"):
+            p.input("z", "bf16", layout="nchw")
+
+    def test_a_program_the_verifier_rejects_names_the_python_line_that_built_it(self):
+        p = dsl.Program("unused_fold")
+        x = p.input("x", "f32").load()
+        p.fold(x, dsl.FoldOrder.serial(), sum_combiner()); line = sys._getframe().f_lineno  # noqa
+        p.output("y", "f32", x)
+        try:
+            rt = bitfold.Runtime(disk_cache=False)
+        except OSError as e:
+            self.skipTest(f"libbitfold.so not loadable here: {e}")
+        with self.assertRaises(bitfold.BitfoldError) as caught:
+            rt.kernel_from_source(p.text())
+        self.assertIn("fold 0", caught.exception.message)
+        self.assertTrue(p.explain(caught.exception.message).endswith(
+            f"(built at test_dsl.py:{line})"), p.explain(caught.exception.message))
+
+
+if __name__ == "__main__":
+    unittest.main()
