@@ -71,7 +71,7 @@ RMSNORM_MODULATE = Op(
     ins=_ins(4), tag=lambda a: a[4], variant=lambda a: a[0].dtype, params=_dtype_param,
     alloc=_row_alloc(4), scalars=lambda a: _f32.pack(a[4]), width=_last_dim,
     doc="""flashinfer-order RMSNorm(x) * weight, then * (1 + scale) + shift
-    (NUMERICS.md 5; D = 2048 or 4096). The fallback is a torch fp32 chain,
+    (docs/numerics.md 5; D = 2048 or 4096). The fallback is a torch fp32 chain,
     close but not flashinfer's bits.""")
 
 
