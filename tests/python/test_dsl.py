@@ -192,6 +192,45 @@ def stock_ln_modulate():
     return p
 
 
+def stock_qk_layernorm():
+    """templates' qk_layernorm, bf16: two tensor groups (q, k) of one LayerNorm."""
+    p = dsl.Program("qk_layernorm", guard=(4, 4, 128), groups=2)
+    xf = dsl.extend(p.input("x", "bf16", align=4).load())
+    eps = p.scalar("eps", default=1e-6)
+    order = dsl.FoldOrder("aten_vectorized_layer_norm", 128, 4,
+                          [("shfl_down", 16 >> i) for i in range(5)] +
+                          [("cross_warp", 64), ("cross_warp", 32)])
+    st = p.fold(xf, order, welford_aten())
+    rstd = dsl.rsqrt_cuda(st["m2"] / p.dim_value("cols") + eps)
+    p.output("y", "bf16", dsl.round(rstd * (xf - st["mean"]), "bf16"), align=4)
+    return p
+
+
+def stock_wan_rmsnorm_silu():
+    """templates' wan_rmsnorm_silu at (1, 96, 2, 8, 8), bf16, form x, with
+    bias: F.normalize(x, dim=1) in aten's order (norm 2 over channels),
+    * scale * gamma + bias, then SiLU; every bf16 rounding of the chain."""
+    p = dsl.Program("wan_rmsnorm_silu", guard=(1, 1, 1024))
+    xf = dsl.extend(p.input("x", "bf16", "channels_last").load())
+    gamma = p.input("gamma", "bf16", index=dsl.per_column)
+    bias = p.input("bias", "bf16", index=dsl.per_column)
+    scale = p.scalar("scale")
+    order = dsl.FoldOrder("aten_reduce_c96_r16_vt4_v4_plain", 32, 1,
+                          [("shfl_down", 16 >> i) for i in range(5)],
+                          {"accumulators": 1, "map": "round-robin", "ctas": 1, "final": [],
+                           "rows": (16, 11184810)})
+    norm2 = dsl.Combiner("norm_two_aten", ["acc"], [0.0], ["acc"],
+                         push=lambda acc, v: dsl.fma_rn(v, v, acc),
+                         combine=lambda a, b: a + b, finish=lambda a: a)
+    norm = dsl.round(dsl.sqrt_rn(p.fold(xf, order, norm2)["acc"]), "bf16")
+    n = dsl.round(xf / dsl.round(dsl.max_nan(norm, 1e-12), "bf16"), "bf16")
+    v = dsl.round(dsl.round(dsl.round(n * scale, "bf16") * gamma.load(), "bf16") + bias.load(),
+                  "bf16")
+    p.output("y", "bf16", dsl.round(v / (1.0 + dsl.exp_libdevice(-v)), "bf16"),
+             "channels_last")
+    return p
+
+
 def stock_residual_gate():
     """templates' residual_gate, dtype=bf16, gate=full."""
     p = dsl.Program("residual_gate")
@@ -281,7 +320,9 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
                  (stock_conv_bias, "conv_bias", "1,96,2,8,8", ""),
                  (stock_hf_rmsnorm, "hf_rmsnorm", "1,16,1024", ""),
                  (stock_rmsnorm_modulate, "rmsnorm_modulate", "1,16,2048", ""),
-                 (stock_ln_modulate, "ln_modulate", "1,16,1024", "")]
+                 (stock_ln_modulate, "ln_modulate", "1,16,1024", ""),
+                 (stock_qk_layernorm, "qk_layernorm", "1,16,4,128", ""),
+                 (stock_wan_rmsnorm_silu, "wan_rmsnorm_silu", "1,96,2,8,8", "")]
         for build, kernel, shape, params in cases:
             cmd = [CLI, "interp", kernel, "--shape", shape, "--print-text"]
             out = subprocess.run(cmd + (["--params", params] if params else []), check=True,

@@ -70,6 +70,18 @@ class UserOpsOnTheFakeDriver(unittest.TestCase):
         self.assertEqual((s["launches"], s["fallbacks"]), (4, {}))
         self.assertEqual(len(self.ops._sites[f"{self.ns}::silu_and_mul"]), 1)
 
+    def test_verify_once_leaves_an_op_without_fallback_on_its_fast_path(self):
+        f = self.bt.op_from_source(silu_and_mul_program("silu_and_mul_v"),
+                                   f"{self.ns}::silu_and_mul_v")
+        self.bt.configure(verify="once")
+        g = torch.randn(2, 64).bfloat16()
+        for _ in range(3):
+            f(g, g)
+        s = self.bt.stats()[f"{self.ns}::silu_and_mul_v"]
+        self.assertEqual((s["launches"], s["verified"], s["mismatches"]), (3, 0, 0))
+        (launch, verified, _), = self.ops._sites[f"{self.ns}::silu_and_mul_v"].values()
+        self.assertTrue(verified)
+
     def test_the_fake_impl_follows_the_shape_rule_under_torch_compile(self):
         f = self.bt.op_from_source(SCALE_TEXT, f"{self.ns}::scale_two_ways")
         op = getattr(torch.ops, self.ns).scale_two_ways
