@@ -185,20 +185,20 @@ Choice TunePolicy::tuneInBackground(const ChooseRequest &req, Choice fallback) {
   return fallback;
 }
 
-runtime::ConfigAnswer
-TunePolicy::configFor(const runtime::ConfigRequest &r) {
+policy::ConfigAnswer
+TunePolicy::configFor(const policy::ConfigRequest &r) {
   ChooseRequest req;
   req.key = tuneKeyFor(*r.def, r.shapeClass.str(),
                        currentEnvironment(r.gpuName, r.arch, r.toolchain));
   req.defaultConfig = r.defaultConfig;
   req.check = r.check;
   if (opts.tuner && opts.onMiss != OnMiss::UseDefault) {
-    runtime::ConfigRequest owned = r; // background tunes outlive `r`
+    policy::ConfigRequest owned = r; // background tunes outlive `r`
     owned.check = nullptr;
     req.tune = [tuner = opts.tuner, owned] { return tuner(owned); };
   }
   Choice c = choose(req);
-  return runtime::ConfigAnswer{c.config, provenanceName(c.from).str(),
+  return policy::ConfigAnswer{c.config, provenanceName(c.from).str(),
                                c.from == Provenance::DefaultTuning};
 }
 

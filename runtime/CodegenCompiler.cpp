@@ -7,12 +7,13 @@
 
 #include "runtime/Runtime.h"
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 
 #include "codegen/Assemble.h"
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
 
 namespace {
 

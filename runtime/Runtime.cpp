@@ -2,7 +2,7 @@
 
 #include "runtime/Runtime.h"
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 #include "runtime/Status.h"
 
 #include "templates/Problem.h"
@@ -21,6 +21,8 @@
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
+using namespace bitfold::policy;
 using dsl::KernelDef;
 
 // ---- Specialisations -------------------------------------------------------
@@ -562,11 +564,8 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
 
 // ---- Runtime ---------------------------------------------------------------
 
-namespace {
-
-/// The cache's warning sink, or stderr unless $BITFOLD_QUIET=1.
 std::function<void(llvm::StringRef)>
-warningSink(const std::function<void(llvm::StringRef)> &given) {
+runtime::warningSink(const std::function<void(llvm::StringRef)> &given) {
   if (given)
     return given;
   return [](llvm::StringRef msg) {
@@ -577,8 +576,6 @@ warningSink(const std::function<void(llvm::StringRef)> &given) {
   };
 }
 
-} // namespace
-
 Runtime::Runtime(RuntimeOptions options)
     : kernelCache(options.cache),
       comp(options.compiler ? std::move(*options.compiler)
@@ -588,17 +585,6 @@ Runtime::Runtime(RuntimeOptions options)
       source(std::move(options.configSource)) {
   // Nothing here probes the toolchain: toolchain() does, when a cache key
   // is first needed (creation stays well under a millisecond).
-  if (!source && !options.tuneDb.empty()) {
-    auto opened = openTuneDbSource(options.tuneDb, warn, options.tuneOnMiss);
-    if (opened)
-      source = std::move(*opened);
-    else
-      warn("tune DB '" + options.tuneDb + "' not used (every shape class "
-           "gets the default config): " + llvm::toString(opened.takeError()));
-  }
-  if (options.tuneOnMiss.mode != TuneOnMissOptions::Off && options.tuneDb.empty())
-    warn("tune-on-miss is off: it needs a tune DB file to record winners "
-         "in (tune_db or $BITFOLD_TUNE_DB)");
   bucketRows = source && source->bucketsRows();
 }
 
@@ -670,21 +656,17 @@ PrewarmStatus Runtime::waitPrewarm() {
 }
 
 llvm::Expected<std::string> Runtime::gpuName(int device) {
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = gpuNames.find(device);
-  if (it != gpuNames.end())
-    return it->second;
-  auto info = queryDriver();
-  if (!info)
-    return info.takeError();
-  for (const DeviceInfo &d : info->devices)
-    gpuNames[d.ordinal] = d.name;
-  it = gpuNames.find(device);
-  if (it == gpuNames.end())
+  return gpuNames.get(device, [&]() -> llvm::Expected<std::string> {
+    auto info = queryDriver();
+    if (!info)
+      return info.takeError();
+    for (const DeviceInfo &d : info->devices)
+      if (d.ordinal == device)
+        return d.name;
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         llvm::formatv("no CUDA device {0}", device).str());
-  return it->second;
+  });
 }
 
 llvm::Expected<Kernel *> Runtime::findKernel(llvm::StringRef name,

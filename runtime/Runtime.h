@@ -1,7 +1,8 @@
 //===- runtime/Runtime.h - Specialise and launch -------------------*- C++ -*-===//
 //
 // The C++ core behind the C API. A Runtime owns a KernelCache, optionally a
-// ConfigSource (runtime/ConfigSource.h; autotune's tune DB policy), and the
+// ConfigSource (policy/ConfigSource.h; the C API gives it autotune's tune DB
+// policy), and the
 // Kernels looked up through it; a Kernel is one template with its
 // parameters, and owns its specialisations.
 //
@@ -29,8 +30,9 @@
 #ifndef BITFOLD_RUNTIME_RUNTIME_H
 #define BITFOLD_RUNTIME_RUNTIME_H
 
-#include "runtime/ConfigSource.h"
-#include "runtime/Driver.h"
+#include "policy/ConfigSource.h"
+#include "cuda/Driver.h"
+#include "cuda/PerDevice.h"
 #include "runtime/KernelCache.h"
 #include "runtime/TensorBinding.h"
 
@@ -87,22 +89,21 @@ std::string resolveToolchain(const Compiler &comp, llvm::StringRef cacheDir);
 /// PTX -> cubin linker into codegen (codegen::setDriverLinker).
 Compiler defaultCompiler();
 
+/// `given`, or a sink printing "bitfold: warning: ..." to stderr unless
+/// $BITFOLD_QUIET=1: where a Runtime's warnings go.
+std::function<void(llvm::StringRef)>
+warningSink(const std::function<void(llvm::StringRef)> &given);
+
 struct RuntimeOptions {
   CacheOptions cache; ///< its `warn` also receives the tune DB's warnings.
   std::optional<Compiler> compiler; ///< default: defaultCompiler().
-  /// Tune DB file (`bitfold tune`'s tune-db.json) whose winners first
-  /// launches use. Empty: none, every shape class gets the default. A
-  /// missing file is an empty DB; an unreadable one is warned about once
-  /// and ignored. The C API fills it from $BITFOLD_TUNE_DB.
-  std::string tuneDb;
-  /// Where first launches get their configs; overrides tuneDb. Null (and
-  /// no tuneDb): every shape class gets the default.
-  std::shared_ptr<ConfigSource> configSource;
+  /// Where first launches get their configs. Null: every shape class gets
+  /// the default. The C API passes the tune DB policy here
+  /// (capi/Compose.h: makeRuntime).
+  std::shared_ptr<policy::ConfigSource> configSource;
   /// Threads compiling prewarmed shapes (Kernel::prewarm) in the
   /// background; 0: min(4, hardware threads).
   unsigned compileThreads = 0;
-  /// Tune-on-miss for the tune DB source (tuneDb): off by default.
-  TuneOnMissOptions tuneOnMiss;
 };
 
 /// Progress of the prewarm compiles of a runtime (Kernel::prewarm).
@@ -218,9 +219,9 @@ private:
   llvm::Expected<CUfunction> functionFor(Specialisation &s, CUcontext ctx,
                                          int device);
   llvm::Expected<CUfunction>
-  currentFunction(const DriverApi &api, Specialisation &s, int device,
-                  std::optional<ScopedContext> &scoped);
-  llvm::Error enqueue(const DriverApi &api, const Specialisation &s,
+  currentFunction(const cuda::DriverApi &api, Specialisation &s, int device,
+                  std::optional<cuda::ScopedContext> &scoped);
+  llvm::Error enqueue(const cuda::DriverApi &api, const Specialisation &s,
                       CUfunction fn,
                       const LaunchBinding &b, const float *scalars,
                       CUstream stream, bool wantPdl);
@@ -265,7 +266,7 @@ public:
   /// kernels all come from the disk cache never probes the tools.
   const std::string &toolchain();
   /// Where first launches get their configs; null: the default.
-  ConfigSource *configSource() const { return source.get(); }
+  policy::ConfigSource *configSource() const { return source.get(); }
   /// Whether specialisations are keyed by row bucket (the source's answers
   /// depend on rows).
   bool bucketsRows() const { return bucketRows; }
@@ -299,11 +300,11 @@ private:
   std::string toolchainText;
   std::function<void(llvm::StringRef)> warn;
   unsigned compileThreads;
-  std::shared_ptr<ConfigSource> source;
+  std::shared_ptr<policy::ConfigSource> source;
   bool bucketRows = false;
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Kernel>> kernels;
-  std::map<int, std::string> gpuNames;
+  cuda::PerDevice<std::string> gpuNames;
   mutable std::mutex prewarmMu;
   std::condition_variable prewarmCv;
   PrewarmStatus prewarm;

@@ -3,7 +3,7 @@
 // Fills a kernel cache directory on a machine without a GPU: for every
 // shape of a shapes file (tools/ShapeTasks.h) and every --arch, the cubins a
 // launch on a GPU of that arch looks up. The config is what the runtime's
-// config source answers (runtime::openTuneDbSource over --tune-db): for each
+// config source answers (autotune::openTuneDbSource over --tune-db): for each
 // GPU of the arch the DB was tuned on (or each --gpu), its winner, else the
 // default; without a DB, the default. The key and the compile come from
 // spec::launchCompile, the runtime's own, so a process pointed at the
@@ -18,7 +18,7 @@
 
 #include "autotune/TuneDB.h"
 
-#include "runtime/ConfigSource.h"
+#include "autotune/RuntimeTuner.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Runtime.h"
 
@@ -82,7 +82,7 @@ struct PrebuildPlan {
   const PrebuildOptions &opts;
   const runtime::Compiler &comp;
   std::string toolchain;
-  std::unique_ptr<runtime::ConfigSource> source; ///< null: no tune DB.
+  std::unique_ptr<policy::ConfigSource> source; ///< null: no tune DB.
   std::optional<autotune::TuneDB> db;
   std::vector<Job> jobs;
   std::set<std::string> keys; ///< planned key hashes (one job each).
@@ -101,7 +101,7 @@ configsFor(PrebuildPlan &p, const ShapeTask &t, llvm::StringRef arch) {
     return {{dflt, "default"}};
   std::vector<std::pair<codegen::TileConfig, std::string>> out;
   for (const std::string &gpu : gpus) {
-    runtime::ConfigRequest req;
+    policy::ConfigRequest req;
     req.def = t.problem.def;
     req.shapeClass = t.cls;
     req.gpuName = gpu;
@@ -111,7 +111,7 @@ configsFor(PrebuildPlan &p, const ShapeTask &t, llvm::StringRef arch) {
     req.check = [&](const codegen::TileConfig &c) {
       return p.comp.checkConfig(def, t.spec, c);
     };
-    runtime::ConfigAnswer a = p.source->configFor(req);
+    policy::ConfigAnswer a = p.source->configFor(req);
     out.push_back({a.config, a.from + " on " + gpu});
   }
   return out;
@@ -211,7 +211,7 @@ llvm::Error openTuneDb(PrebuildPlan &p, llvm::raw_ostream &err) {
     return db.takeError();
   p.db = std::move(*db);
   auto source =
-      runtime::openTuneDbSource(p.opts.tuneDb, [&err](llvm::StringRef m) {
+      autotune::openTuneDbSource(p.opts.tuneDb, [&err](llvm::StringRef m) {
         err << "bitfold prebuild: warning: " << m << "\n";
       });
   if (!source)

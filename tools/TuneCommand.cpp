@@ -17,7 +17,7 @@
 #include "autotune/TuneDB.h"
 #include "autotune/TuneTasks.h"
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Runtime.h"
 
@@ -50,10 +50,10 @@ using Task = ShapeTask;
 llvm::Expected<std::vector<int>> parseDevices(llvm::StringRef text) {
   std::vector<int> out;
   if (text == "all") {
-    auto info = runtime::queryDriver();
+    auto info = cuda::queryDriver();
     if (!info)
       return info.takeError();
-    for (const runtime::DeviceInfo &d : info->devices)
+    for (const cuda::DeviceInfo &d : info->devices)
       out.push_back(d.ordinal);
     if (out.empty())
       return usage("--devices all: no CUDA device");

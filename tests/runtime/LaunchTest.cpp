@@ -14,8 +14,9 @@
 
 #include "autotune/ShapeClass.h"
 #include "autotune/TuneDB.h"
-#include "runtime/CApiInternal.h"
-#include "runtime/Driver.h"
+#include "capi/CApiInternal.h"
+#include "capi/Compose.h"
+#include "cuda/Driver.h"
 #include "runtime/Runtime.h"
 #include "runtime/Status.h"
 #include "runtime/bitfold.h"
@@ -34,6 +35,8 @@
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
+using namespace bitfold::policy;
 
 namespace {
 
@@ -536,8 +539,9 @@ protected:
     o.compiler = fake::fakeCompiler();
     o.cache.disk = false;
     o.cache.warn = [this](llvm::StringRef m) { warnings.push_back(m.str()); };
-    o.tuneDb = db;
-    return std::make_unique<Runtime>(std::move(o));
+    capi::TuneDbOptions tdb;
+    tdb.path = db;
+    return capi::makeRuntime(std::move(o), tdb);
   }
   /// ln_modulate on (1, rows, 64); returns what the launch resolved to.
   Kernel::LastLaunch launchLn(Runtime &rt, int64_t rows) {
