@@ -2,7 +2,7 @@
 
 #include "tools/Commands.h"
 
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 #include "codegen/PtxAudit.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -43,7 +43,7 @@ int tools::compileCommand(const CompileCommandOptions &o,
   auto p = makeProblem(o.problem);
   if (!p)
     return report(err, "compile", p.takeError(), kUsage);
-  codegen::ShapedTemplate st = codegen::shapeProblem(*p);
+  tools::ShapedTemplate st = tools::shapeProblem(*p);
   const dsl::KernelDef &def = *st.def;
   if (o.listConfigs) {
     for (const codegen::TileConfig &c : codegen::enumerateConfigs(def, st.shape))
