@@ -57,7 +57,7 @@ private:
   Event start, stop;
   cuda::Module module;
   CUfunction fn = nullptr;
-  codegen::TileConfig config;
+  spec::TileConfig config;
 };
 
 llvm::Error GpuRunner::init(const dsl::KernelDef &d,

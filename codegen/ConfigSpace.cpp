@@ -18,6 +18,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
 using dsl::ExprNode;
 using dsl::KernelDef;
 using dsl::Op;

@@ -128,9 +128,9 @@ llvm::Expected<std::shared_ptr<const KernelDef>> Kernel::defFor(int64_t cols) {
   return defsByCols.emplace(cols, *def).first->second;
 }
 
-llvm::Expected<codegen::TileConfig>
+llvm::Expected<spec::TileConfig>
 Kernel::parseConfig(llvm::StringRef text) const {
-  auto c = codegen::TileConfig::parse(text);
+  auto c = spec::TileConfig::parse(text);
   if (!c)
     return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
                         templateName + ": bad config '" + text +
@@ -138,7 +138,7 @@ Kernel::parseConfig(llvm::StringRef text) const {
   return *c;
 }
 
-llvm::Error Kernel::setConfig(std::optional<codegen::TileConfig> config) {
+llvm::Error Kernel::setConfig(std::optional<spec::TileConfig> config) {
   std::unique_lock<std::shared_mutex> lock(mu);
   pinned = config;
   ++configSerial;
@@ -164,13 +164,13 @@ Kernel::LastLaunch Kernel::lastSpecialisation() const {
   return l;
 }
 
-llvm::Expected<codegen::TileConfig>
+llvm::Expected<spec::TileConfig>
 Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
                      const SpecKey &key, const std::string &arch,
                      ClassEntry &entry) {
   const Compiler &comp = rt.compiler();
-  const codegen::ShapeSpec shape = key.shape.shapeSpec();
-  std::optional<codegen::TileConfig> pin;
+  const spec::ShapeSpec shape = key.shape.shapeSpec();
+  std::optional<spec::TileConfig> pin;
   {
     std::shared_lock<std::shared_mutex> lock(mu);
     pin = pinned;
@@ -202,14 +202,14 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
   req.arch = arch;
   req.toolchain = rt.toolchain();
   req.defaultConfig = comp.defaultConfig(*def, shape);
-  req.check = [&](const codegen::TileConfig &c) {
+  req.check = [&](const spec::TileConfig &c) {
     return comp.checkConfig(*def, shape, c);
   };
   // Tuners compile through the cache with the launch's key: the winner is
   // then a hit when the class resolves again.
   req.compile = [rt = &rt, def, shape,
                  options = spec::launchOptions(arch, key.pdl)](
-                    const codegen::TileConfig &c)
+                    const spec::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
     auto k = rt->compileCached(*def, shape, c, options);
     if (!k)
@@ -226,7 +226,7 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
 }
 
 llvm::Error Kernel::checkCompiled(const KernelDef &def,
-                                  const codegen::TileConfig &config,
+                                  const spec::TileConfig &config,
                                   const codegen::CompiledKernel &k) const {
   const spec::KernelABI want = spec::KernelABI::of(def);
   if (k.abi == want && k.abi.paramCount() <= size_t(kMaxParams) &&
@@ -594,8 +594,8 @@ Runtime::~Runtime() {
 }
 
 llvm::Expected<CompiledKernelRef> Runtime::compileCached(
-    const KernelDef &def, const codegen::ShapeSpec &shape,
-    const codegen::TileConfig &config, const codegen::CompileOptions &options,
+    const KernelDef &def, const spec::ShapeSpec &shape,
+    const spec::TileConfig &config, const spec::CompileOptions &options,
     std::string *keyText, CacheOrigin *origin, const ValidateFn &validate) {
   CacheKey ck = spec::makeCacheKey(def, shape, config, options, toolchain());
   if (keyText)

@@ -57,14 +57,14 @@ namespace bitfold::runtime {
 /// Codegen as the runtime uses it.
 struct Compiler {
   std::function<llvm::Expected<codegen::CompiledKernel>(
-      const dsl::KernelDef &, const codegen::ShapeSpec &,
-      const codegen::TileConfig &, const codegen::CompileOptions &)>
+      const dsl::KernelDef &, const spec::ShapeSpec &,
+      const spec::TileConfig &, const spec::CompileOptions &)>
       compile;
-  std::function<codegen::TileConfig(const dsl::KernelDef &,
-                                    const codegen::ShapeSpec &)>
+  std::function<spec::TileConfig(const dsl::KernelDef &,
+                                    const spec::ShapeSpec &)>
       defaultConfig;
-  std::function<llvm::Error(const dsl::KernelDef &, const codegen::ShapeSpec &,
-                            const codegen::TileConfig &)>
+  std::function<llvm::Error(const dsl::KernelDef &, const spec::ShapeSpec &,
+                            const spec::TileConfig &)>
       checkConfig;
   /// codegen::toolchainVersion(): probes the PTX -> cubin tools (dlopen,
   /// `ptxas --version`), so a Runtime asks it only when a cache key is
@@ -140,9 +140,9 @@ public:
   llvm::Error prewarm(llvm::ArrayRef<std::vector<int64_t>> shapes, int device);
 
   /// Parses config text ("r1.t128.v8.p1").
-  llvm::Expected<codegen::TileConfig> parseConfig(llvm::StringRef text) const;
+  llvm::Expected<spec::TileConfig> parseConfig(llvm::StringRef text) const;
   /// Pins the TileConfig of later specialisations; nullopt = default.
-  llvm::Error setConfig(std::optional<codegen::TileConfig> config);
+  llvm::Error setConfig(std::optional<spec::TileConfig> config);
 
   /// Launch with programmatic stream serialization (PDL) from now on: the
   /// kernel may start while its predecessor on the stream finishes and
@@ -206,11 +206,11 @@ private:
                                             const LaunchBinding &b);
   llvm::Expected<ClassEntry *> specialise(const SpecKey &key, int64_t cols,
                                           bool replace = false);
-  llvm::Expected<codegen::TileConfig>
+  llvm::Expected<spec::TileConfig>
   chooseConfig(const std::shared_ptr<const dsl::KernelDef> &def,
                const SpecKey &key, const std::string &arch, ClassEntry &entry);
   llvm::Error checkCompiled(const dsl::KernelDef &def,
-                            const codegen::TileConfig &config,
+                            const spec::TileConfig &config,
                             const codegen::CompiledKernel &k) const;
   ClassEntry *publish(const SpecKey &key, std::string keyText,
                       std::shared_ptr<const dsl::KernelDef> def,
@@ -243,7 +243,7 @@ private:
   /// to the same key).
   std::unordered_map<std::string, std::unique_ptr<Specialisation>> byKey;
   std::unordered_map<int64_t, std::shared_ptr<const dsl::KernelDef>> defsByCols;
-  std::optional<codegen::TileConfig> pinned;
+  std::optional<spec::TileConfig> pinned;
   int configSerial = 0;
   std::atomic<const ClassEntry *> last{nullptr};
   std::atomic<bool> programmatic{false};
@@ -278,9 +278,9 @@ public:
   /// on a miss; keyed by spec::makeCacheKey with toolchain(). `keyText`
   /// receives the key's text. Thread safe.
   llvm::Expected<CompiledKernelRef>
-  compileCached(const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
-                const codegen::TileConfig &config,
-                const codegen::CompileOptions &options,
+  compileCached(const dsl::KernelDef &def, const spec::ShapeSpec &shape,
+                const spec::TileConfig &config,
+                const spec::CompileOptions &options,
                 std::string *keyText = nullptr, CacheOrigin *origin = nullptr,
                 const ValidateFn &validate = {});
 

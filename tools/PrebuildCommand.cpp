@@ -50,7 +50,7 @@ llvm::Error usage(const llvm::Twine &msg) {
 struct Job {
   const ShapeTask *task;
   std::string arch, configFrom;
-  codegen::TileConfig config;
+  spec::TileConfig config;
   spec::LaunchCompile compile;
 
   /// "conv_bias 1,96,1,4,4 dtype=bf16 sm_90 r1.t128.v8.p1 (default)".
@@ -90,16 +90,16 @@ struct PrebuildPlan {
 
 /// The configs a launch of `t` on `arch` uses: the runtime's request to its
 /// config source, once per GPU name.
-std::vector<std::pair<codegen::TileConfig, std::string>>
+std::vector<std::pair<spec::TileConfig, std::string>>
 configsFor(PrebuildPlan &p, const ShapeTask &t, llvm::StringRef arch) {
   const dsl::KernelDef &def = *t.problem.def;
-  codegen::TileConfig dflt = p.comp.defaultConfig(def, t.spec);
+  spec::TileConfig dflt = p.comp.defaultConfig(def, t.spec);
   std::vector<std::string> gpus =
       p.source ? gpusFor(p.opts, p.db ? &*p.db : nullptr, arch)
                : std::vector<std::string>{};
   if (gpus.empty())
     return {{dflt, "default"}};
-  std::vector<std::pair<codegen::TileConfig, std::string>> out;
+  std::vector<std::pair<spec::TileConfig, std::string>> out;
   for (const std::string &gpu : gpus) {
     policy::ConfigRequest req;
     req.def = t.problem.def;
@@ -108,7 +108,7 @@ configsFor(PrebuildPlan &p, const ShapeTask &t, llvm::StringRef arch) {
     req.arch = arch.str();
     req.toolchain = p.toolchain;
     req.defaultConfig = dflt;
-    req.check = [&](const codegen::TileConfig &c) {
+    req.check = [&](const spec::TileConfig &c) {
       return p.comp.checkConfig(def, t.spec, c);
     };
     policy::ConfigAnswer a = p.source->configFor(req);

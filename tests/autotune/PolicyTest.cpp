@@ -4,6 +4,7 @@
 
 #include "autotune/Policy.h"
 #include "autotune/ShapeClass.h"
+#include "spec/TuneKey.h"
 
 #include "templates/Templates.h"
 
@@ -15,7 +16,7 @@
 using namespace bitfold;
 using namespace bitfold::autotune;
 using namespace bitfold::autotune::test;
-using codegen::TileConfig;
+using spec::TileConfig;
 
 namespace {
 
@@ -241,8 +242,8 @@ TEST(Policy, AsTheRuntimesConfigSourceItKeysTheRequestAndTunesThroughItsTuner) {
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0], "c4096.a16-16-16-16.o32/r4096");
   // Recorded under the key the tuner would use for this class.
-  TuneKey key = tuneKeyFor(*def, asked[0],
-                           currentEnvironment("NVIDIA H200", "sm_90", "tc 1"));
+  TuneKey key = spec::tuneKeyFor(*def, asked[0],
+                           spec::currentEnvironment("NVIDIA H200", "sm_90", "tc 1"));
   EXPECT_EQ(policy.snapshot().lookup(key).kind, Lookup::Hit);
   EXPECT_EQ(source.configFor(req).from, "tune DB");
   EXPECT_EQ(asked.size(), 1u);

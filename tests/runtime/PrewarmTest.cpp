@@ -89,9 +89,9 @@ Compiler gatedCompiler(Gate *gate, int64_t slowCols,
                        std::atomic<int> *probes) {
   Compiler c = fake::fakeCompiler();
   auto inner = c.compile;
-  c.compile = [=](const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
-                  const codegen::TileConfig &config,
-                  const codegen::CompileOptions &options) {
+  c.compile = [=](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
+                  const spec::TileConfig &config,
+                  const spec::CompileOptions &options) {
     if (gate && shape.cols == slowCols)
       gate->pass();
     return inner(def, shape, config, options);
