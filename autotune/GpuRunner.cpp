@@ -2,7 +2,7 @@
 
 #include "autotune/GpuRunner.h"
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 
 #include "spec/KernelABI.h"
 
@@ -13,9 +13,9 @@
 
 using namespace bitfold;
 using namespace bitfold::autotune;
-using runtime::checkCuda;
-using runtime::DeviceBuffer;
-using runtime::Event;
+using cuda::checkCuda;
+using cuda::DeviceBuffer;
+using cuda::Event;
 
 namespace {
 
@@ -45,9 +45,9 @@ private:
   llvm::Error deviceSizes(int device, size_t &l2, size_t &totalMem);
   llvm::Error fillSet(BufferSet &s, const templates::HostProblem &problem);
 
-  const runtime::DriverApi *api = nullptr;
+  const cuda::DriverApi *api = nullptr;
   Timing timing = Timing::Steady;
-  std::optional<runtime::ScopedContext> ctx;
+  std::optional<cuda::ScopedContext> ctx;
   const dsl::KernelDef *def = nullptr;
   std::vector<BufferSet> sets;
   size_t next = 0;
@@ -55,9 +55,9 @@ private:
   DeviceBuffer flush;
   uint8_t flushByte = 0;
   Event start, stop;
-  runtime::Module module;
+  cuda::Module module;
   CUfunction fn = nullptr;
-  codegen::TileConfig config;
+  spec::TileConfig config;
 };
 
 llvm::Error GpuRunner::init(const dsl::KernelDef &d,
@@ -65,11 +65,11 @@ llvm::Error GpuRunner::init(const dsl::KernelDef &d,
                             const GpuRunnerOptions &opts) {
   def = &d;
   timing = opts.timing;
-  auto drv = runtime::driver();
+  auto drv = cuda::driver();
   if (!drv)
     return drv.takeError();
   api = &*drv;
-  auto sc = runtime::ScopedContext::forDevice(opts.device);
+  auto sc = cuda::ScopedContext::forDevice(opts.device);
   if (!sc)
     return sc.takeError();
   ctx.emplace(std::move(*sc));
@@ -181,8 +181,8 @@ llvm::Error GpuRunner::load(const codegen::CompiledKernel &k) {
     image.push_back('\0');
   }
   fn = nullptr;
-  module = runtime::Module();
-  auto m = runtime::Module::load(image);
+  module = cuda::Module();
+  auto m = cuda::Module::load(image);
   if (!m)
     return m.takeError();
   module = std::move(*m);
@@ -274,10 +274,10 @@ llvm::Expected<double> GpuRunner::timeOnceUs() {
 
 llvm::Expected<std::pair<std::string, std::string>>
 autotune::gpuIdentity(int ordinal) {
-  auto info = runtime::queryDriver();
+  auto info = cuda::queryDriver();
   if (!info)
     return info.takeError();
-  for (const runtime::DeviceInfo &d : info->devices)
+  for (const cuda::DeviceInfo &d : info->devices)
     if (d.ordinal == ordinal)
       return std::make_pair(d.name, d.arch());
   return gpuError(llvm::formatv("no CUDA device {0} ({1} found)", ordinal,

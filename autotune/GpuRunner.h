@@ -1,6 +1,6 @@
 //===- autotune/GpuRunner.h - Times compiled kernels on a GPU ----*- C++ -*-===//
 //
-// The ConfigRunner of the real tuner (CUDA driver, runtime/Driver.h):
+// The ConfigRunner of the real tuner (CUDA driver, cuda/Driver.h):
 //  - inputs uploaded once from a seeded templates::HostProblem, copied into
 //    several rotating buffer sets (so consecutive runs do not read what the
 //    last one left in L2), outputs per set;

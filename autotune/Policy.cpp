@@ -3,6 +3,7 @@
 #include "autotune/Policy.h"
 
 #include "autotune/ShapeClass.h"
+#include "spec/TuneKey.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -77,7 +78,7 @@ std::optional<Choice> TunePolicy::fromDatabase(const ChooseRequest &req,
         winnerText = w->config;
   }
   if (!winnerText.empty()) {
-    auto parsed = codegen::TileConfig::parse(winnerText);
+    auto parsed = spec::TileConfig::parse(winnerText);
     llvm::Error bad = parsed ? (req.check ? req.check(*parsed)
                                           : llvm::Error::success())
                              : parsed.takeError();
@@ -154,7 +155,7 @@ Choice TunePolicy::tuneNow(const ChooseRequest &req, const Choice &fallback) {
         winner = w->config;
   }
   persist();
-  auto parsed = codegen::TileConfig::parse(winner);
+  auto parsed = spec::TileConfig::parse(winner);
   if (!parsed)
     return Choice{fallback.config, Provenance::DefaultTuneFailed,
                   llvm::toString(parsed.takeError())};
@@ -185,20 +186,20 @@ Choice TunePolicy::tuneInBackground(const ChooseRequest &req, Choice fallback) {
   return fallback;
 }
 
-runtime::ConfigAnswer
-TunePolicy::configFor(const runtime::ConfigRequest &r) {
+policy::ConfigAnswer
+TunePolicy::configFor(const policy::ConfigRequest &r) {
   ChooseRequest req;
-  req.key = tuneKeyFor(*r.def, r.shapeClass.str(),
-                       currentEnvironment(r.gpuName, r.arch, r.toolchain));
+  req.key = spec::tuneKeyFor(*r.def, r.shapeClass.str(),
+                       spec::currentEnvironment(r.gpuName, r.arch, r.toolchain));
   req.defaultConfig = r.defaultConfig;
   req.check = r.check;
   if (opts.tuner && opts.onMiss != OnMiss::UseDefault) {
-    runtime::ConfigRequest owned = r; // background tunes outlive `r`
+    policy::ConfigRequest owned = r; // background tunes outlive `r`
     owned.check = nullptr;
     req.tune = [tuner = opts.tuner, owned] { return tuner(owned); };
   }
   Choice c = choose(req);
-  return runtime::ConfigAnswer{c.config, provenanceName(c.from).str(),
+  return policy::ConfigAnswer{c.config, provenanceName(c.from).str(),
                                c.from == Provenance::DefaultTuning};
 }
 

@@ -3,7 +3,7 @@
 // Which config a shape class gets: given a key (kernel hash, shape class,
 // dtypes, environment) and the heuristic default config, choose() answers
 // with a TileConfig and where it came from. TunePolicy is the runtime's
-// config source (runtime/ConfigSource.h: configFor() builds the key and
+// config source (policy/ConfigSource.h: configFor() builds the key and
 // calls choose()). It never blocks on a GPU unless the caller chose
 // synchronous tuning:
 //
@@ -31,7 +31,7 @@
 
 #include "autotune/TuneDB.h"
 
-#include "runtime/ConfigSource.h"
+#include "policy/ConfigSource.h"
 
 #include "codegen/Codegen.h"
 
@@ -67,7 +67,7 @@ struct PolicyOptions {
   /// Background tunes run it on the policy's thread with a request whose
   /// `check` is empty.
   std::function<llvm::Expected<TuneOutcome>(
-      const runtime::ConfigRequest &)>
+      const policy::ConfigRequest &)>
       tuner;
   /// Wall time all tunes may take together; once spent, misses get the
   /// default (Provenance::DefaultBudgetSpent). <= 0: unlimited.
@@ -87,24 +87,24 @@ enum class Provenance {
 llvm::StringRef provenanceName(Provenance p);
 
 struct Choice {
-  codegen::TileConfig config;
+  spec::TileConfig config;
   Provenance from = Provenance::Default;
   std::string detail;
 };
 
 struct ChooseRequest {
   TuneKey key;
-  codegen::TileConfig defaultConfig;
+  spec::TileConfig defaultConfig;
   /// Legality of a config from the DB (e.g. codegen::checkConfig bound to
   /// the KernelDef and ShapeSpec). Optional.
-  std::function<llvm::Error(const codegen::TileConfig &)> check;
+  std::function<llvm::Error(const spec::TileConfig &)> check;
   /// Tunes `key` (e.g. autotune::searchConfigs on the current GPU).
   /// Needed unless onMiss is UseDefault. Background tunes run it on the
   /// policy's thread: it must own what it captures.
   std::function<llvm::Expected<TuneOutcome>()> tune;
 };
 
-class TunePolicy final : public runtime::ConfigSource {
+class TunePolicy final : public policy::ConfigSource {
 public:
   explicit TunePolicy(PolicyOptions options, TuneDB db = {});
   /// Loads options.dbPath when it exists (an unreadable DB is an error).
@@ -118,7 +118,7 @@ public:
   Choice choose(const ChooseRequest &request);
   /// The runtime's question: choose() for the request's tune key. An
   /// answer given while its class tunes in the background is provisional.
-  runtime::ConfigAnswer configFor(const runtime::ConfigRequest &request) override;
+  policy::ConfigAnswer configFor(const policy::ConfigRequest &request) override;
   /// Moves each time a background tune records its result.
   uint64_t generation() const override {
     return recorded.load(std::memory_order_acquire);

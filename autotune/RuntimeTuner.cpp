@@ -9,6 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "autotune/RuntimeTuner.h"
+
 #include "autotune/GpuRunner.h"
 #include "autotune/Policy.h"
 
@@ -26,7 +28,7 @@ namespace {
 /// A dense problem of the request's class: its column count and row
 /// bucket, one batch.
 llvm::Expected<templates::HostProblem>
-problemFor(const runtime::ConfigRequest &r) {
+problemFor(const policy::ConfigRequest &r) {
   templates::ProblemShape shape;
   int64_t rows = r.shapeClass.rowBucket > 0 ? r.shapeClass.rowBucket : 4096;
   shape.cols = r.shapeClass.cols;
@@ -39,11 +41,11 @@ problemFor(const runtime::ConfigRequest &r) {
   return templates::HostProblem::make(*r.def, shape, /*seed=*/0, scalars);
 }
 
-llvm::Expected<TuneOutcome> tuneOnGpu(const runtime::ConfigRequest &r,
+llvm::Expected<TuneOutcome> tuneOnGpu(const policy::ConfigRequest &r,
                                       double seconds) {
-  const codegen::ShapeSpec spec = r.shapeClass.shapeSpec();
-  std::vector<codegen::TileConfig> configs{r.defaultConfig};
-  for (const codegen::TileConfig &c : codegen::enumerateConfigs(*r.def, spec)) {
+  const spec::ShapeSpec spec = r.shapeClass.shapeSpec();
+  std::vector<spec::TileConfig> configs{r.defaultConfig};
+  for (const spec::TileConfig &c : codegen::enumerateConfigs(*r.def, spec)) {
     if (c == r.defaultConfig)
       continue;
     if (llvm::Error e = codegen::checkConfig(*r.def, spec, c))
@@ -57,13 +59,12 @@ llvm::Expected<TuneOutcome> tuneOnGpu(const runtime::ConfigRequest &r,
   auto runner = makeGpuRunner(*r.def, *problem, GpuRunnerOptions{r.device});
   if (!runner)
     return runner.takeError();
-  codegen::CompileOptions options;
-  options.arch = r.arch;
-  // Through the runtime's cache when it gave a compile (the winner is then
-  // a cache hit for the launch), else codegen directly.
-  CompileConfigFn compile = [&](const codegen::TileConfig &c) {
-    return r.compile ? r.compile(c)
-                     : codegen::compile(*r.def, spec, c, options);
+  if (!r.compile)
+    return llvm::createStringError("tune-on-miss needs the runtime's compile");
+  // Through the runtime's cache and Compiler: the winner is then a cache
+  // hit for the launch.
+  CompileConfigFn compile = [&](const spec::TileConfig &c) {
+    return r.compile(c);
   };
   SearchOptions so;
   so.compileThreads = 2; // launches keep the other cores
@@ -79,10 +80,10 @@ llvm::Expected<TuneOutcome> tuneOnGpu(const runtime::ConfigRequest &r,
 
 } // namespace
 
-llvm::Expected<std::unique_ptr<runtime::ConfigSource>>
-runtime::openTuneDbSource(llvm::StringRef path,
-                          std::function<void(llvm::StringRef)> warn,
-                          const TuneOnMissOptions &tuneOnMiss) {
+llvm::Expected<std::unique_ptr<policy::ConfigSource>>
+autotune::openTuneDbSource(llvm::StringRef path,
+                           std::function<void(llvm::StringRef)> warn,
+                           const TuneOnMissOptions &tuneOnMiss) {
   PolicyOptions po;
   po.dbPath = path.str();
   po.warn = std::move(warn);
@@ -100,11 +101,11 @@ runtime::openTuneDbSource(llvm::StringRef path,
   }
   if (po.onMiss != OnMiss::UseDefault)
     po.tuner = [seconds = tuneOnMiss.perTuneSeconds](
-                   const runtime::ConfigRequest &r) {
+                   const policy::ConfigRequest &r) {
       return tuneOnGpu(r, seconds);
     };
   auto p = TunePolicy::open(std::move(po));
   if (!p)
     return p.takeError();
-  return std::unique_ptr<runtime::ConfigSource>(std::move(*p));
+  return std::unique_ptr<policy::ConfigSource>(std::move(*p));
 }

@@ -2,6 +2,8 @@
 
 #include "autotune/Search.h"
 
+#include "spec/Errors.h"
+
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
@@ -77,7 +79,7 @@ namespace {
 /// results in order while later configs are still compiling.
 class Compiles {
 public:
-  Compiles(llvm::ArrayRef<codegen::TileConfig> configs,
+  Compiles(llvm::ArrayRef<spec::TileConfig> configs,
            const CompileConfigFn &compile, const SearchOptions &opts)
       : slots(configs.size()),
         pool(llvm::hardware_concurrency(opts.compileThreads)) {
@@ -184,7 +186,7 @@ llvm::Error noneTimed(const SearchResult &result) {
 } // namespace
 
 llvm::Expected<SearchResult>
-autotune::searchConfigs(llvm::ArrayRef<codegen::TileConfig> configs,
+autotune::searchConfigs(llvm::ArrayRef<spec::TileConfig> configs,
                         const CompileConfigFn &compile, ConfigRunner &runner,
                         const SearchOptions &opts) {
   auto start = std::chrono::steady_clock::now();
@@ -209,7 +211,8 @@ autotune::searchConfigs(llvm::ArrayRef<codegen::TileConfig> configs,
       fail(out.takeError());
     } else if (!referenceConfig.empty() && *out != reference) {
       compiles.cancelRest();
-      return searchError(differenceText(referenceConfig, reference, text, *out));
+      return spec::makeError<spec::ErrorKind::BitsDiffer>(
+          differenceText(referenceConfig, reference, text, *out));
     } else {
       if (referenceConfig.empty()) {
         reference = std::move(*out);

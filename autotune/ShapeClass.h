@@ -2,8 +2,9 @@
 //
 // `bitfold tune` times a problem in the shape class of dense, freshly
 // allocated tensors of its shape (spec::denseShapeClass, rows bucketed):
-// the class a launch on such tensors looks up. Tune keys themselves are
-// spec/TuneKey.h's (tuneKeyFor, currentEnvironment, dtypesText).
+// the class a launch on such tensors looks up. Tune keys are
+// spec/TuneKey.h's (spec::tuneKeyFor, currentEnvironment, dtypesText):
+// include it where they are used.
 //
 // See autotune/README.md for the policy.
 //
@@ -14,14 +15,9 @@
 #include "autotune/TuneDB.h"
 
 #include "spec/ShapeSpec.h"
-#include "spec/TuneKey.h"
 #include "templates/Problem.h"
 
 namespace bitfold::autotune {
-
-using spec::currentEnvironment;
-using spec::dtypesText;
-using spec::tuneKeyFor;
 
 /// The class `bitfold tune` times a problem of `shape` in.
 spec::ShapeClass tunedShapeClass(const dsl::KernelDef &def,

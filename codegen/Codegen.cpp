@@ -49,6 +49,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
 
 namespace {
 

@@ -24,13 +24,6 @@
 
 namespace bitfold::codegen {
 
-/// What a kernel is specialised on lives in spec/ (one definition each,
-/// shared with the runtime and the tuner).
-using spec::CompileOptions;
-using spec::KernelABI;
-using spec::ShapeSpec;
-using spec::TileConfig;
-
 struct StageTime {
   std::string stage;
   double ms;
@@ -41,8 +34,8 @@ struct CompiledKernel {
   std::string ptx;
   std::vector<char> cubin; ///< empty when emitCubin was false.
   std::string cubinTool;   ///< "nvJitLink", "driver" or "ptxas".
-  TileConfig config;
-  KernelABI abi;
+  spec::TileConfig config;
+  spec::KernelABI abi;
   unsigned sharedBytes = 0; ///< static shared memory the kernel declares.
   /// The kernel waits (griddepcontrol.wait) before its first memory access
   /// for the grids it depends on, so it may be launched with programmatic
@@ -63,13 +56,13 @@ struct CompiledKernel {
 };
 
 /// Legal configs of a shape (the autotuner's space), in a stable order.
-std::vector<TileConfig> enumerateConfigs(const dsl::KernelDef &def,
-                                         const ShapeSpec &shape);
+std::vector<spec::TileConfig> enumerateConfigs(const dsl::KernelDef &def,
+                                         const spec::ShapeSpec &shape);
 /// A sensible default (no tuning).
-TileConfig defaultConfig(const dsl::KernelDef &def, const ShapeSpec &shape);
+spec::TileConfig defaultConfig(const dsl::KernelDef &def, const spec::ShapeSpec &shape);
 /// Why `config` is not legal for `shape`, or success.
-llvm::Error checkConfig(const dsl::KernelDef &def, const ShapeSpec &shape,
-                        const TileConfig &config);
+llvm::Error checkConfig(const dsl::KernelDef &def, const spec::ShapeSpec &shape,
+                        const spec::TileConfig &config);
 
 /// Oldest target codegen supports: sm_80. The lowering rounds to bf16 with
 /// cvt.rn.bf16{,x2}.f32, which PTX has from sm_80; CUDA 13's ptxas (and
@@ -85,9 +78,9 @@ llvm::Error checkTargetArch(llvm::StringRef arch);
 /// Lower and assemble. Errors name the failing stage; with dumpDir set, the
 /// failing IR is kept there for a repro.
 llvm::Expected<CompiledKernel> compile(const dsl::KernelDef &def,
-                                       const ShapeSpec &shape,
-                                       const TileConfig &config,
-                                       const CompileOptions &options);
+                                       const spec::ShapeSpec &shape,
+                                       const spec::TileConfig &config,
+                                       const spec::CompileOptions &options);
 
 /// Versions that belong in a cache key: LLVM, and the PTX -> cubin tool.
 std::string toolchainVersion();

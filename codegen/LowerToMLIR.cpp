@@ -25,6 +25,7 @@
 using namespace mlir;
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
 using dsl::DType;
 using dsl::ExprNode;
 using DOp = dsl::Op;

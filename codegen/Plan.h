@@ -50,7 +50,7 @@ struct FoldPlan {
 };
 
 struct Plan {
-  TileConfig config;
+  spec::TileConfig config;
   int64_t cols = 0;
   std::vector<FoldPlan> folds;
   /// One pass with folds: the output phase walks fold 0's element mapping
@@ -71,8 +71,8 @@ struct Plan {
 };
 
 /// Checks `config` against the program and shape; on success, the plan.
-llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const ShapeSpec &shape,
-                              const TileConfig &config);
+llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const spec::ShapeSpec &shape,
+                              const spec::TileConfig &config);
 
 /// Adds the operands whose loads appear in `root`'s cone (not looking
 /// through folds) to `out`.

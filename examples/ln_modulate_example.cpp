@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 #include "runtime/bitfold.hpp"
 
 #include <algorithm>
@@ -24,7 +24,7 @@
 #include <cstring>
 #include <vector>
 
-using bitfold::runtime::DeviceBuffer;
+using bitfold::cuda::DeviceBuffer;
 
 namespace {
 
@@ -81,7 +81,7 @@ int main() {
     return failed("template", kernel.status().message());
 
   // A GPU? The driver is loaded at run time; without one, say why.
-  auto ctx = bitfold::runtime::ScopedContext::forDevice(0);
+  auto ctx = bitfold::cuda::ScopedContext::forDevice(0);
   if (!ctx) {
     std::printf("no GPU: %s\n", llvm::toString(ctx.takeError()).c_str());
     return kNoGpu;
@@ -152,8 +152,8 @@ int main() {
               maxErr);
 
   // Warm launches: a hash lookup and one cuLaunchKernel each.
-  auto start = bitfold::runtime::Event::create(),
-       stop = bitfold::runtime::Event::create();
+  auto start = bitfold::cuda::Event::create(),
+       stop = bitfold::cuda::Event::create();
   if (start && stop) {
     const int n = 100;
     llvm::consumeError(start->record(nullptr));

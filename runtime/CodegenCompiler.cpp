@@ -7,12 +7,13 @@
 
 #include "runtime/Runtime.h"
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 
 #include "codegen/Assemble.h"
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
 
 namespace {
 
@@ -35,17 +36,17 @@ void installDriverLinker() {
 Compiler bitfold::runtime::defaultCompiler() {
   installDriverLinker();
   Compiler c;
-  c.compile = [](const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
-                 const codegen::TileConfig &config,
-                 const codegen::CompileOptions &options) {
+  c.compile = [](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
+                 const spec::TileConfig &config,
+                 const spec::CompileOptions &options) {
     return codegen::compile(def, shape, config, options);
   };
   c.defaultConfig = [](const dsl::KernelDef &def,
-                       const codegen::ShapeSpec &shape) {
+                       const spec::ShapeSpec &shape) {
     return codegen::defaultConfig(def, shape);
   };
-  c.checkConfig = [](const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
-                     const codegen::TileConfig &config) {
+  c.checkConfig = [](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
+                     const spec::TileConfig &config) {
     return codegen::checkConfig(def, shape, config);
   };
   c.toolchainVersion = [] { return codegen::toolchainVersion(); };

@@ -2,7 +2,7 @@
 
 #include "runtime/Runtime.h"
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 #include "runtime/Status.h"
 
 #include "templates/Problem.h"
@@ -21,6 +21,8 @@
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
+using namespace bitfold::policy;
 using dsl::KernelDef;
 
 // ---- Specialisations -------------------------------------------------------
@@ -126,9 +128,9 @@ llvm::Expected<std::shared_ptr<const KernelDef>> Kernel::defFor(int64_t cols) {
   return defsByCols.emplace(cols, *def).first->second;
 }
 
-llvm::Expected<codegen::TileConfig>
+llvm::Expected<spec::TileConfig>
 Kernel::parseConfig(llvm::StringRef text) const {
-  auto c = codegen::TileConfig::parse(text);
+  auto c = spec::TileConfig::parse(text);
   if (!c)
     return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
                         templateName + ": bad config '" + text +
@@ -136,7 +138,7 @@ Kernel::parseConfig(llvm::StringRef text) const {
   return *c;
 }
 
-llvm::Error Kernel::setConfig(std::optional<codegen::TileConfig> config) {
+llvm::Error Kernel::setConfig(std::optional<spec::TileConfig> config) {
   std::unique_lock<std::shared_mutex> lock(mu);
   pinned = config;
   ++configSerial;
@@ -162,13 +164,13 @@ Kernel::LastLaunch Kernel::lastSpecialisation() const {
   return l;
 }
 
-llvm::Expected<codegen::TileConfig>
+llvm::Expected<spec::TileConfig>
 Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
                      const SpecKey &key, const std::string &arch,
                      ClassEntry &entry) {
   const Compiler &comp = rt.compiler();
-  const codegen::ShapeSpec shape = key.shape.shapeSpec();
-  std::optional<codegen::TileConfig> pin;
+  const spec::ShapeSpec shape = key.shape.shapeSpec();
+  std::optional<spec::TileConfig> pin;
   {
     std::shared_lock<std::shared_mutex> lock(mu);
     pin = pinned;
@@ -200,14 +202,14 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
   req.arch = arch;
   req.toolchain = rt.toolchain();
   req.defaultConfig = comp.defaultConfig(*def, shape);
-  req.check = [&](const codegen::TileConfig &c) {
+  req.check = [&](const spec::TileConfig &c) {
     return comp.checkConfig(*def, shape, c);
   };
   // Tuners compile through the cache with the launch's key: the winner is
   // then a hit when the class resolves again.
   req.compile = [rt = &rt, def, shape,
                  options = spec::launchOptions(arch, key.pdl)](
-                    const codegen::TileConfig &c)
+                    const spec::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
     auto k = rt->compileCached(*def, shape, c, options);
     if (!k)
@@ -224,7 +226,7 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
 }
 
 llvm::Error Kernel::checkCompiled(const KernelDef &def,
-                                  const codegen::TileConfig &config,
+                                  const spec::TileConfig &config,
                                   const codegen::CompiledKernel &k) const {
   const spec::KernelABI want = spec::KernelABI::of(def);
   if (k.abi == want && k.abi.paramCount() <= size_t(kMaxParams) &&
@@ -562,11 +564,8 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
 
 // ---- Runtime ---------------------------------------------------------------
 
-namespace {
-
-/// The cache's warning sink, or stderr unless $BITFOLD_QUIET=1.
 std::function<void(llvm::StringRef)>
-warningSink(const std::function<void(llvm::StringRef)> &given) {
+runtime::warningSink(const std::function<void(llvm::StringRef)> &given) {
   if (given)
     return given;
   return [](llvm::StringRef msg) {
@@ -577,8 +576,6 @@ warningSink(const std::function<void(llvm::StringRef)> &given) {
   };
 }
 
-} // namespace
-
 Runtime::Runtime(RuntimeOptions options)
     : kernelCache(options.cache),
       comp(options.compiler ? std::move(*options.compiler)
@@ -588,17 +585,6 @@ Runtime::Runtime(RuntimeOptions options)
       source(std::move(options.configSource)) {
   // Nothing here probes the toolchain: toolchain() does, when a cache key
   // is first needed (creation stays well under a millisecond).
-  if (!source && !options.tuneDb.empty()) {
-    auto opened = openTuneDbSource(options.tuneDb, warn, options.tuneOnMiss);
-    if (opened)
-      source = std::move(*opened);
-    else
-      warn("tune DB '" + options.tuneDb + "' not used (every shape class "
-           "gets the default config): " + llvm::toString(opened.takeError()));
-  }
-  if (options.tuneOnMiss.mode != TuneOnMissOptions::Off && options.tuneDb.empty())
-    warn("tune-on-miss is off: it needs a tune DB file to record winners "
-         "in (tune_db or $BITFOLD_TUNE_DB)");
   bucketRows = source && source->bucketsRows();
 }
 
@@ -608,8 +594,8 @@ Runtime::~Runtime() {
 }
 
 llvm::Expected<CompiledKernelRef> Runtime::compileCached(
-    const KernelDef &def, const codegen::ShapeSpec &shape,
-    const codegen::TileConfig &config, const codegen::CompileOptions &options,
+    const KernelDef &def, const spec::ShapeSpec &shape,
+    const spec::TileConfig &config, const spec::CompileOptions &options,
     std::string *keyText, CacheOrigin *origin, const ValidateFn &validate) {
   CacheKey ck = spec::makeCacheKey(def, shape, config, options, toolchain());
   if (keyText)
@@ -670,21 +656,17 @@ PrewarmStatus Runtime::waitPrewarm() {
 }
 
 llvm::Expected<std::string> Runtime::gpuName(int device) {
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = gpuNames.find(device);
-  if (it != gpuNames.end())
-    return it->second;
-  auto info = queryDriver();
-  if (!info)
-    return info.takeError();
-  for (const DeviceInfo &d : info->devices)
-    gpuNames[d.ordinal] = d.name;
-  it = gpuNames.find(device);
-  if (it == gpuNames.end())
+  return gpuNames.get(device, [&]() -> llvm::Expected<std::string> {
+    auto info = queryDriver();
+    if (!info)
+      return info.takeError();
+    for (const DeviceInfo &d : info->devices)
+      if (d.ordinal == device)
+        return d.name;
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         llvm::formatv("no CUDA device {0}", device).str());
-  return it->second;
+  });
 }
 
 llvm::Expected<Kernel *> Runtime::findKernel(llvm::StringRef name,

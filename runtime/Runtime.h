@@ -1,7 +1,8 @@
 //===- runtime/Runtime.h - Specialise and launch -------------------*- C++ -*-===//
 //
 // The C++ core behind the C API. A Runtime owns a KernelCache, optionally a
-// ConfigSource (runtime/ConfigSource.h; autotune's tune DB policy), and the
+// ConfigSource (policy/ConfigSource.h; the C API gives it autotune's tune DB
+// policy), and the
 // Kernels looked up through it; a Kernel is one template with its
 // parameters, and owns its specialisations.
 //
@@ -29,8 +30,9 @@
 #ifndef BITFOLD_RUNTIME_RUNTIME_H
 #define BITFOLD_RUNTIME_RUNTIME_H
 
-#include "runtime/ConfigSource.h"
-#include "runtime/Driver.h"
+#include "policy/ConfigSource.h"
+#include "cuda/Driver.h"
+#include "cuda/PerDevice.h"
 #include "runtime/KernelCache.h"
 #include "runtime/TensorBinding.h"
 
@@ -55,14 +57,14 @@ namespace bitfold::runtime {
 /// Codegen as the runtime uses it.
 struct Compiler {
   std::function<llvm::Expected<codegen::CompiledKernel>(
-      const dsl::KernelDef &, const codegen::ShapeSpec &,
-      const codegen::TileConfig &, const codegen::CompileOptions &)>
+      const dsl::KernelDef &, const spec::ShapeSpec &,
+      const spec::TileConfig &, const spec::CompileOptions &)>
       compile;
-  std::function<codegen::TileConfig(const dsl::KernelDef &,
-                                    const codegen::ShapeSpec &)>
+  std::function<spec::TileConfig(const dsl::KernelDef &,
+                                    const spec::ShapeSpec &)>
       defaultConfig;
-  std::function<llvm::Error(const dsl::KernelDef &, const codegen::ShapeSpec &,
-                            const codegen::TileConfig &)>
+  std::function<llvm::Error(const dsl::KernelDef &, const spec::ShapeSpec &,
+                            const spec::TileConfig &)>
       checkConfig;
   /// codegen::toolchainVersion(): probes the PTX -> cubin tools (dlopen,
   /// `ptxas --version`), so a Runtime asks it only when a cache key is
@@ -87,22 +89,21 @@ std::string resolveToolchain(const Compiler &comp, llvm::StringRef cacheDir);
 /// PTX -> cubin linker into codegen (codegen::setDriverLinker).
 Compiler defaultCompiler();
 
+/// `given`, or a sink printing "bitfold: warning: ..." to stderr unless
+/// $BITFOLD_QUIET=1: where a Runtime's warnings go.
+std::function<void(llvm::StringRef)>
+warningSink(const std::function<void(llvm::StringRef)> &given);
+
 struct RuntimeOptions {
   CacheOptions cache; ///< its `warn` also receives the tune DB's warnings.
   std::optional<Compiler> compiler; ///< default: defaultCompiler().
-  /// Tune DB file (`bitfold tune`'s tune-db.json) whose winners first
-  /// launches use. Empty: none, every shape class gets the default. A
-  /// missing file is an empty DB; an unreadable one is warned about once
-  /// and ignored. The C API fills it from $BITFOLD_TUNE_DB.
-  std::string tuneDb;
-  /// Where first launches get their configs; overrides tuneDb. Null (and
-  /// no tuneDb): every shape class gets the default.
-  std::shared_ptr<ConfigSource> configSource;
+  /// Where first launches get their configs. Null: every shape class gets
+  /// the default. The C API passes the tune DB policy here
+  /// (capi/Compose.h: makeRuntime).
+  std::shared_ptr<policy::ConfigSource> configSource;
   /// Threads compiling prewarmed shapes (Kernel::prewarm) in the
   /// background; 0: min(4, hardware threads).
   unsigned compileThreads = 0;
-  /// Tune-on-miss for the tune DB source (tuneDb): off by default.
-  TuneOnMissOptions tuneOnMiss;
 };
 
 /// Progress of the prewarm compiles of a runtime (Kernel::prewarm).
@@ -139,9 +140,9 @@ public:
   llvm::Error prewarm(llvm::ArrayRef<std::vector<int64_t>> shapes, int device);
 
   /// Parses config text ("r1.t128.v8.p1").
-  llvm::Expected<codegen::TileConfig> parseConfig(llvm::StringRef text) const;
+  llvm::Expected<spec::TileConfig> parseConfig(llvm::StringRef text) const;
   /// Pins the TileConfig of later specialisations; nullopt = default.
-  llvm::Error setConfig(std::optional<codegen::TileConfig> config);
+  llvm::Error setConfig(std::optional<spec::TileConfig> config);
 
   /// Launch with programmatic stream serialization (PDL) from now on: the
   /// kernel may start while its predecessor on the stream finishes and
@@ -205,11 +206,11 @@ private:
                                             const LaunchBinding &b);
   llvm::Expected<ClassEntry *> specialise(const SpecKey &key, int64_t cols,
                                           bool replace = false);
-  llvm::Expected<codegen::TileConfig>
+  llvm::Expected<spec::TileConfig>
   chooseConfig(const std::shared_ptr<const dsl::KernelDef> &def,
                const SpecKey &key, const std::string &arch, ClassEntry &entry);
   llvm::Error checkCompiled(const dsl::KernelDef &def,
-                            const codegen::TileConfig &config,
+                            const spec::TileConfig &config,
                             const codegen::CompiledKernel &k) const;
   ClassEntry *publish(const SpecKey &key, std::string keyText,
                       std::shared_ptr<const dsl::KernelDef> def,
@@ -218,9 +219,9 @@ private:
   llvm::Expected<CUfunction> functionFor(Specialisation &s, CUcontext ctx,
                                          int device);
   llvm::Expected<CUfunction>
-  currentFunction(const DriverApi &api, Specialisation &s, int device,
-                  std::optional<ScopedContext> &scoped);
-  llvm::Error enqueue(const DriverApi &api, const Specialisation &s,
+  currentFunction(const cuda::DriverApi &api, Specialisation &s, int device,
+                  std::optional<cuda::ScopedContext> &scoped);
+  llvm::Error enqueue(const cuda::DriverApi &api, const Specialisation &s,
                       CUfunction fn,
                       const LaunchBinding &b, const float *scalars,
                       CUstream stream, bool wantPdl);
@@ -242,7 +243,7 @@ private:
   /// to the same key).
   std::unordered_map<std::string, std::unique_ptr<Specialisation>> byKey;
   std::unordered_map<int64_t, std::shared_ptr<const dsl::KernelDef>> defsByCols;
-  std::optional<codegen::TileConfig> pinned;
+  std::optional<spec::TileConfig> pinned;
   int configSerial = 0;
   std::atomic<const ClassEntry *> last{nullptr};
   std::atomic<bool> programmatic{false};
@@ -265,7 +266,7 @@ public:
   /// kernels all come from the disk cache never probes the tools.
   const std::string &toolchain();
   /// Where first launches get their configs; null: the default.
-  ConfigSource *configSource() const { return source.get(); }
+  policy::ConfigSource *configSource() const { return source.get(); }
   /// Whether specialisations are keyed by row bucket (the source's answers
   /// depend on rows).
   bool bucketsRows() const { return bucketRows; }
@@ -277,9 +278,9 @@ public:
   /// on a miss; keyed by spec::makeCacheKey with toolchain(). `keyText`
   /// receives the key's text. Thread safe.
   llvm::Expected<CompiledKernelRef>
-  compileCached(const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
-                const codegen::TileConfig &config,
-                const codegen::CompileOptions &options,
+  compileCached(const dsl::KernelDef &def, const spec::ShapeSpec &shape,
+                const spec::TileConfig &config,
+                const spec::CompileOptions &options,
                 std::string *keyText = nullptr, CacheOrigin *origin = nullptr,
                 const ValidateFn &validate = {});
 
@@ -299,11 +300,11 @@ private:
   std::string toolchainText;
   std::function<void(llvm::StringRef)> warn;
   unsigned compileThreads;
-  std::shared_ptr<ConfigSource> source;
+  std::shared_ptr<policy::ConfigSource> source;
   bool bucketRows = false;
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Kernel>> kernels;
-  std::map<int, std::string> gpuNames;
+  cuda::PerDevice<std::string> gpuNames;
   mutable std::mutex prewarmMu;
   std::condition_variable prewarmCv;
   PrewarmStatus prewarm;

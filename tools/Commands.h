@@ -66,7 +66,7 @@ struct CompileCommandOptions {
   ProblemArgs problem;
   std::string config; ///< empty: the heuristic's default.
   bool listConfigs = false;
-  codegen::CompileOptions codegen;
+  spec::CompileOptions codegen;
 };
 int compileCommand(const CompileCommandOptions &o, llvm::raw_ostream &out,
                    llvm::raw_ostream &err);

@@ -2,7 +2,7 @@
 
 #include "tools/Commands.h"
 
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 #include "codegen/PtxAudit.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -13,8 +13,8 @@ using namespace bitfold::tools;
 namespace {
 
 void printCompiled(const codegen::CompiledKernel &k, const dsl::KernelDef &def,
-                   const codegen::ShapeSpec &shape,
-                   const codegen::TileConfig &tc, llvm::StringRef arch,
+                   const spec::ShapeSpec &shape,
+                   const spec::TileConfig &tc, llvm::StringRef arch,
                    llvm::raw_ostream &out) {
   out << llvm::formatv("kernel   {0}\nprogram  {1} ({2})\nshape    {3}\n"
                        "config   {4}\narch     {5}\n",
@@ -43,16 +43,16 @@ int tools::compileCommand(const CompileCommandOptions &o,
   auto p = makeProblem(o.problem);
   if (!p)
     return report(err, "compile", p.takeError(), kUsage);
-  codegen::ShapedTemplate st = codegen::shapeProblem(*p);
+  tools::ShapedTemplate st = tools::shapeProblem(*p);
   const dsl::KernelDef &def = *st.def;
   if (o.listConfigs) {
-    for (const codegen::TileConfig &c : codegen::enumerateConfigs(def, st.shape))
+    for (const spec::TileConfig &c : codegen::enumerateConfigs(def, st.shape))
       out << c.str() << "\n";
     return kOk;
   }
-  codegen::TileConfig tc = codegen::defaultConfig(def, st.shape);
+  spec::TileConfig tc = codegen::defaultConfig(def, st.shape);
   if (!o.config.empty()) {
-    auto c = codegen::TileConfig::parse(o.config);
+    auto c = spec::TileConfig::parse(o.config);
     if (!c)
       return report(err, "compile", c.takeError(), kUsage);
     tc = *c;

@@ -3,7 +3,7 @@
 // Fills a kernel cache directory on a machine without a GPU: for every
 // shape of a shapes file (tools/ShapeTasks.h) and every --arch, the cubins a
 // launch on a GPU of that arch looks up. The config is what the runtime's
-// config source answers (runtime::openTuneDbSource over --tune-db): for each
+// config source answers (autotune::openTuneDbSource over --tune-db): for each
 // GPU of the arch the DB was tuned on (or each --gpu), its winner, else the
 // default; without a DB, the default. The key and the compile come from
 // spec::launchCompile, the runtime's own, so a process pointed at the
@@ -18,7 +18,7 @@
 
 #include "autotune/TuneDB.h"
 
-#include "runtime/ConfigSource.h"
+#include "autotune/RuntimeTuner.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Runtime.h"
 
@@ -50,7 +50,7 @@ llvm::Error usage(const llvm::Twine &msg) {
 struct Job {
   const ShapeTask *task;
   std::string arch, configFrom;
-  codegen::TileConfig config;
+  spec::TileConfig config;
   spec::LaunchCompile compile;
 
   /// "conv_bias 1,96,1,4,4 dtype=bf16 sm_90 r1.t128.v8.p1 (default)".
@@ -82,7 +82,7 @@ struct PrebuildPlan {
   const PrebuildOptions &opts;
   const runtime::Compiler &comp;
   std::string toolchain;
-  std::unique_ptr<runtime::ConfigSource> source; ///< null: no tune DB.
+  std::unique_ptr<policy::ConfigSource> source; ///< null: no tune DB.
   std::optional<autotune::TuneDB> db;
   std::vector<Job> jobs;
   std::set<std::string> keys; ///< planned key hashes (one job each).
@@ -90,28 +90,28 @@ struct PrebuildPlan {
 
 /// The configs a launch of `t` on `arch` uses: the runtime's request to its
 /// config source, once per GPU name.
-std::vector<std::pair<codegen::TileConfig, std::string>>
+std::vector<std::pair<spec::TileConfig, std::string>>
 configsFor(PrebuildPlan &p, const ShapeTask &t, llvm::StringRef arch) {
   const dsl::KernelDef &def = *t.problem.def;
-  codegen::TileConfig dflt = p.comp.defaultConfig(def, t.spec);
+  spec::TileConfig dflt = p.comp.defaultConfig(def, t.spec);
   std::vector<std::string> gpus =
       p.source ? gpusFor(p.opts, p.db ? &*p.db : nullptr, arch)
                : std::vector<std::string>{};
   if (gpus.empty())
     return {{dflt, "default"}};
-  std::vector<std::pair<codegen::TileConfig, std::string>> out;
+  std::vector<std::pair<spec::TileConfig, std::string>> out;
   for (const std::string &gpu : gpus) {
-    runtime::ConfigRequest req;
+    policy::ConfigRequest req;
     req.def = t.problem.def;
     req.shapeClass = t.cls;
     req.gpuName = gpu;
     req.arch = arch.str();
     req.toolchain = p.toolchain;
     req.defaultConfig = dflt;
-    req.check = [&](const codegen::TileConfig &c) {
+    req.check = [&](const spec::TileConfig &c) {
       return p.comp.checkConfig(def, t.spec, c);
     };
-    runtime::ConfigAnswer a = p.source->configFor(req);
+    policy::ConfigAnswer a = p.source->configFor(req);
     out.push_back({a.config, a.from + " on " + gpu});
   }
   return out;
@@ -211,7 +211,7 @@ llvm::Error openTuneDb(PrebuildPlan &p, llvm::raw_ostream &err) {
     return db.takeError();
   p.db = std::move(*db);
   auto source =
-      runtime::openTuneDbSource(p.opts.tuneDb, [&err](llvm::StringRef m) {
+      autotune::openTuneDbSource(p.opts.tuneDb, [&err](llvm::StringRef m) {
         err << "bitfold prebuild: warning: " << m << "\n";
       });
   if (!source)

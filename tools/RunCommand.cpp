@@ -8,8 +8,8 @@
 
 #include "tools/Commands.h"
 
-#include "runtime/CApiInternal.h"
-#include "runtime/Driver.h"
+#include "capi/CApiInternal.h"
+#include "cuda/Driver.h"
 #include "runtime/Runtime.h"
 #include "runtime/TensorBinding.h"
 #include "runtime/bitfold.h"
@@ -27,6 +27,7 @@
 using namespace bitfold;
 using namespace bitfold::tools;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
 
 namespace {
 

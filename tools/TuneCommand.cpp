@@ -16,8 +16,10 @@
 #include "autotune/ShapeClass.h"
 #include "autotune/TuneDB.h"
 #include "autotune/TuneTasks.h"
+#include "spec/Errors.h"
+#include "spec/TuneKey.h"
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Runtime.h"
 
@@ -50,10 +52,10 @@ using Task = ShapeTask;
 llvm::Expected<std::vector<int>> parseDevices(llvm::StringRef text) {
   std::vector<int> out;
   if (text == "all") {
-    auto info = runtime::queryDriver();
+    auto info = cuda::queryDriver();
     if (!info)
       return info.takeError();
-    for (const runtime::DeviceInfo &d : info->devices)
+    for (const cuda::DeviceInfo &d : info->devices)
       out.push_back(d.ordinal);
     if (out.empty())
       return usage("--devices all: no CUDA device");
@@ -99,15 +101,15 @@ runtime::CacheOptions cacheIn(const std::string &out) {
 
 /// The default config first (the bit-identity reference), then the rest
 /// of the enumeration, each checked legal again.
-std::vector<codegen::TileConfig> legalConfigs(const Task &t, ReportRow &row) {
+std::vector<spec::TileConfig> legalConfigs(const Task &t, ReportRow &row) {
   const dsl::KernelDef &def = *t.problem.def;
-  codegen::TileConfig dflt = codegen::defaultConfig(def, t.spec);
-  std::vector<codegen::TileConfig> configs{dflt};
-  for (const codegen::TileConfig &c : codegen::enumerateConfigs(def, t.spec))
+  spec::TileConfig dflt = codegen::defaultConfig(def, t.spec);
+  std::vector<spec::TileConfig> configs{dflt};
+  for (const spec::TileConfig &c : codegen::enumerateConfigs(def, t.spec))
     if (!(c == dflt))
       configs.push_back(c);
-  std::vector<codegen::TileConfig> legal;
-  for (const codegen::TileConfig &c : configs) {
+  std::vector<spec::TileConfig> legal;
+  for (const spec::TileConfig &c : configs) {
     if (llvm::Error e = codegen::checkConfig(def, t.spec, c))
       llvm::errs() << "bitfold tune: warning: " << row.label
                    << ": enumerated config " << c.str()
@@ -150,7 +152,7 @@ SearchOptions searchOptions(DeviceTuning &d, const ReportRow &row,
 std::string recordResult(const DeviceTuning &d, const Task &t,
                          const std::string &dflt, const SearchResult &result,
                          TuneDB &db, ReportRow &row) {
-  TuneKey key = tuneKeyFor(*t.problem.def, t.shapeClass, d.env);
+  TuneKey key = spec::tuneKeyFor(*t.problem.def, t.shapeClass, d.env);
   db.record(key, dflt, result.measurements);
   for (const Measurement &m : result.measurements)
     row.cut += m.cut ? 1 : 0;
@@ -188,7 +190,7 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
     row.status = "skipped: budget spent";
     return kOk;
   }
-  std::vector<codegen::TileConfig> legal = legalConfigs(t, row);
+  std::vector<spec::TileConfig> legal = legalConfigs(t, row);
   if (legal.empty())
     return fail("no legal config", kFailed);
   auto problem = templates::HostProblem::make(t.problem, /*seed=*/0);
@@ -202,7 +204,7 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
   const dsl::KernelDef &def = *t.problem.def;
   // Compiles go through the disk cache with the runtime's own key: each
   // config is an entry a launch finds when it is pinned or wins.
-  CompileConfigFn compile = [&](const codegen::TileConfig &c)
+  CompileConfigFn compile = [&](const spec::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
     spec::LaunchCompile lc = spec::launchCompile(
         def, t.cls, c, d.env.arch, /*pdl=*/false, d.env.toolchain);
@@ -218,9 +220,8 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
   d.secondsDone += row.seconds;
   ++d.shapesDone;
   if (!result) {
-    std::string why = llvm::toString(result.takeError());
-    bool bits = llvm::StringRef(why).contains("different output bytes");
-    return fail(why, bits ? kDiffer : kFailed);
+    bool bits = result.errorIsA<spec::BitsDifferError>();
+    return fail(llvm::toString(result.takeError()), bits ? kDiffer : kFailed);
   }
   row.status = recordResult(d, t, row.defaultConfig, *result, db, row);
   return kOk;
@@ -236,7 +237,7 @@ int tuneHere(const TuneOptions &args, const Shard &shard,
   runtime::Compiler comp = runtime::defaultCompiler();
   DeviceTuning d{args,
                  device,
-                 currentEnvironment(ident->first, ident->second,
+                 spec::currentEnvironment(ident->first, ident->second,
                                     comp.toolchainVersion()),
                  comp,
                  runtime::KernelCache(cacheIn(args.out)),

@@ -16,7 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 #include "spec/ShapeSpec.h"
 #include "templates/Problem.h"
 #include "templates/Registry.h"
@@ -33,6 +33,8 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
+using namespace bitfold::tools;
 
 namespace {
 

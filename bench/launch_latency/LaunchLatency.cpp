@@ -2,7 +2,7 @@
 //
 // How long bitfold keeps the host busy, through the public C API
 // (runtime/bitfold.h, i.e. libbitfold.so) on its own device buffers
-// (runtime/Driver.h wrappers):
+// (cuda/Driver.h wrappers):
 //
 //   cold       a fresh process, empty cache directory: the first launch
 //              compiles (DSL -> PTX -> cubin) and writes the disk cache;
@@ -32,7 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 #include "runtime/bitfold.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -51,7 +51,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-using namespace bitfold::runtime;
+using namespace bitfold::cuda;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include "autotune/Policy.h"
 #include "autotune/ShapeClass.h"
+#include "spec/TuneKey.h"
 
 #include "templates/Templates.h"
 
@@ -15,7 +16,7 @@
 using namespace bitfold;
 using namespace bitfold::autotune;
 using namespace bitfold::autotune::test;
-using codegen::TileConfig;
+using spec::TileConfig;
 
 namespace {
 
@@ -206,10 +207,10 @@ TEST(Policy, PersistingMergesWithWhatOtherProcessesWrote) {
 namespace {
 
 /// The runtime's request for ln_modulate, `cols` x `rows` dense.
-runtime::ConfigRequest runtimeRequest(int64_t cols, int64_t rows = 4096) {
+policy::ConfigRequest runtimeRequest(int64_t cols, int64_t rows = 4096) {
   auto def = templates::lnModulate();
   EXPECT_TRUE(bool(def)) << llvm::toString(def.takeError());
-  runtime::ConfigRequest req;
+  policy::ConfigRequest req;
   req.def = *def;
   req.shapeClass = spec::denseShapeClass(**def, cols, {rows}, rows, true);
   req.gpuName = "NVIDIA H200";
@@ -223,26 +224,26 @@ runtime::ConfigRequest runtimeRequest(int64_t cols, int64_t rows = 4096) {
 } // namespace
 
 TEST(Policy, AsTheRuntimesConfigSourceItKeysTheRequestAndTunesThroughItsTuner) {
-  runtime::ConfigRequest req = runtimeRequest(4096, 4359);
+  policy::ConfigRequest req = runtimeRequest(4096, 4359);
   const std::shared_ptr<const dsl::KernelDef> &def = req.def;
 
   PolicyOptions o;
   o.onMiss = OnMiss::TuneNow;
   std::vector<std::string> asked;
-  o.tuner = [&](const runtime::ConfigRequest &r) -> llvm::Expected<TuneOutcome> {
+  o.tuner = [&](const policy::ConfigRequest &r) -> llvm::Expected<TuneOutcome> {
     asked.push_back(r.shapeClass.str());
     return outcome();
   };
   TunePolicy policy(o);
-  runtime::ConfigSource &source = policy;
-  runtime::ConfigAnswer a = source.configFor(req);
+  policy::ConfigSource &source = policy;
+  policy::ConfigAnswer a = source.configFor(req);
   EXPECT_EQ(a.config.str(), "r4.t32.v8.p1");
   EXPECT_EQ(a.from, "tuned now");
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0], "c4096.a16-16-16-16.o32/r4096");
   // Recorded under the key the tuner would use for this class.
-  TuneKey key = tuneKeyFor(*def, asked[0],
-                           currentEnvironment("NVIDIA H200", "sm_90", "tc 1"));
+  TuneKey key = spec::tuneKeyFor(*def, asked[0],
+                           spec::currentEnvironment("NVIDIA H200", "sm_90", "tc 1"));
   EXPECT_EQ(policy.snapshot().lookup(key).kind, Lookup::Hit);
   EXPECT_EQ(source.configFor(req).from, "tune DB");
   EXPECT_EQ(asked.size(), 1u);
@@ -256,21 +257,21 @@ TEST(Policy, BackgroundAnswersAreProvisionalUntilTheGenerationMoves) {
   o.dbPath = dir.file("tune-db.json");
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
-  o.tuner = [gate](const runtime::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
+  o.tuner = [gate](const policy::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
     gate.wait();
     return outcome();
   };
   TunePolicy policy(o);
-  runtime::ConfigSource &source = policy;
+  policy::ConfigSource &source = policy;
   uint64_t g0 = source.generation();
-  runtime::ConfigAnswer a = source.configFor(runtimeRequest(4096));
+  policy::ConfigAnswer a = source.configFor(runtimeRequest(4096));
   EXPECT_TRUE(a.provisional) << a.from;
   EXPECT_EQ(a.config, kDefault);
   EXPECT_EQ(source.generation(), g0) << "moved before the tune recorded";
   release.set_value();
   policy.waitIdle();
   EXPECT_EQ(source.generation(), g0 + 1);
-  runtime::ConfigAnswer b = source.configFor(runtimeRequest(4096));
+  policy::ConfigAnswer b = source.configFor(runtimeRequest(4096));
   EXPECT_FALSE(b.provisional);
   EXPECT_EQ(b.from, "tune DB");
   EXPECT_EQ(b.config.str(), "r4.t32.v8.p1");
@@ -285,14 +286,14 @@ TEST(Policy, ASpentBudgetStopsTuningAndGivesTheDefault) {
   o.onMiss = OnMiss::TuneNow;
   o.budgetSeconds = 0.05;
   std::atomic<int> tunes{0};
-  o.tuner = [&](const runtime::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
+  o.tuner = [&](const policy::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
     ++tunes;
     std::this_thread::sleep_for(std::chrono::milliseconds(80));
     return outcome();
   };
   TunePolicy policy(o);
   EXPECT_EQ(policy.configFor(runtimeRequest(4096)).from, "tuned now");
-  runtime::ConfigAnswer second = policy.configFor(runtimeRequest(2048));
+  policy::ConfigAnswer second = policy.configFor(runtimeRequest(2048));
   EXPECT_EQ(second.from, "default (tuning budget spent)");
   EXPECT_EQ(second.config, kDefault);
   EXPECT_EQ(tunes.load(), 1) << "tuned after 80 ms of a 50 ms budget";
@@ -304,14 +305,14 @@ TEST(Policy, AFailedBackgroundTuneIsNotRetried) {
   Warnings w;
   o.warn = w.fn();
   std::atomic<int> tunes{0};
-  o.tuner = [&](const runtime::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
+  o.tuner = [&](const policy::ConfigRequest &) -> llvm::Expected<TuneOutcome> {
     ++tunes;
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "no GPU");
   };
   TunePolicy policy(o);
   EXPECT_TRUE(policy.configFor(runtimeRequest(4096)).provisional);
   policy.waitIdle();
-  runtime::ConfigAnswer again = policy.configFor(runtimeRequest(4096));
+  policy::ConfigAnswer again = policy.configFor(runtimeRequest(4096));
   EXPECT_FALSE(again.provisional);
   EXPECT_EQ(again.from, "default (tuning failed)");
   policy.waitIdle();

@@ -4,6 +4,7 @@
 
 #include "autotune/ShapeClass.h"
 #include "autotune/TuneTasks.h"
+#include "spec/TuneKey.h"
 
 #include "templates/Problem.h"
 #include "templates/Templates.h"
@@ -126,23 +127,23 @@ TEST(ShapeClass, TunedClassBucketsRowsAndMatchesTheRuntimesAlignment) {
   auto big = templates::parseShape("conv_bias", "1,96,4,480,832");
   ASSERT_TRUE(bool(big)); // 153M elements: still 32-bit offsets
   EXPECT_FALSE(tunedShapeClass(**conv, *big).index64);
-  EXPECT_EQ(dtypesText(**def).substr(0, 7), "x:bf16,");
+  EXPECT_EQ(spec::dtypesText(**def).substr(0, 7), "x:bf16,");
 }
 
 TEST(ShapeClass, TuneKeyIsWhatTheTunerRecordsAndTheRuntimeLooksUp) {
   auto def = templates::lnModulate();
   ASSERT_TRUE(bool(def));
-  TuneEnvironment env = currentEnvironment("NVIDIA H200", "sm_90", "tc 1");
+  TuneEnvironment env = spec::currentEnvironment("NVIDIA H200", "sm_90", "tc 1");
   EXPECT_EQ(env.gpuName, "NVIDIA H200");
   EXPECT_EQ(env.arch, "sm_90");
   EXPECT_EQ(env.bitfoldVersion, BITFOLD_VERSION);
   EXPECT_EQ(env.llvmVersion, BITFOLD_LLVM_VERSION);
   EXPECT_EQ(env.toolchain, "tc 1");
-  TuneKey k = tuneKeyFor(**def, "c4096.a16.o32/r4096", env);
+  TuneKey k = spec::tuneKeyFor(**def, "c4096.a16.o32/r4096", env);
   EXPECT_EQ(k.kernelName, "ln_modulate");
   EXPECT_EQ(k.kernelHash, (*def)->hash);
   EXPECT_EQ(k.shapeClass, "c4096.a16.o32/r4096");
-  EXPECT_EQ(k.dtypes, dtypesText(**def));
+  EXPECT_EQ(k.dtypes, spec::dtypesText(**def));
   EXPECT_EQ(k.env, env);
 }
 

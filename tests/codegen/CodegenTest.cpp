@@ -9,7 +9,7 @@
 
 #include "codegen/Assemble.h"
 #include "codegen/Codegen.h"
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 #include "codegen/Plan.h"
 #include "codegen/PtxAudit.h"
 #include "templates/Templates.h"
@@ -28,6 +28,8 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
+using namespace bitfold::tools;
 
 namespace {
 

@@ -1,7 +1,7 @@
 //===- tests/codegen/GoldenTest.cpp - Lowering snippets via FileCheck -----===//
 
 #include "codegen/Codegen.h"
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -11,6 +11,8 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
+using namespace bitfold::tools;
 
 namespace {
 

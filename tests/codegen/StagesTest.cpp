@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -17,6 +17,8 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
+using namespace bitfold::tools;
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include "FakeCuda.h"
 
 #include "autotune/Policy.h"
+#include "capi/Compose.h"
 #include "runtime/Runtime.h"
 #include "runtime/bitfold.h"
 #include "tests/autotune/TestEnv.h" // TempDir
@@ -37,6 +38,8 @@
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
+using namespace bitfold::policy;
 using bitfold::autotune::test::TempDir;
 
 namespace {
@@ -374,9 +377,11 @@ TEST(TunePolicyConcurrency, BackgroundTunesRaceWithLaunchesAndLaterRuntimesUseTh
 
   // A later runtime reads the persisted winners.
   RuntimeOptions o = memoryOnly();
-  o.tuneDb = db;
   o.cache.warn = [&](llvm::StringRef m) { failures.add("warning: " + m.str()); };
-  Runtime later(std::move(o));
+  capi::TuneDbOptions tdb;
+  tdb.path = db;
+  std::unique_ptr<Runtime> laterOwned = capi::makeRuntime(std::move(o), tdb);
+  Runtime &later = *laterOwned;
   auto k = later.findKernel("residual_gate", "");
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   for (int i = 0; i < kCols; ++i) {
@@ -432,10 +437,10 @@ TEST(TunePolicyConcurrency, TwoPoliciesOfOneProcessPersistingToOneFileNeverCorru
               "residual_gate", "h" + std::to_string(t),
               "c" + std::to_string(64 * (i + 1)), "r:bf16",
               {"Fake H200", "sm_90", "0.1.0", "22", "fake"}};
-          req.defaultConfig = codegen::TileConfig{2, 64, 4, false};
+          req.defaultConfig = spec::TileConfig{2, 64, 4, false};
           req.tune = [] {
             ConfigRequest r;
-            r.defaultConfig = codegen::TileConfig{2, 64, 4, false};
+            r.defaultConfig = spec::TileConfig{2, 64, 4, false};
             return llvm::Expected<autotune::TuneOutcome>(tunedOutcome(r));
           };
           autotune::Choice c = policies[t % 2]->choose(req);

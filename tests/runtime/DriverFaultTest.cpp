@@ -11,7 +11,7 @@
 #include "FakeCodegen.h"
 #include "FakeCuda.h"
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 #include "runtime/Runtime.h"
 #include "runtime/Status.h"
 
@@ -28,6 +28,8 @@
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
+using namespace bitfold::policy;
 
 namespace {
 

@@ -5,12 +5,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
 
 #include "llvm/Support/raw_ostream.h"
 
 int main() {
-  auto info = bitfold::runtime::queryDriver();
+  auto info = bitfold::cuda::queryDriver();
   if (!info) {
     llvm::outs() << "error: " << llvm::toString(info.takeError()) << "\n";
     return 1;

@@ -14,8 +14,9 @@
 
 #include "autotune/ShapeClass.h"
 #include "autotune/TuneDB.h"
-#include "runtime/CApiInternal.h"
-#include "runtime/Driver.h"
+#include "capi/CApiInternal.h"
+#include "capi/Compose.h"
+#include "cuda/Driver.h"
 #include "runtime/Runtime.h"
 #include "runtime/Status.h"
 #include "runtime/bitfold.h"
@@ -34,6 +35,8 @@
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
+using namespace bitfold::policy;
 
 namespace {
 
@@ -519,9 +522,9 @@ autotune::TuneKey lnKey(Runtime &rt, int64_t rows,
   EXPECT_TRUE(bool(k));
   auto def = (*k)->defFor(64);
   EXPECT_TRUE(bool(def));
-  return autotune::tuneKeyFor(
+  return spec::tuneKeyFor(
       **def, std::string(kLnShape) + "/r" + std::to_string(spec::rowBucket(rows)),
-      autotune::currentEnvironment(gpu, "sm_90", "fake-toolchain"));
+      spec::currentEnvironment(gpu, "sm_90", "fake-toolchain"));
 }
 
 class TuneDbLaunch : public ::testing::Test {
@@ -536,8 +539,9 @@ protected:
     o.compiler = fake::fakeCompiler();
     o.cache.disk = false;
     o.cache.warn = [this](llvm::StringRef m) { warnings.push_back(m.str()); };
-    o.tuneDb = db;
-    return std::make_unique<Runtime>(std::move(o));
+    capi::TuneDbOptions tdb;
+    tdb.path = db;
+    return capi::makeRuntime(std::move(o), tdb);
   }
   /// ln_modulate on (1, rows, 64); returns what the launch resolved to.
   Kernel::LastLaunch launchLn(Runtime &rt, int64_t rows) {
@@ -767,7 +771,7 @@ struct CountingSource : ConfigSource {
   ConfigAnswer configFor(const ConfigRequest &r) override {
     asked.push_back(r.shapeClass.str() + " " + r.gpuName + " " + r.arch);
     EXPECT_FALSE(bool(r.check(r.defaultConfig)));
-    return ConfigAnswer{codegen::TileConfig{4, 32, 8, false}, "counting"};
+    return ConfigAnswer{spec::TileConfig{4, 32, 8, false}, "counting"};
   }
   bool bucketsRows() const override { return buckets; }
 };

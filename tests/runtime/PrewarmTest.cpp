@@ -14,7 +14,8 @@
 
 #include "autotune/Policy.h"
 #include "autotune/TuneDB.h"
-#include "runtime/CApiInternal.h"
+#include "capi/CApiInternal.h"
+#include "capi/Compose.h"
 #include "runtime/Runtime.h"
 #include "runtime/bitfold.h"
 
@@ -28,6 +29,8 @@
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using namespace bitfold::cuda;
+using namespace bitfold::policy;
 
 namespace {
 
@@ -86,9 +89,9 @@ Compiler gatedCompiler(Gate *gate, int64_t slowCols,
                        std::atomic<int> *probes) {
   Compiler c = fake::fakeCompiler();
   auto inner = c.compile;
-  c.compile = [=](const dsl::KernelDef &def, const codegen::ShapeSpec &shape,
-                  const codegen::TileConfig &config,
-                  const codegen::CompileOptions &options) {
+  c.compile = [=](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
+                  const spec::TileConfig &config,
+                  const spec::CompileOptions &options) {
     if (gate && shape.cols == slowCols)
       gate->pass();
     return inner(def, shape, config, options);
@@ -349,10 +352,12 @@ TEST_F(Prewarm, TuneOnMissInBackgroundSwitchesToTheRecordedWinner) {
   RuntimeOptions o;
   o.compiler = gatedCompiler(nullptr, 0, &probes);
   o.cache.disk = false;
-  o.tuneDb = db;
-  o.tuneOnMiss.mode = TuneOnMissOptions::Background;
-  o.tuneOnMiss.perTuneSeconds = 0; // every config (the fake times them fast)
-  Runtime rt(std::move(o));
+  capi::TuneDbOptions tdb;
+  tdb.path = db;
+  tdb.tuneOnMiss.mode = autotune::TuneOnMissOptions::Background;
+  tdb.tuneOnMiss.perTuneSeconds = 0; // every config (the fake times them fast)
+  std::unique_ptr<Runtime> owned = capi::makeRuntime(std::move(o), tdb);
+  Runtime &rt = *owned;
   Kernel *k = lnModulate(rt);
   ASSERT_FALSE(bool(LnTensors(8, 64).launch(k)));
   EXPECT_EQ(k->lastSpecialisation().configFrom,

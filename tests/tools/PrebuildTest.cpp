@@ -133,9 +133,9 @@ std::string writeTuneDb(const std::string &path) {
   EXPECT_TRUE(bool(p)) << llvm::toString(p.takeError());
   const dsl::KernelDef &def = *p->def;
   spec::ShapeClass cls = autotune::tunedShapeClass(def, p->shape);
-  codegen::TileConfig dflt = codegen::defaultConfig(def, cls.shapeSpec());
+  spec::TileConfig dflt = codegen::defaultConfig(def, cls.shapeSpec());
   std::string winner;
-  for (const codegen::TileConfig &c :
+  for (const spec::TileConfig &c :
        codegen::enumerateConfigs(def, cls.shapeSpec()))
     if (!(c == dflt) && winner.empty())
       winner = c.str();

@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 #include "dsl/ApproxModels.h"
 #include "dsl/Interp.h"
 
@@ -26,6 +26,8 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
+using namespace bitfold::tools;
 
 namespace {
 

@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Codegen.h"
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 #include "templates/Problem.h"
 #include "templates/Registry.h"
 #include "templates/Templates.h"
@@ -28,7 +28,7 @@ namespace {
 
 struct Variant {
   std::string params; ///< stable text, e.g. "dtype=bf16,bias=f32,residual=1".
-  codegen::TemplateRequest request;
+  tools::TemplateRequest request;
 };
 
 /// Every parameter combination a stock template accepts.
@@ -71,9 +71,9 @@ std::vector<Variant> variants(llvm::StringRef tmpl) {
 }
 
 /// The template at one seed shape, as the CLI and runtime specialise it.
-llvm::Expected<codegen::ShapedTemplate> specialise(const Variant &v,
+llvm::Expected<tools::ShapedTemplate> specialise(const Variant &v,
                                                    llvm::StringRef shape) {
-  codegen::TemplateRequest req = v.request;
+  tools::TemplateRequest req = v.request;
   llvm::SmallVector<llvm::StringRef, 6> parts;
   llvm::StringRef(shape).split(parts, ',');
   for (llvm::StringRef p : parts) {
@@ -82,7 +82,7 @@ llvm::Expected<codegen::ShapedTemplate> specialise(const Variant &v,
       return llvm::createStringError("bad seed shape '" + shape + "'");
     req.tensorShape.push_back(d);
   }
-  return codegen::shapeTemplate(req);
+  return tools::shapeTemplate(req);
 }
 
 /// --mask-kernel-hash: the kernel hash inside entry names replaced by
@@ -99,8 +99,8 @@ std::string sha256(llvm::StringRef text) {
 
 /// One line; errors are printed in place of the hash so they compare too.
 void emit(llvm::raw_ostream &os, llvm::StringRef prefix,
-          const codegen::ShapedTemplate &st, const codegen::TileConfig &cfg,
-          const codegen::CompileOptions &opts, llvm::StringRef suffix) {
+          const tools::ShapedTemplate &st, const spec::TileConfig &cfg,
+          const spec::CompileOptions &opts, llvm::StringRef suffix) {
   os << prefix << ' ' << cfg.str() << suffix << ' ';
   llvm::Expected<codegen::CompiledKernel> k =
       codegen::compile(*st.def, st.shape, cfg, opts);
@@ -135,25 +135,25 @@ int main(int argc, char **argv) {
     for (const Variant &v : variants(t->name))
       for (const std::string &shape : t->seedShapes) {
         std::string prefix = t->name + ' ' + v.params + ' ' + shape;
-        llvm::Expected<codegen::ShapedTemplate> st = specialise(v, shape);
+        llvm::Expected<tools::ShapedTemplate> st = specialise(v, shape);
         if (!st) {
           os << prefix << " - error:"
              << llvm::StringRef(llvm::toString(st.takeError())).split('\n').first
              << '\n';
           continue;
         }
-        codegen::CompileOptions opts;
+        spec::CompileOptions opts;
         opts.emitCubin = false;
-        for (const codegen::TileConfig &c :
+        for (const spec::TileConfig &c :
              codegen::enumerateConfigs(*st->def, st->shape))
           emit(os, prefix, *st, c, opts, "");
-        codegen::TileConfig def = codegen::defaultConfig(*st->def, st->shape);
+        spec::TileConfig def = codegen::defaultConfig(*st->def, st->shape);
         for (const char *arch : {"sm_80", "sm_100"}) {
-          codegen::CompileOptions o = opts;
+          spec::CompileOptions o = opts;
           o.arch = arch;
           emit(os, prefix, *st, def, o, std::string(":") + arch);
         }
-        codegen::CompileOptions pdl = opts;
+        spec::CompileOptions pdl = opts;
         pdl.gridDependencyControl = true;
         emit(os, prefix, *st, def, pdl, ":sm_90:pdl");
         os.flush();

@@ -1,15 +1,15 @@
-//===- codegen/CompileCommand.cpp - A template at a tensor shape ----------===//
+//===- tools/ShapedTemplate.cpp - A template at a tensor shape ----------===//
 
-#include "codegen/CompileCommand.h"
+#include "tools/ShapedTemplate.h"
 
 #include "spec/ShapeSpec.h"
 
 #include <numeric>
 
 using namespace bitfold;
-using namespace bitfold::codegen;
+using namespace bitfold::tools;
 
-ShapedTemplate codegen::shapeProblem(const templates::Problem &p) {
+ShapedTemplate tools::shapeProblem(const templates::Problem &p) {
   ShapedTemplate out;
   out.def = p.def;
   out.dims.assign(p.def->dims.size(), p.shape.rowsPerBatch);
@@ -22,7 +22,7 @@ ShapedTemplate codegen::shapeProblem(const templates::Problem &p) {
 }
 
 llvm::Expected<ShapedTemplate>
-codegen::shapeTemplate(const TemplateRequest &req) {
+tools::shapeTemplate(const TemplateRequest &req) {
   std::string params = "dtype=" + dsl::dtypeName(req.dtype).str();
   auto desc = templates::Registry::global().lookup(req.name);
   if (!desc)

@@ -1,4 +1,4 @@
-//===- runtime/CApi.cpp - bitfold.h over the C++ runtime ------------------===//
+//===- capi/CApi.cpp - bitfold.h over the C++ runtime ------------------===//
 //
 // Every entry point: check its pointers, call the C++ runtime, translate
 // llvm::Error into a status + thread-local message, and never let an
@@ -6,7 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CApiInternal.h"
+#include "capi/CApiInternal.h"
+
+#include "capi/Compose.h"
 
 #include "runtime/Runtime.h"
 #include "runtime/Status.h"
@@ -168,17 +170,18 @@ bitfold_runtime_create(const bitfold_runtime_options *options,
                       "cache_max_bytes >= -1, tune_on_miss one of "
                       "BITFOLD_TUNE_OFF/BACKGROUND/NOW");
     RuntimeOptions ro;
+    capi::TuneDbOptions tdb;
     if (o.cache_dir)
       ro.cache.dir = o.cache_dir;
     ro.cache.disk = o.disk_cache != 0;
     ro.cache.maxBytes = o.cache_max_bytes;
     ro.compileThreads = unsigned(o.compile_threads);
-    ro.tuneOnMiss.mode = TuneOnMissOptions::Mode(o.tune_on_miss);
-    ro.tuneOnMiss.budgetSeconds = o.tune_budget_seconds;
+    tdb.tuneOnMiss.mode = autotune::TuneOnMissOptions::Mode(o.tune_on_miss);
+    tdb.tuneOnMiss.budgetSeconds = o.tune_budget_seconds;
     if (o.tune_db)
-      ro.tuneDb = o.tune_db;
+      tdb.path = o.tune_db;
     else if (const char *env = std::getenv("BITFOLD_TUNE_DB"))
-      ro.tuneDb = env;
+      tdb.path = env;
     if (o.warning) {
       auto fn = o.warning;
       void *user = o.warning_user;
@@ -187,7 +190,7 @@ bitfold_runtime_create(const bitfold_runtime_options *options,
         fn(s.c_str(), user);
       };
     }
-    *out = wrapRuntime(std::make_unique<Runtime>(std::move(ro)));
+    *out = wrapRuntime(capi::makeRuntime(std::move(ro), tdb));
     return succeed();
   });
 }

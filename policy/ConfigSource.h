@@ -1,20 +1,17 @@
-//===- runtime/ConfigSource.h - Where a launch's config comes from -*- C++ -*-===//
+//===- policy/ConfigSource.h - Where a launch's config comes from -*- C++ -*-===//
 //
 // The seam between the runtime and tuning. On the first launch of a shape
 // class without a pinned config, the runtime asks its ConfigSource for the
 // TileConfig; the answer becomes part of the specialisation, so later
 // launches of the class never ask again (the warm path stays one hash
 // lookup). autotune's TunePolicy (autotune/Policy.h) implements it over a
-// tune DB; the runtime itself includes nothing from autotune/.
-//
-// openTuneDbSource() is how the runtime gets one for a tune DB file
-// (RuntimeOptions::tuneDb): declared here, defined by autotune
-// (autotune/Policy.cpp) and linked into libbitfold and the CLI, the way
-// defaultCompiler() is codegen's.
+// tune DB; the runtime includes and links nothing from autotune/: whoever
+// builds a Runtime (the C API, capi/Compose.h; the CLI) passes the source
+// in RuntimeOptions::configSource.
 //
 //===----------------------------------------------------------------------===//
-#ifndef BITFOLD_RUNTIME_CONFIGSOURCE_H
-#define BITFOLD_RUNTIME_CONFIGSOURCE_H
+#ifndef BITFOLD_POLICY_CONFIGSOURCE_H
+#define BITFOLD_POLICY_CONFIGSOURCE_H
 
 #include "spec/ShapeSpec.h"
 #include "spec/TileConfig.h"
@@ -30,7 +27,7 @@
 #include <memory>
 #include <string>
 
-namespace bitfold::runtime {
+namespace bitfold::policy {
 
 /// What the runtime knows when a shape class needs a config.
 struct ConfigRequest {
@@ -76,35 +73,6 @@ public:
   virtual uint64_t generation() const { return 0; }
 };
 
-/// Tuning of shape classes the tune DB does not have, for the runtime's
-/// tune DB source. Off by default. Every config gives the same bits, so
-/// tuning changes speed only.
-struct TuneOnMissOptions {
-  enum Mode {
-    Off,        ///< the heuristic default; never tunes.
-    Background, ///< the default at once; configs timed on a background
-                ///< thread on the same GPU; later launches of the class
-                ///< use the winner, which is written to the tune DB file.
-    Now,        ///< the first launch of the class tunes, then launches.
-  } mode = Off;
-  /// Wall time all tunes of a runtime may take together; once spent,
-  /// missed classes get the default. <= 0: unlimited.
-  double budgetSeconds = 60;
-  /// Wall time of one tune (configs not timed by then are skipped).
-  double perTuneSeconds = 10;
-};
+} // namespace bitfold::policy
 
-/// A source over the tune DB file `path`: its winner for the launch's
-/// kernel, shape class and environment, else the default (one warning per
-/// stale or illegal entry through `warn`). With tuneOnMiss off it never
-/// tunes or blocks; otherwise missed classes are tuned on the GPU as the
-/// mode says, winners persisted to `path` (temp file + rename). Fails when
-/// the file exists but cannot be read.
-llvm::Expected<std::unique_ptr<ConfigSource>>
-openTuneDbSource(llvm::StringRef path,
-                 std::function<void(llvm::StringRef)> warn,
-                 const TuneOnMissOptions &tuneOnMiss = {});
-
-} // namespace bitfold::runtime
-
-#endif // BITFOLD_RUNTIME_CONFIGSOURCE_H
+#endif // BITFOLD_POLICY_CONFIGSOURCE_H

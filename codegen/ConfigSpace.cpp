@@ -1,4 +1,4 @@
-//===- codegen/TileConfig.cpp - Tile configs: text, legality, spaces ------===//
+//===- codegen/ConfigSpace.cpp - The config space, legality, makePlan -----===//
 //
 // No MLIR here: legality is arithmetic on the program's fold orders, the
 // shape and the config (see Plan.h for the mapping of fold lanes).
@@ -18,6 +18,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
 using dsl::ExprNode;
 using dsl::KernelDef;
 using dsl::Op;

@@ -1,4 +1,4 @@
-//===- runtime/Driver.h - The CUDA driver, loaded at run time ---*- C++ -*-===//
+//===- cuda/Driver.h - The CUDA driver, loaded at run time ---*- C++ -*-===//
 //
 // bitfold never links libcuda: it dlopen()s "libcuda.so.1" the first time a
 // GPU is needed, so the library loads, compiles and answers questions on a
@@ -21,8 +21,8 @@
 // (tests point it at a missing file to check the no-driver path).
 //
 //===----------------------------------------------------------------------===//
-#ifndef BITFOLD_RUNTIME_DRIVER_H
-#define BITFOLD_RUNTIME_DRIVER_H
+#ifndef BITFOLD_CUDA_DRIVER_H
+#define BITFOLD_CUDA_DRIVER_H
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-namespace bitfold::runtime {
+namespace bitfold::cuda {
 
 /// The driver entry points bitfold uses, each pinned to one ABI version.
 struct DriverApi {
@@ -216,6 +216,6 @@ llvm::Expected<std::vector<char>>
 linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch = "",
                   int ordinal = 0, std::string *infoLog = nullptr);
 
-} // namespace bitfold::runtime
+} // namespace bitfold::cuda
 
-#endif // BITFOLD_RUNTIME_DRIVER_H
+#endif // BITFOLD_CUDA_DRIVER_H

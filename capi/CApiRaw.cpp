@@ -1,4 +1,4 @@
-//===- runtime/CApiRaw.cpp - bitfold_launch_raw, prepared launches --------===//
+//===- capi/CApiRaw.cpp - bitfold_launch_raw, prepared launches --------===//
 //
 // The flat-array launch (bitfold.h): DLTensors are rebuilt on the stack with
 // their shape and strides pointing into the caller's metadata, then launched
@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CApiInternal.h"
+#include "capi/CApiInternal.h"
 
 #include <cstdio>
 #include <memory>

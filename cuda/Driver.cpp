@@ -1,6 +1,7 @@
-//===- runtime/Driver.cpp - The CUDA driver, loaded at run time -----------===//
+//===- cuda/Driver.cpp - The CUDA driver, loaded at run time -----------===//
 
-#include "runtime/Driver.h"
+#include "cuda/Driver.h"
+#include "cuda/PerDevice.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -10,7 +11,7 @@
 #include <map>
 #include <mutex>
 
-using namespace bitfold::runtime;
+using namespace bitfold::cuda;
 
 namespace {
 
@@ -195,14 +196,14 @@ llvm::Expected<CUdevice> deviceHandle(const DriverApi &api, int ordinal) {
 
 } // namespace
 
-llvm::Expected<const DriverApi &> bitfold::runtime::driver() {
+llvm::Expected<const DriverApi &> bitfold::cuda::driver() {
   const LoadedDriver &d = loaded();
   if (!d.error.empty())
     return makeError(d.error);
   return d.api;
 }
 
-llvm::Error bitfold::runtime::checkCuda(CUresult result,
+llvm::Error bitfold::cuda::checkCuda(CUresult result,
                                         const llvm::Twine &what) {
   if (result == CUDA_SUCCESS)
     return llvm::Error::success();
@@ -227,7 +228,7 @@ std::string DriverInfo::versionString() const {
       .str();
 }
 
-llvm::Expected<DriverInfo> bitfold::runtime::queryDriver() {
+llvm::Expected<DriverInfo> bitfold::cuda::queryDriver() {
   auto api = driver();
   if (!api)
     return api.takeError();
@@ -264,15 +265,9 @@ llvm::Expected<DriverInfo> bitfold::runtime::queryDriver() {
   return info;
 }
 
-llvm::Expected<std::string> bitfold::runtime::deviceArch(int ordinal) {
-  static std::mutex mu;
-  static std::map<int, std::string> archs;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = archs.find(ordinal);
-    if (it != archs.end())
-      return it->second;
-  }
+namespace {
+
+llvm::Expected<std::string> probeArch(int ordinal) {
   auto api = driver();
   if (!api)
     return api.takeError();
@@ -296,19 +291,10 @@ llvm::Expected<std::string> bitfold::runtime::deviceArch(int ordinal) {
         ordinal, name, major, minor, kMinComputeCapability / 10,
         kMinComputeCapability % 10, kMinComputeCapability));
   }
-  std::string arch = llvm::formatv("sm_{0}{1}", major, minor).str();
-  std::lock_guard<std::mutex> lock(mu);
-  archs[ordinal] = arch;
-  return arch;
+  return llvm::formatv("sm_{0}{1}", major, minor).str();
 }
 
-llvm::Expected<CUcontext> bitfold::runtime::primaryContext(int ordinal) {
-  static std::mutex mu;
-  static std::map<int, CUcontext> contexts;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = contexts.find(ordinal);
-  if (it != contexts.end())
-    return it->second;
+llvm::Expected<CUcontext> retainPrimaryContext(int ordinal) {
   auto api = driver();
   if (!api)
     return api.takeError();
@@ -320,8 +306,20 @@ llvm::Expected<CUcontext> bitfold::runtime::primaryContext(int ordinal) {
                                 llvm::formatv("cuDevicePrimaryCtxRetain(cuda:{0})",
                                               ordinal)))
     return std::move(e);
-  contexts[ordinal] = ctx; // never released, as in PyTorch.
   return ctx;
+}
+
+} // namespace
+
+llvm::Expected<std::string> bitfold::cuda::deviceArch(int ordinal) {
+  static PerDevice<std::string> archs;
+  return archs.get(ordinal, [&] { return probeArch(ordinal); });
+}
+
+llvm::Expected<CUcontext> bitfold::cuda::primaryContext(int ordinal) {
+  // Retained once per ordinal and never released, as in PyTorch.
+  static PerDevice<CUcontext> contexts;
+  return contexts.get(ordinal, [&] { return retainPrimaryContext(ordinal); });
 }
 
 // ---- ScopedContext ---------------------------------------------------------
@@ -560,7 +558,7 @@ llvm::Error DeviceBuffer::fill(uint8_t byte) {
 // ---- PTX -> cubin through the driver's linker ------------------------------
 
 llvm::Expected<std::vector<char>>
-bitfold::runtime::linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch,
+bitfold::cuda::linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch,
                                     int ordinal, std::string *infoLog) {
   auto api = driver();
   if (!api)

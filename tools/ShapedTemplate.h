@@ -1,4 +1,4 @@
-//===- codegen/CompileCommand.h - A template at a tensor shape ---*- C++ -*-===//
+//===- tools/ShapedTemplate.h - A template at a tensor shape -----*- C++ -*-===//
 //
 // What `bitfold compile` (tools/) and the codegen tests compile: a stock
 // template, by name, at a tensor shape, with the ShapeSpec of contiguous
@@ -6,19 +6,19 @@
 // (templates/Problem.h).
 //
 //===----------------------------------------------------------------------===//
-#ifndef BITFOLD_CODEGEN_COMPILECOMMAND_H
-#define BITFOLD_CODEGEN_COMPILECOMMAND_H
+#ifndef BITFOLD_TOOLS_SHAPEDTEMPLATE_H
+#define BITFOLD_TOOLS_SHAPEDTEMPLATE_H
 
-#include "codegen/Codegen.h"
+#include "spec/ShapeSpec.h"
 
 #include "templates/Problem.h"
 
-namespace bitfold::codegen {
+namespace bitfold::tools {
 
 /// A template instance at a tensor shape.
 struct ShapedTemplate {
   std::shared_ptr<const dsl::KernelDef> def;
-  ShapeSpec shape;
+  spec::ShapeSpec shape;
   std::vector<int64_t> groupRows; ///< rows per group.
   std::vector<int64_t> dims;      ///< named dim values.
 };
@@ -36,6 +36,6 @@ llvm::Expected<ShapedTemplate> shapeTemplate(const TemplateRequest &req);
 /// elements, offsets up to rows * cols of one group.
 ShapedTemplate shapeProblem(const templates::Problem &p);
 
-} // namespace bitfold::codegen
+} // namespace bitfold::tools
 
-#endif // BITFOLD_CODEGEN_COMPILECOMMAND_H
+#endif // BITFOLD_TOOLS_SHAPEDTEMPLATE_H

@@ -1,4 +1,4 @@
-//===- runtime/CApiInternal.h - C handles <-> C++ runtime --------*- C++ -*-===//
+//===- capi/CApiInternal.h - C handles <-> C++ runtime --------*- C++ -*-===//
 //
 // For tests and tools inside bitfold: wrap a C++ Runtime (e.g. one with a
 // fake compiler) in a C handle, and get the C++ objects behind handles.

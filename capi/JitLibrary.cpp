@@ -1,4 +1,4 @@
-//===- runtime/JitLibrary.cpp - libbitfold-jit.so --------------------------===//
+//===- capi/JitLibrary.cpp - libbitfold-jit.so --------------------------===//
 //
 // libbitfold-jit.so is dsl/, templates/ and codegen/ linked whole (see
 // CMakeLists.txt); this file only gives the library a source of its own.

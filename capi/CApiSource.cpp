@@ -1,4 +1,4 @@
-//===- runtime/CApiSource.cpp - Kernels from program text -----------------===//
+//===- capi/CApiSource.cpp - Kernels from program text -----------------===//
 //
 // bitfold_kernel_from_source: the program becomes a registry entry
 // (templates/UserKernels.h), then bitfold_template looks it up by name, so
@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/CApiInternal.h"
+#include "capi/CApiInternal.h"
 
 #include "templates/UserKernels.h"
 
