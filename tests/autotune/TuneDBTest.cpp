@@ -243,6 +243,31 @@ TEST(TuneDBStrict, TimingsMustBeFiniteAndNonNegative) {
   expectRejected(dbText("config", "7"), "'config' must be a string");
 }
 
+TEST(TuneDBStrict, AMedianOutsideMinAndMaxIsRejected) {
+  expectRejected(dbText("medianUs", "28.0"),
+                 "needs minUs <= medianUs <= maxUs, found 29.0 <= 28.0 <= 31.0");
+  expectRejected(dbText("minUs", "32.0"), "needs minUs <= medianUs <= maxUs");
+  expectRejected(dbText("maxUs", "29.5"), "needs minUs <= medianUs <= maxUs");
+}
+
+TEST(TuneDBStrict, DuplicateKeysAreRejectedNotResolvedByTheLastOne) {
+  std::string text = dbText("", "");
+  std::string twice = text;
+  twice.replace(twice.find("\"medianUs\":30.0"), 15,
+                "\"medianUs\":30.0,\"medianUs\":1.0");
+  expectRejected(twice, "the key \"medianUs\" appears twice in one object");
+  std::string arch = text;
+  arch.replace(arch.find("\"arch\":\"sm_90\""), 14,
+               "\"arch\":\"sm_90\",\"arch\":\"sm_80\"");
+  expectRejected(arch, "the key \"arch\" appears twice");
+}
+
+TEST(TuneDBStrict, AConfigNameThatIsNoTileConfigIsRejected) {
+  expectRejected(dbText("config", "\"fastest\""),
+                 "measurement 'fastest': not a tile config");
+  expectRejected(dbText("config", "\"r1.t0.v8.p1\""), "not a tile config");
+}
+
 TEST(TuneDBStrict, MergeRefusesABadInputAndWritesNothing) {
   TempDir dir;
   std::string good = dir.file("good.json"), bad = dir.file("bad.json"),
