@@ -333,9 +333,15 @@ llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
           {"toolchain", &k.env.toolchain}})
       if (llvm::Error e = field(jk, name, *out, where + " key"))
         return std::move(e);
-    if (je.contains("defaultConfig"))
+    if (je.contains("defaultConfig")) {
       if (llvm::Error e = field(je, "defaultConfig", defaultConfig, where))
         return std::move(e);
+      if (!defaultConfig.empty())
+        if (auto c = spec::TileConfig::parse(defaultConfig); !c)
+          return dbError(where + ": defaultConfig '" + defaultConfig +
+                         "' is not a tile config: " +
+                         llvm::toString(c.takeError()));
+    }
     std::vector<Measurement> ms;
     if (!je.contains("measurements") || !je["measurements"].is_array())
       return dbError(where + ": 'measurements' must be a list");

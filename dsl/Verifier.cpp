@@ -28,8 +28,10 @@ public:
     checkFolds();
     checkOutputs();
     checkFoldsAreUsed();
-    if (def.groups < 1 || def.groups > kMaxTensorGroups)
-      report(llvm::formatv("groups must be in 1..{0} (one launch serves at "
+    if (def.groups < 1)
+      report(llvm::formatv("groups must be at least 1, found {0}", def.groups));
+    if (def.groups > kMaxTensorGroups)
+      report(llvm::formatv("groups must be at most {0} (one launch serves at "
                            "most {0}), found {1}",
                            kMaxTensorGroups, def.groups));
     // Empty also when no multiple lies in [min, max]: the largest multiple
@@ -37,8 +39,8 @@ public:
     if (def.colsMultipleOf < 1 || def.minCols < 1 ||
         def.maxCols < def.minCols ||
         def.maxCols / def.colsMultipleOf * def.colsMultipleOf < def.minCols)
-      report(llvm::formatv("column guard is empty: no column count has cols "
-                           "% {0} == 0 and {1} <= cols <= {2}",
+      report(llvm::formatv("column guard is empty: cols % {0} == 0 and {1} <= "
+                           "cols <= {2} (no column count satisfies it)",
                            def.colsMultipleOf, def.minCols, def.maxCols));
     if (errors.empty())
       return llvm::Error::success();

@@ -141,7 +141,9 @@ def sweep_loaders(tmp):
     bad = {"median<min": db_text().replace('"medianUs":30.0', '"medianUs":1.0'),
            "min>max": db_text().replace('"minUs":29.0', '"minUs":40.0'),
            "dup key": db_text().replace('"samples":20', '"samples":20,"samples":1'),
-           "unknown config": db_text().replace("r1.t128.v8.p1", "fastest", 1),
+           "unknown default config": db_text().replace("r1.t128.v8.p1", "fastest", 1),
+           "unknown measured config": db_text().replace('"config":"r1.t128.v8.p1"',
+                                                        '"config":"fastest"'),
            "not JSON": "{", "NaN": db_text().replace("30.0", "NaN"),
            "huge int": db_text().replace('"samples":20', '"samples":1e400')}
     for name, text in bad.items():

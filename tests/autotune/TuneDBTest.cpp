@@ -147,7 +147,7 @@ TEST(TuneDB, EntryFromAnotherGpuIsStaleWithTheReason) {
   TuneDB db;
   TuneEnvironment a100{"NVIDIA A100-SXM4-80GB", "sm_80", "0.1.0", "22.1.8",
                        "nvJitLink 13.0"};
-  db.record(keyFor("h1", "cls", a100), "d", {meas("r1.t128.v8.p1", 5)});
+  db.record(keyFor("h1", "cls", a100), "r1.t128.v8.p1", {meas("r1.t128.v8.p1", 5)});
   Lookup l = db.lookup(keyFor("h1", "cls"));
   EXPECT_EQ(l.kind, Lookup::Stale);
   EXPECT_NE(l.reason.find("NVIDIA A100-SXM4-80GB"), std::string::npos);
@@ -159,7 +159,7 @@ TEST(TuneDB, EntryFromAnotherVersionIsStaleWithTheReason) {
   TuneEnvironment old = h200();
   old.bitfoldVersion = "0.0.9";
   old.toolchain = "ptxas 12.4";
-  db.record(keyFor("h1", "cls", old), "d", {meas("r1.t128.v8.p1", 5)});
+  db.record(keyFor("h1", "cls", old), "r1.t128.v8.p1", {meas("r1.t128.v8.p1", 5)});
   Lookup l = db.lookup(keyFor("h1", "cls"));
   EXPECT_EQ(l.kind, Lookup::Stale);
   EXPECT_NE(l.reason.find("bitfold '0.0.9'"), std::string::npos) << l.reason;
@@ -266,6 +266,10 @@ TEST(TuneDBStrict, AConfigNameThatIsNoTileConfigIsRejected) {
   expectRejected(dbText("config", "\"fastest\""),
                  "measurement 'fastest': not a tile config");
   expectRejected(dbText("config", "\"r1.t0.v8.p1\""), "not a tile config");
+  std::string text = dbText("", "");
+  text.replace(text.find("\"defaultConfig\":\"r1.t128.v8.p1\""), 31,
+               "\"defaultConfig\":\"fastest\"");
+  expectRejected(text, "defaultConfig 'fastest' is not a tile config");
 }
 
 TEST(TuneDBStrict, MergeRefusesABadInputAndWritesNothing) {

@@ -211,7 +211,8 @@ TEST(BadInput, TuneMergeWritesNothingThroughForASilentlyBadDB) {
   TempDir dir;
   TuneDB a;
   TuneEnvironment env{"NVIDIA H200", "sm_90", "0.1.0", "22.1.8", "tc"};
-  a.record(TuneKey{"k", "h1", "cls", "x:bf16", env}, "d", {tenMicroseconds()});
+  a.record(TuneKey{"k", "h1", "cls", "x:bf16", env}, "r1.t128.v8.p1",
+           {tenMicroseconds()});
   std::string good = a.toJsonText();
   struct Bad {
     const char *what, *from, *to;
@@ -238,8 +239,8 @@ TEST(Cli, TuneMergeWritesTheOrderIndependentUnion) {
   TuneEnvironment env{"NVIDIA H200", "sm_90", "0.1.0", "22.1.8", "tc"};
   TuneKey k1{"k", "h1", "cls", "x:bf16", env}, k2{"k", "h2", "cls", "x:bf16", env};
   Measurement m = tenMicroseconds();
-  a.record(k1, "d", {m});
-  b.record(k2, "d", {m});
+  a.record(k1, "r1.t128.v8.p1", {m});
+  b.record(k2, "r1.t128.v8.p1", {m});
   ASSERT_FALSE(bool(a.save(dir.file("a.json"))));
   ASSERT_FALSE(bool(b.save(dir.file("b.json"))));
   EXPECT_EQ(cli({"tune", "merge", dir.file("a.json"), dir.file("b.json"),
