@@ -2,9 +2,11 @@
 
 #include "autotune/TuneDB.h"
 
+#include "fileio/File.h"
+#include "spec/TileConfig.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -13,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <set>
 #include <tuple>
 
 using namespace bitfold;
@@ -106,6 +110,52 @@ llvm::Error field(const json &j, const char *name, double &out,
                    "' must be a finite number >= 0, not " + v->dump());
   out = v->get<double>();
   return llvm::Error::success();
+}
+
+/// A parser callback that records the first key repeated within one JSON
+/// object into `duplicate` (keys of each open object on a stack).
+json::parser_callback_t duplicateKeyFinder(std::string &duplicate) {
+  auto open = std::make_shared<std::vector<std::set<std::string>>>();
+  return [open, &duplicate](int, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::object_start)
+      open->emplace_back();
+    else if (event == json::parse_event_t::object_end && !open->empty())
+      open->pop_back();
+    else if (event == json::parse_event_t::key && !open->empty() &&
+             !open->back().insert(parsed.get<std::string>()).second &&
+             duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+}
+
+/// One measurement: every field typed and in range, the config a tile
+/// config this build reads, and min <= median <= max.
+llvm::Expected<Measurement> readMeasurement(const json &jm,
+                                            std::string where) {
+  Measurement m;
+  if (llvm::Error e = field(jm, "config", m.config, where))
+    return std::move(e);
+  where += " '" + m.config + "'";
+  if (auto c = spec::TileConfig::parse(m.config); !c)
+    return dbError(where + ": not a tile config: " +
+                   llvm::toString(c.takeError()));
+  for (auto [name, out] : {std::pair{"medianUs", &m.medianUs},
+                           {"spreadUs", &m.spreadUs},
+                           {"minUs", &m.minUs},
+                           {"maxUs", &m.maxUs}})
+    if (llvm::Error e = field(jm, name, *out, where))
+      return std::move(e);
+  if (llvm::Error e = field(jm, "samples", m.samples, where))
+    return std::move(e);
+  if (llvm::Error e = field(jm, "cut", m.cut, where))
+    return std::move(e);
+  if (m.samples > 0 && !(m.minUs <= m.medianUs && m.medianUs <= m.maxUs))
+    return dbError(llvm::formatv("{0}: needs minUs <= medianUs <= maxUs, "
+                                 "found {1} <= {2} <= {3}",
+                                 where, json(m.minUs).dump(),
+                                 json(m.medianUs).dump(), json(m.maxUs).dump()));
+  return m;
 }
 
 } // namespace
@@ -237,10 +287,16 @@ std::string TuneDB::toJsonText() const {
 }
 
 llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
-  json root = json::parse(text.begin(), text.end(), nullptr,
+  std::string duplicate;
+  json root = json::parse(text.begin(), text.end(), duplicateKeyFinder(duplicate),
                           /*allow_exceptions=*/false);
   if (root.is_discarded())
     return dbError("not valid JSON");
+  // JSON leaves a repeated key's meaning open (nlohmann keeps the last);
+  // a DB that says two things about one field is refused, not guessed at.
+  if (!duplicate.empty())
+    return dbError("the key \"" + duplicate +
+                   "\" appears twice in one object");
   auto format = root.is_object() ? root.find("format") : root.end();
   if (!root.is_object() || format == root.end() || !format->is_string() ||
       *format != "bitfold-tune-db")
@@ -277,31 +333,23 @@ llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
           {"toolchain", &k.env.toolchain}})
       if (llvm::Error e = field(jk, name, *out, where + " key"))
         return std::move(e);
-    if (je.contains("defaultConfig"))
+    if (je.contains("defaultConfig")) {
       if (llvm::Error e = field(je, "defaultConfig", defaultConfig, where))
         return std::move(e);
+      if (!defaultConfig.empty())
+        if (auto c = spec::TileConfig::parse(defaultConfig); !c)
+          return dbError(where + ": defaultConfig '" + defaultConfig +
+                         "' is not a tile config: " +
+                         llvm::toString(c.takeError()));
+    }
     std::vector<Measurement> ms;
     if (!je.contains("measurements") || !je["measurements"].is_array())
       return dbError(where + ": 'measurements' must be a list");
     for (const json &jm : je["measurements"]) {
-      Measurement m;
-      std::string mw = where + " measurement";
-      if (llvm::Error e = field(jm, "config", m.config, mw))
-        return std::move(e);
-      mw += " '" + m.config + "'";
-      if (llvm::Error e = field(jm, "medianUs", m.medianUs, mw))
-        return std::move(e);
-      if (llvm::Error e = field(jm, "spreadUs", m.spreadUs, mw))
-        return std::move(e);
-      if (llvm::Error e = field(jm, "minUs", m.minUs, mw))
-        return std::move(e);
-      if (llvm::Error e = field(jm, "maxUs", m.maxUs, mw))
-        return std::move(e);
-      if (llvm::Error e = field(jm, "samples", m.samples, mw))
-        return std::move(e);
-      if (llvm::Error e = field(jm, "cut", m.cut, mw))
-        return std::move(e);
-      ms.push_back(std::move(m));
+      auto m = readMeasurement(jm, where + " measurement");
+      if (!m)
+        return m.takeError();
+      ms.push_back(std::move(*m));
     }
     db.record(k, defaultConfig, ms);
   }
@@ -309,11 +357,10 @@ llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
 }
 
 llvm::Expected<TuneDB> TuneDB::load(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf)
-    return dbError("cannot read tune DB '" + path +
-                   "': " + buf.getError().message());
-  auto db = fromJsonText((*buf)->getBuffer());
+  auto text = fileio::readBoundedFile(path, fileio::kMaxTuneDbBytes, "tune DB");
+  if (!text)
+    return dbError(llvm::toString(text.takeError()));
+  auto db = fromJsonText(*text);
   if (!db)
     return dbError("tune DB '" + path +
                    "': " + llvm::toString(db.takeError()));
@@ -332,28 +379,9 @@ llvm::Error TuneDB::save(llvm::StringRef path) const {
   if (!dir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dir))
       return dbError("cannot create '" + dir + "': " + ec.message());
-  // A name of its own per save: threads of one process (two policies, or a
-  // policy's worker and a synchronous tune) may save one file at once.
-  llvm::SmallString<256> tmp;
-  int fd = -1;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueFile(path + ".tmp.%%%%%%%%", fd, tmp))
-    return dbError("cannot write '" + path + ".tmp.*': " + ec.message());
-  {
-    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-    os << toJsonText();
-    os.close();
-    if (os.has_error()) {
-      std::error_code werr = os.error();
-      os.clear_error();
-      llvm::sys::fs::remove(tmp);
-      return dbError("cannot write '" + tmp + "': " + werr.message());
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    return dbError("cannot rename '" + tmp + "' to '" + path +
-                   "': " + ec.message());
-  }
+  // A temp name of its own per save: threads of one process (two policies,
+  // or a policy's worker and a synchronous tune) may save one file at once.
+  if (llvm::Error e = fileio::writeFileAtomically(path, toJsonText(), "tune DB"))
+    return dbError(llvm::toString(std::move(e)));
   return llvm::Error::success();
 }

@@ -2,10 +2,10 @@
 
 #include "autotune/TuneTasks.h"
 
+#include "fileio/File.h"
 #include "templates/UserKernels.h"
 
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <nlohmann/json.hpp>
@@ -94,11 +94,11 @@ autotune::parseShapesFile(llvm::StringRef text) {
 
 llvm::Expected<std::vector<ShapeRequest>>
 autotune::loadShapesFile(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf)
-    return taskError("cannot read shapes file '" + path +
-                     "': " + buf.getError().message());
-  auto r = parseShapesFile((*buf)->getBuffer());
+  auto text = fileio::readBoundedFile(path, fileio::kMaxShapesFileBytes,
+                                     "shapes file");
+  if (!text)
+    return taskError(llvm::toString(text.takeError()));
+  auto r = parseShapesFile(*text);
   if (!r)
     return taskError(path + ": " + llvm::toString(r.takeError()));
   for (ShapeRequest &req : *r) {

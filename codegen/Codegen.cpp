@@ -21,6 +21,7 @@
 #include "codegen/Backend.h"
 #include "codegen/LinkLibdevice.h"
 #include "codegen/Lowering.h"
+#include "fileio/File.h"
 
 #include "bitfold/Config.h"
 
@@ -101,16 +102,15 @@ public:
       return;
     llvm::SmallString<256> path(dir);
     llvm::sys::path::append(path, llvm::formatv("{0:2}-{1}", index, name).str());
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (!ec) {
-      write(os);
-      os.close();
-      ec = os.error();
-      os.clear_error();
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    write(os);
+    if (llvm::Error e = fileio::writeFileAtomically(path, text, "dump file")) {
+      if (dumpFailure.empty())
+        dumpFailure = llvm::toString(std::move(e));
+      else
+        llvm::consumeError(std::move(e));
     }
-    if (ec && dumpFailure.empty())
-      dumpFailure = "cannot write " + path.str().str() + ": " + ec.message();
   }
   void dumpText(llvm::StringRef name, llvm::StringRef text) {
     dump(name, [&](llvm::raw_ostream &os) { os << text; });

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Plan.h"
+#include "dsl/Limits.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -103,13 +104,8 @@ llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
   const int64_t D = shape.cols;
   if (llvm::Error e = checkFoldOrdersMappable(def, D))
     return e;
-  if (D < def.minCols || D > def.maxCols || D % def.colsMultipleOf != 0)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("'{0}' needs cols % {1} == 0 and {2} <= cols <= {3}; "
-                      "the shape has {4} columns",
-                      def.name, def.colsMultipleOf, def.minCols, def.maxCols,
-                      D));
+  if (llvm::Error e = dsl::checkColumnGuard(def, D))
+    return e;
   if (!shape.alignBytes.empty() &&
       shape.alignBytes.size() != def.operands.size())
     return llvm::createStringError(

@@ -139,22 +139,36 @@ private:
   unsigned line = 1, col = 1;
 };
 
+/// Tokens longer than this are shown shortened in messages.
+constexpr size_t kMaxShownToken = 40;
+
 std::string describe(const Token &t) {
   if (t.kind == Token::End)
     return "end of input";
   std::string out = "'";
-  for (char c : t.text) {
+  llvm::StringRef text = t.text;
+  std::string tail = "'";
+  if (text.size() > kMaxShownToken) {
+    tail = llvm::formatv("...' ({0} characters)", text.size()).str();
+    text = text.take_front(kMaxShownToken - 8);
+  }
+  for (char c : text) {
     if (std::isprint((unsigned char)c))
       out += c;
     else
       out += llvm::formatv("\\x{0:x-2}", unsigned((unsigned char)c)).str();
   }
-  return out + "'";
+  return out + tail;
 }
 
 /// Deeper expressions are rejected: printing and lowering walk them
 /// recursively.
 constexpr int kMaxDepth = 2000;
+/// Longest numeric literal read: the exact decimal expansion of any f64
+/// fits (the longest, a subnormal's, is "-0." and 1074 digits), so no exact
+/// value is refused; longer ones are refused before any conversion runs
+/// (LLVM's decimal conversion does work that grows with the digit count).
+constexpr size_t kMaxNumberChars = 1100;
 constexpr int64_t kMaxFolds = 1024;
 constexpr int64_t kMaxPlaceholder = 1 << 20;
 
@@ -216,6 +230,8 @@ private:
     return expected(what);
   }
   bool ident(std::string &out, llvm::StringRef what);
+  /// False (with a message) when the number token is over kMaxNumberChars.
+  bool numberLength();
   bool integer(int64_t &out, llvm::StringRef what, int64_t lo, int64_t hi);
   bool floatBits(uint32_t &out, llvm::StringRef what);
   bool dtype(DType &out);
@@ -282,10 +298,21 @@ bool Parser::ident(std::string &out, llvm::StringRef what) {
   return true;
 }
 
+bool Parser::numberLength() {
+  if (tok.text.size() <= kMaxNumberChars)
+    return true;
+  return failAt(tok, llvm::formatv("a number literal of {0} characters, over "
+                                   "the limit of {1} (enough for the exact "
+                                   "decimal of any f64)",
+                                   tok.text.size(), kMaxNumberChars));
+}
+
 bool Parser::integer(int64_t &out, llvm::StringRef what, int64_t lo,
                      int64_t hi) {
   if (tok.kind != Token::Int)
     return expected(what);
+  if (!numberLength())
+    return false;
   if (tok.text.getAsInteger(10, out) || out < lo || out > hi)
     return failAt(tok, llvm::formatv("expected {0} in {1}..{2}, found {3}",
                                      what, lo, hi, describe(tok)));
@@ -296,6 +323,10 @@ bool Parser::integer(int64_t &out, llvm::StringRef what, int64_t lo,
 /// An f32 as its bit pattern (0x3f800000, canonical) or a decimal literal
 /// rounded to nearest even (1.0, -0.5, 1e-6).
 bool Parser::floatBits(uint32_t &out, llvm::StringRef what) {
+  if ((tok.kind == Token::Hex || tok.kind == Token::Int ||
+       tok.kind == Token::Float) &&
+      !numberLength())
+    return false;
   if (tok.kind == Token::Hex) {
     uint64_t bits;
     llvm::StringRef digits = tok.text;
@@ -317,6 +348,13 @@ bool Parser::floatBits(uint32_t &out, llvm::StringRef what) {
   if (!status)
     return failAt(tok, "expected " + what + ", found " + describe(tok) +
                            ": " + llvm::toString(status.takeError()));
+  // Rounding to +-inf is a typo, not a value: infinities are written as
+  // bits (0x7f800000).
+  if (*status & llvm::APFloat::opOverflow)
+    return failAt(tok, "expected " + what + ", found " + describe(tok) +
+                           ": it overflows f32 (largest finite: "
+                           "3.40282347e38; write an infinity as its bits, "
+                           "0x7f800000)");
   out = uint32_t(f.bitcastToAPInt().getZExtValue());
   bump();
   return true;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsl/IR.h"
+#include "dsl/Limits.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -29,10 +30,17 @@ public:
     checkFoldsAreUsed();
     if (def.groups < 1)
       report(llvm::formatv("groups must be at least 1, found {0}", def.groups));
+    if (def.groups > kMaxTensorGroups)
+      report(llvm::formatv("groups must be at most {0} (one launch serves at "
+                           "most {0}), found {1}",
+                           kMaxTensorGroups, def.groups));
+    // Empty also when no multiple lies in [min, max]: the largest multiple
+    // of m not above max must reach min (no overflow: max / m * m <= max).
     if (def.colsMultipleOf < 1 || def.minCols < 1 ||
-        def.maxCols < def.minCols)
+        def.maxCols < def.minCols ||
+        def.maxCols / def.colsMultipleOf * def.colsMultipleOf < def.minCols)
       report(llvm::formatv("column guard is empty: cols % {0} == 0 and {1} <= "
-                           "cols <= {2}",
+                           "cols <= {2} (no column count satisfies it)",
                            def.colsMultipleOf, def.minCols, def.maxCols));
     if (errors.empty())
       return llvm::Error::success();
@@ -505,6 +513,19 @@ private:
 };
 
 } // namespace
+
+llvm::Error bitfold::dsl::checkColumnGuard(const KernelDef &def,
+                                           int64_t cols) {
+  if (cols >= def.minCols && cols <= def.maxCols &&
+      cols % def.colsMultipleOf == 0)
+    return llvm::Error::success();
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      llvm::formatv("'{0}' needs cols % {1} == 0 and {2} <= cols <= {3}; the "
+                    "shape has {4} columns",
+                    def.name, def.colsMultipleOf, def.minCols, def.maxCols,
+                    cols));
+}
 
 llvm::Error bitfold::dsl::verify(const KernelDef &def, NodeNamer nodeName) {
   return Verifier(def, nodeName).run();

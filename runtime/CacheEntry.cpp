@@ -8,6 +8,8 @@
 #include "runtime/CacheFiles.h"
 #include "runtime/KernelCache.h"
 
+#include "fileio/File.h"
+
 #include "bitfold/Config.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -68,45 +70,18 @@ bool cachefs::isRealDirectory(llvm::StringRef dir) {
 ReadStatus cachefs::readRegularFile(const std::string &path, uint64_t maxBytes,
                                     std::string &out, std::string &problem,
                                     int64_t *mtime) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT || err == ENOTDIR || err == EACCES)
-      return ReadStatus::Missing;
-    problem = err == ELOOP ? "it is a symbolic link" : std::strerror(err);
-    return ReadStatus::Invalid;
+  auto bytes = fileio::readBoundedFile(path, maxBytes, "cache entry",
+                                       {/*followSymlinks=*/false, mtime});
+  if (bytes) {
+    out = std::move(*bytes);
+    return ReadStatus::Found;
   }
-  struct stat st;
   ReadStatus status = ReadStatus::Invalid;
-  if (::fstat(fd, &st) != 0)
-    problem = std::strerror(errno);
-  else if (!S_ISREG(st.st_mode))
-    problem = S_ISDIR(st.st_mode)    ? "it is a directory"
-              : S_ISFIFO(st.st_mode) ? "it is a FIFO, not a regular file"
-                                     : "it is not a regular file";
-  else if (uint64_t(st.st_size) > maxBytes)
-    problem = llvm::formatv("it is {0} bytes, over the {1}-byte limit of an "
-                            "entry",
-                            uint64_t(st.st_size), maxBytes);
-  else
-    status = ReadStatus::Found;
-  if (mtime)
-    *mtime = int64_t(st.st_mtime);
-  if (status == ReadStatus::Found) {
-    // read(), never mmap, so a file truncated under us cannot fault.
-    out.resize(size_t(st.st_size));
-    size_t got = 0;
-    while (got < out.size()) {
-      ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        break;
-      got += size_t(n);
-    }
-    out.resize(got); // truncated meanwhile: the decoder says so.
-  }
-  ::close(fd);
+  llvm::handleAllErrors(bytes.takeError(), [&](const fileio::FileError &e) {
+    if (e.kind == fileio::FileError::Missing || e.err == EACCES)
+      status = ReadStatus::Missing;
+    problem = e.reason;
+  });
   return status;
 }
 
@@ -281,6 +256,36 @@ llvm::Error checkKernelConsistency(const codegen::CompiledKernel &k) {
   return llvm::Error::success();
 }
 
+/// The metadata's copies of key fields (what `bitfold cache ls` shows)
+/// against the key text the lookup compares: an entry resealed with a
+/// valid checksum but an edited copy is refused, not listed as valid.
+/// ("config" is the compiled kernel's own, checked by decodeMeta.)
+llvm::Error checkMetaMirrorsKey(const json &meta, llvm::StringRef keyText) {
+  static const std::pair<const char *, const char *> mirrored[] = {
+      {"kernel", "kernel"}, {"kernelHash", "kernel-hash"},
+      {"shape", "shape"},   {"arch", "arch"},
+      {"options", "options"}};
+  llvm::SmallVector<llvm::StringRef, 16> lines;
+  keyText.split(lines, '\n');
+  for (auto [field, label] : mirrored) {
+    auto it = meta.find(field);
+    if (it == meta.end() || !it->is_string())
+      return makeError(llvm::formatv("metadata field '{0}' is missing", field));
+    std::string line = std::string(label) + ": " + it->get<std::string>();
+    if (!llvm::is_contained(lines, line))
+      return makeError(llvm::formatv("metadata field '{0}' disagrees with the "
+                                     "key it is stored under",
+                                     field));
+  }
+  auto hash = meta.find("keyHash");
+  if (hash == meta.end() || !hash->is_string() ||
+      *hash != llvm::toHex(llvm::SHA256::hash(
+                               llvm::arrayRefFromStringRef(keyText)),
+                           /*LowerCase=*/true))
+    return makeError("metadata field 'keyHash' is not the hash of its key");
+  return llvm::Error::success();
+}
+
 /// Fills e.keyText and e.kernel (all but PTX and cubin) from e.metaJson.
 llvm::Error decodeMeta(CacheEntry &e) {
   json meta = json::parse(e.metaJson, nullptr, /*allow_exceptions=*/false);
@@ -319,6 +324,8 @@ llvm::Error decodeMeta(CacheEntry &e) {
     return err;
   if (e.keyText.empty())
     return makeError("metadata has no key");
+  if (llvm::Error err = checkMetaMirrorsKey(meta, e.keyText))
+    return err;
   if (k.entryName.empty())
     return makeError("metadata has no kernel entry name");
   return checkKernelConsistency(k);

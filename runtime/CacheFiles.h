@@ -33,8 +33,9 @@ bool isRealDirectory(llvm::StringRef dir);
 enum class ReadStatus { Found, Missing, Invalid };
 
 /// Reads a regular file of at most maxBytes without following a symlink or
-/// blocking on a FIFO. Missing: it is not there (or its folder cannot be
-/// read: the write path reports that); Invalid: `problem` says why.
+/// blocking on a FIFO (fileio::readBoundedFile). Missing: it is not there
+/// (or cannot be opened: the write path reports that); Invalid: `problem`
+/// says why.
 ReadStatus readRegularFile(const std::string &path, uint64_t maxBytes,
                            std::string &out, std::string &problem,
                            int64_t *mtime = nullptr);

@@ -13,6 +13,8 @@
 #include "runtime/CacheFiles.h"
 #include "runtime/FileLock.h"
 
+#include "fileio/File.h"
+
 #include "bitfold/Config.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -294,19 +296,9 @@ void KernelCache::publish(const CacheKey &key, const std::string &path,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0)
     return fail("create", errno);
-  const char *p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      return fail("write", err);
-    }
-    p += n;
-    left -= size_t(n);
+  if (int err = fileio::writeFully(fd, bytes)) {
+    ::close(fd);
+    return fail("write", err);
   }
   if (::close(fd) != 0)
     return fail("close", errno);

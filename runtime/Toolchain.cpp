@@ -11,15 +11,14 @@
 
 #include "runtime/Runtime.h"
 
+#include "fileio/File.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <atomic>
-#include <unistd.h>
 
 using namespace bitfold;
 using namespace bitfold::runtime;
@@ -37,34 +36,12 @@ std::string memoPath(llvm::StringRef cacheDir, llvm::StringRef fingerprint) {
   return std::string(p);
 }
 
-/// Writes `text` to `path` through a temp file and a rename, so readers
-/// see no file or a whole one.
+/// Writes `text` to `path` (its folder created first), atomically.
 llvm::Error writeAtomically(const std::string &path, llvm::StringRef text) {
   if (std::error_code ec = llvm::sys::fs::create_directories(
           llvm::sys::path::parent_path(path)))
     return llvm::errorCodeToError(ec);
-  static std::atomic<unsigned> counter{0};
-  std::string tmp =
-      llvm::formatv("{0}.tmp.{1}.{2}", path, ::getpid(), counter++).str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return llvm::errorCodeToError(ec);
-    os << text;
-    os.close();
-    if (os.has_error()) {
-      std::error_code werr = os.error();
-      os.clear_error();
-      llvm::sys::fs::remove(tmp);
-      return llvm::errorCodeToError(werr);
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    return llvm::errorCodeToError(ec);
-  }
-  return llvm::Error::success();
+  return fileio::writeFileAtomically(path, text, "toolchain memo");
 }
 
 } // namespace

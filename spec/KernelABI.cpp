@@ -2,6 +2,11 @@
 
 #include "spec/KernelABI.h"
 
+#include "dsl/Limits.h"
+
+static_assert(bitfold::spec::kMaxGroups == bitfold::dsl::kMaxTensorGroups,
+              "the verifier admits what a launch serves");
+
 using namespace bitfold;
 using namespace bitfold::spec;
 

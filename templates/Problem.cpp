@@ -2,6 +2,8 @@
 
 #include "templates/Problem.h"
 
+#include "dsl/Limits.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -229,6 +231,9 @@ llvm::Expected<HostProblem> HostProblem::make(const dsl::KernelDef &def,
                                               uint64_t seed,
                                               std::vector<float> scalars,
                                               float amplitude) {
+  // The interpreter runs only shapes the program admits, as a launch does.
+  if (llvm::Error e = dsl::checkColumnGuard(def, shape.cols))
+    return shapeError(llvm::toString(std::move(e)));
   if (int(shape.groupRows.size()) != def.groups)
     return shapeError(llvm::formatv("'{0}' serves {1} groups; the shape has {2}",
                                     def.name, def.groups,

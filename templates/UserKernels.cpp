@@ -3,8 +3,7 @@
 #include "templates/UserKernels.h"
 
 #include "dsl/Parser.h"
-
-#include "llvm/Support/MemoryBuffer.h"
+#include "fileio/File.h"
 
 using namespace bitfold;
 using namespace bitfold::templates;
@@ -75,9 +74,9 @@ templates::addUserKernelText(llvm::StringRef text,
 
 llvm::Expected<DescriptorRef>
 templates::addUserKernelFile(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf)
-    return userError("cannot read program file '" + path +
-                     "': " + buf.getError().message());
-  return addUserKernelText((*buf)->getBuffer(), path);
+  auto text =
+      fileio::readBoundedFile(path, fileio::kMaxProgramBytes, "program file");
+  if (!text)
+    return userError(llvm::toString(text.takeError()));
+  return addUserKernelText(*text, path);
 }

@@ -178,10 +178,20 @@ int pruneCache(const std::string &dir, uint64_t maxBytes,
 int tools::cacheCommand(const CacheCommandOptions &o, llvm::raw_ostream &out,
                         llvm::raw_ostream &err) {
   std::string dir = o.dir.empty() ? runtime::defaultCacheDir() : o.dir;
-  if (!llvm::sys::fs::is_directory(dir)) {
+  llvm::sys::fs::file_status st;
+  std::error_code ec = llvm::sys::fs::status(dir, st);
+  if (ec == std::errc::no_such_file_or_directory) {
     out << "cache directory " << dir << " does not exist (empty cache)\n";
     return kOk;
   }
+  if (ec)
+    return report(err, "cache", "cannot read '" + dir + "': " + ec.message(),
+                  kFailed);
+  if (!llvm::sys::fs::is_directory(st))
+    return report(err, "cache",
+                  "'" + dir + "' is not a directory (--dir names the cache "
+                              "directory)",
+                  kUsage);
   if (o.action == CacheAction::Clear)
     return clearCache(dir, out, err);
   if (o.action == CacheAction::Prune)

@@ -379,6 +379,11 @@ int cacheFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
                   prune ? "prune needs --max-bytes N"
                         : "--max-bytes is an option of prune only",
                   kUsage);
+  // Given but empty is a typo (`--dir=$UNSET`), not "the default".
+  if (cacheDir.getNumOccurrences() && cacheDir.empty())
+    return report(err, "cache", "--dir needs a directory (omit it for the "
+                                "default)",
+                  kUsage);
   for (const auto &[name, action] : actions)
     if (cacheAction == name)
       return cacheCommand({action, cacheDir, deleteBad, maxBytes}, out, err);

@@ -19,6 +19,8 @@
 #include "spec/Errors.h"
 #include "spec/TuneKey.h"
 
+#include "fileio/File.h"
+
 #include "cuda/Driver.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Runtime.h"
@@ -26,7 +28,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
 
 #include <chrono>
@@ -262,13 +263,7 @@ int tuneHere(const TuneOptions &args, const Shard &shard,
 }
 
 llvm::Error writeText(llvm::StringRef path, llvm::StringRef text) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write '" + path +
-                                           "': " + ec.message());
-  os << text;
-  return llvm::Error::success();
+  return fileio::writeFileAtomically(path, text, "tune report");
 }
 
 struct Worker {
@@ -327,13 +322,18 @@ int collectWorker(Worker &w, TuneDB &db, std::vector<ReportRow> &rows) {
   else
     status = std::max(status, report(llvm::errs(), "tune", part.takeError(),
                                      kFailed));
-  if (auto buf = llvm::MemoryBuffer::getFile(w.report, true)) {
-    if (auto r = parseReportRowsJson((*buf)->getBuffer()))
-      rows.insert(rows.end(), r->begin(), r->end());
-    else
-      status = std::max(status, report(llvm::errs(), "tune", r.takeError(),
-                                       kFailed));
+  auto text =
+      fileio::readBoundedFile(w.report, fileio::kMaxReportBytes, "tune report");
+  if (!text) {
+    // A worker that failed early writes no report; its status says so.
+    llvm::consumeError(text.takeError());
+    return status;
   }
+  if (auto r = parseReportRowsJson(*text))
+    rows.insert(rows.end(), r->begin(), r->end());
+  else
+    status = std::max(status, report(llvm::errs(), "tune", r.takeError(),
+                                     kFailed));
   return status;
 }
 

@@ -57,6 +57,32 @@ def templates(lib_path=None):
     return [lib.bitfold_template_name(i).decode() for i in range(lib.bitfold_num_templates())]
 
 
+_INT32 = (-2**31, 2**31 - 1)
+_INT64 = (-2**63, 2**63 - 1)
+
+
+def _int_arg(name, value, lo, hi):
+    """`value` as an int in [lo, hi]; ValueError naming the argument
+    otherwise (ctypes would wrap it silently)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            as_int = int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be an integer, not {value!r}") from None
+        if as_int != value:
+            raise ValueError(f"{name} must be an integer, not {value!r}")
+        value = as_int
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")
+    return value
+
+
+def _closed_error():
+    return BitfoldError("BITFOLD_ERROR_INVALID_ARGUMENT",
+                        "the runtime is closed (Runtime.close()); its kernels "
+                        "cannot be used")
+
+
 def _params_text(params, kwargs):
     parts = [params] if params else []
     parts += [f"{k}={v}" for k, v in sorted(kwargs.items())]
@@ -92,10 +118,16 @@ class Runtime:
         if tune_db is not None:
             opts.tune_db = tune_db.encode()
         self.handle = ctypes.c_void_p()
-        _check(self.lib, self.lib.bitfold_runtime_create(ctypes.byref(opts),
-                                                         ctypes.byref(self.handle)))
         self._kernels = {}
         self._lock = threading.Lock()
+        _check(self.lib, self.lib.bitfold_runtime_create(ctypes.byref(opts),
+                                                         ctypes.byref(self.handle)))
+
+    def _live(self):
+        """The runtime's handle; BitfoldError once it is closed."""
+        if not self.handle:
+            raise _closed_error()
+        return self.handle
 
     @property
     def version(self):
@@ -106,6 +138,7 @@ class Runtime:
         params) fills a new handle (once, under the lock)."""
         k = self._kernels.get(key)
         if k is None:
+            self._live()
             with self._lock:
                 k = self._kernels.get(key)
                 if k is None:
@@ -154,7 +187,7 @@ class Runtime:
     def cache_stats(self):
         """{memory_hits, disk_hits, compiles, compile_failures}."""
         s = _lib.CacheStats()
-        _check(self.lib, self.lib.bitfold_runtime_cache_stats(self.handle, ctypes.byref(s)))
+        _check(self.lib, self.lib.bitfold_runtime_cache_stats(self._live(), ctypes.byref(s)))
         return {f: getattr(s, f) for f, _ in s._fields_}
 
     def prewarm_status(self, wait=False):
@@ -163,7 +196,7 @@ class Runtime:
         (BITFOLD_ERROR_COMPILE, the first failure's message) when one failed."""
         s = _lib.PrewarmStatus()
         _check(self.lib, self.lib.bitfold_runtime_prewarm_status(
-            self.handle, 1 if wait else 0, ctypes.byref(s)))
+            self._live(), 1 if wait else 0, ctypes.byref(s)))
         return {f: getattr(s, f) for f, _ in s._fields_}
 
     def prewarm(self, kernels_and_shapes, device=0, wait=False):
@@ -174,10 +207,16 @@ class Runtime:
         return self.prewarm_status(wait=True) if wait else None
 
     def close(self):
-        """Destroys the runtime (synchronise launched work first)."""
-        if self.handle:
-            self.lib.bitfold_runtime_destroy(self.handle)
-            self.handle = ctypes.c_void_p()
+        """Destroys the runtime (synchronise launched work first). Its
+        kernels raise BitfoldError afterwards (their handles died with it)."""
+        with self._lock:
+            if not self.handle:
+                return
+            for k in self._kernels.values():
+                k._detach()
+            self._kernels = {}
+            handle, self.handle = self.handle, ctypes.c_void_p()
+        self.lib.bitfold_runtime_destroy(handle)
 
 
 _default = None
@@ -237,15 +276,33 @@ class Kernel:
     def __repr__(self):
         return f"<bitfold.Kernel {self.name} {self.params!r}>"
 
+    def _detach(self):
+        """The runtime is closing: the handle dies with it. Later calls
+        raise; the raw hot path passes a null handle, which the library
+        refuses (BITFOLD_ERROR_INVALID_ARGUMENT)."""
+        self.handle = ctypes.c_void_p()
+        self.address = None
+
+    def _live(self):
+        if not self.handle:
+            raise _closed_error()
+        return self.handle
+
     def set_config(self, config):
         """Pins the tile config ("r1.t128.v8.p1") of later specialisations;
-        None restores the default choice."""
+        None restores the default choice (an empty string is an error, as
+        any text that is not a config)."""
+        if config is not None and not isinstance(config, str):
+            raise TypeError(f"config must be a str or None, not {config!r}")
         _check(self.lib, self.lib.bitfold_kernel_set_config(
-            self.handle, config.encode() if config else None))
+            self._live(), None if config is None else config.encode()))
 
     def set_pdl(self, enable):
-        """Programmatic dependent launch for later launches (see bitfold.h)."""
-        _check(self.lib, self.lib.bitfold_kernel_set_pdl(self.handle, 1 if enable else 0))
+        """Programmatic dependent launch for later launches (see bitfold.h):
+        True/False (or 1/0); anything else is an error, not truthiness."""
+        if enable not in (True, False) or not isinstance(enable, (bool, int)):
+            raise ValueError(f"enable must be True or False, not {enable!r}")
+        _check(self.lib, self.lib.bitfold_kernel_set_pdl(self._live(), 1 if enable else 0))
 
     def prewarm(self, shapes, device=0):
         """Compiles, in the background, what launches on dense tensors of
@@ -253,11 +310,12 @@ class Kernel:
         on CUDA device `device` will need; returns at once (bitfold_prewarm).
         A launch of a shape still compiling waits for it.
         Runtime.prewarm_status(wait=True) waits for all of them."""
-        shapes = [tuple(int(d) for d in s) for s in shapes]
+        device = _int_arg("device", device, *_INT32)
+        shapes = [tuple(_int_arg("shape dim", d, *_INT64) for d in s) for s in shapes]
         flat = [d for s in shapes for d in s]
         dims = (ctypes.c_int64 * max(1, len(flat)))(*flat)
         ndims = (ctypes.c_int * max(1, len(shapes)))(*[len(s) for s in shapes])
-        _check(self.lib, self.lib.bitfold_prewarm(self.handle, len(shapes), dims, ndims,
+        _check(self.lib, self.lib.bitfold_prewarm(self._live(), len(shapes), dims, ndims,
                                                   device))
 
     def launch(self, tensors, scalars=(), stream=None):
@@ -278,7 +336,7 @@ class Kernel:
             addr = _ctypes_api.PyCapsule_GetPointer(c, b"dltensor")
             ptrs[i] = ctypes.cast(addr, ctypes.POINTER(_lib.DLTensor))
         sc = (ctypes.c_float * max(1, len(scalars)))(*scalars)
-        _check(self.lib, self.lib.bitfold_launch(self.handle, ptrs, len(capsules), sc,
+        _check(self.lib, self.lib.bitfold_launch(self._live(), ptrs, len(capsules), sc,
                                                  len(scalars), stream))
 
     def launch_raw(self, data, meta, num_meta_words, num_tensors, scalars=(), stream=None):
@@ -290,6 +348,8 @@ class Kernel:
                                f"{self.lib.bitfold_path} has no bitfold_launch_raw")
         if not isinstance(scalars, bytes):
             scalars = struct.pack(f"{len(scalars)}f", *scalars)
+        if self.address is None:
+            raise _closed_error()
         status = self._raw(self.address, num_tensors, data, meta, num_meta_words, scalars,
                            len(scalars) // 4, stream)
         if status:
@@ -300,9 +360,9 @@ def _set_new_options(opts, compile_threads, cache_max_bytes, tune_on_miss,
                      tune_budget_seconds):
     """Fills the options appended in 0.2 that were given."""
     if compile_threads is not None:
-        opts.compile_threads = int(compile_threads)
+        opts.compile_threads = _int_arg("compile_threads", compile_threads, *_INT32)
     if cache_max_bytes is not None:
-        opts.cache_max_bytes = int(cache_max_bytes)
+        opts.cache_max_bytes = _int_arg("cache_max_bytes", cache_max_bytes, *_INT64)
     if tune_on_miss is not None:
         if tune_on_miss not in _lib.TUNE_ON_MISS:
             raise ValueError(f"tune_on_miss must be one of {sorted(_lib.TUNE_ON_MISS)}, "

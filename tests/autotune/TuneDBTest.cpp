@@ -147,7 +147,7 @@ TEST(TuneDB, EntryFromAnotherGpuIsStaleWithTheReason) {
   TuneDB db;
   TuneEnvironment a100{"NVIDIA A100-SXM4-80GB", "sm_80", "0.1.0", "22.1.8",
                        "nvJitLink 13.0"};
-  db.record(keyFor("h1", "cls", a100), "d", {meas("r1.t128.v8.p1", 5)});
+  db.record(keyFor("h1", "cls", a100), "r1.t128.v8.p1", {meas("r1.t128.v8.p1", 5)});
   Lookup l = db.lookup(keyFor("h1", "cls"));
   EXPECT_EQ(l.kind, Lookup::Stale);
   EXPECT_NE(l.reason.find("NVIDIA A100-SXM4-80GB"), std::string::npos);
@@ -159,7 +159,7 @@ TEST(TuneDB, EntryFromAnotherVersionIsStaleWithTheReason) {
   TuneEnvironment old = h200();
   old.bitfoldVersion = "0.0.9";
   old.toolchain = "ptxas 12.4";
-  db.record(keyFor("h1", "cls", old), "d", {meas("r1.t128.v8.p1", 5)});
+  db.record(keyFor("h1", "cls", old), "r1.t128.v8.p1", {meas("r1.t128.v8.p1", 5)});
   Lookup l = db.lookup(keyFor("h1", "cls"));
   EXPECT_EQ(l.kind, Lookup::Stale);
   EXPECT_NE(l.reason.find("bitfold '0.0.9'"), std::string::npos) << l.reason;
@@ -241,6 +241,35 @@ TEST(TuneDBStrict, TimingsMustBeFiniteAndNonNegative) {
   expectRejected(dbText("spreadUs", "true"), "'spreadUs' must be a finite number");
   expectRejected(dbText("cut", "0"), "'cut' must be true or false");
   expectRejected(dbText("config", "7"), "'config' must be a string");
+}
+
+TEST(TuneDBStrict, AMedianOutsideMinAndMaxIsRejected) {
+  expectRejected(dbText("medianUs", "28.0"),
+                 "needs minUs <= medianUs <= maxUs, found 29.0 <= 28.0 <= 31.0");
+  expectRejected(dbText("minUs", "32.0"), "needs minUs <= medianUs <= maxUs");
+  expectRejected(dbText("maxUs", "29.5"), "needs minUs <= medianUs <= maxUs");
+}
+
+TEST(TuneDBStrict, DuplicateKeysAreRejectedNotResolvedByTheLastOne) {
+  std::string text = dbText("", "");
+  std::string twice = text;
+  twice.replace(twice.find("\"medianUs\":30.0"), 15,
+                "\"medianUs\":30.0,\"medianUs\":1.0");
+  expectRejected(twice, "the key \"medianUs\" appears twice in one object");
+  std::string arch = text;
+  arch.replace(arch.find("\"arch\":\"sm_90\""), 14,
+               "\"arch\":\"sm_90\",\"arch\":\"sm_80\"");
+  expectRejected(arch, "the key \"arch\" appears twice");
+}
+
+TEST(TuneDBStrict, AConfigNameThatIsNoTileConfigIsRejected) {
+  expectRejected(dbText("config", "\"fastest\""),
+                 "measurement 'fastest': not a tile config");
+  expectRejected(dbText("config", "\"r1.t0.v8.p1\""), "not a tile config");
+  std::string text = dbText("", "");
+  text.replace(text.find("\"defaultConfig\":\"r1.t128.v8.p1\""), 31,
+               "\"defaultConfig\":\"fastest\"");
+  expectRejected(text, "defaultConfig 'fastest' is not a tile config");
 }
 
 TEST(TuneDBStrict, MergeRefusesABadInputAndWritesNothing) {

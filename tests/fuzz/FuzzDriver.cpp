@@ -3,7 +3,9 @@
 // Runs an LLVMFuzzerTestOneInput harness without libFuzzer: replays every
 // corpus file, then mutates corpus inputs at random (bit flips, byte sets,
 // interesting integers, inserts, erases, duplicated ranges, splices) for
-// --seconds or --runs, seeded by --seed so a run can be repeated exactly.
+// --seconds or --runs, seeded by --seed so a run can be repeated exactly;
+// with --dict=FILE (libFuzzer's dictionary format) a quarter of the edits
+// insert one of its tokens.
 // No coverage feedback: the harnesses are written so random mutations of
 // their corpora reach deep (structured inputs, fixed checksums).
 //
@@ -151,6 +153,51 @@ void mutate(Bytes &b, const std::vector<Bytes> &pool, std::mt19937_64 &rng,
     b.resize(maxLen);
 }
 
+/// The tokens of a libFuzzer dictionary (`"token"` or `name="token"` per
+/// line, `#` comments, \\, \" and \xNN escapes).
+std::vector<Bytes> loadDictionary(const std::string &path) {
+  std::vector<Bytes> tokens;
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "fuzz driver: cannot read dictionary %s\n",
+                 path.c_str());
+    std::exit(2);
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t open = line.find('"'), close = line.rfind('"');
+    if (line.empty() || line[0] == '#' || open == std::string::npos ||
+        close <= open)
+      continue;
+    Bytes t;
+    for (size_t i = open + 1; i < close; ++i) {
+      if (line[i] == '\\' && i + 3 < close && line[i + 1] == 'x') {
+        t.push_back(uint8_t(std::stoul(line.substr(i + 2, 2), nullptr, 16)));
+        i += 3;
+      } else if (line[i] == '\\' && i + 1 < close) {
+        t.push_back(uint8_t(line[++i]));
+      } else {
+        t.push_back(uint8_t(line[i]));
+      }
+    }
+    tokens.push_back(std::move(t));
+  }
+  return tokens;
+}
+
+/// Inserts a dictionary token at a random place (or overwrites there).
+void insertToken(Bytes &b, const std::vector<Bytes> &dictionary,
+                 std::mt19937_64 &rng, size_t maxLen) {
+  const Bytes &t = dictionary[rng() % dictionary.size()];
+  size_t at = b.empty() ? 0 : size_t(rng() % (b.size() + 1));
+  if (rng() % 2 && at + t.size() <= b.size())
+    std::copy(t.begin(), t.end(), b.begin() + at);
+  else
+    b.insert(b.begin() + at, t.begin(), t.end());
+  if (b.size() > maxLen)
+    b.resize(maxLen);
+}
+
 uint64_t flagValue(const char *arg, const char *name, uint64_t fallback) {
   size_t n = std::strlen(name);
   return std::strncmp(arg, name, n) == 0 ? std::strtoull(arg + n, nullptr, 10)
@@ -162,8 +209,13 @@ uint64_t flagValue(const char *arg, const char *name, uint64_t fallback) {
 int main(int argc, char **argv) {
   uint64_t seconds = 0, runs = 0, seed = 1, maxLen = 4096;
   std::vector<std::string> paths;
+  std::vector<Bytes> dictionary;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
+    if (std::strncmp(a, "--dict=", 7) == 0) {
+      dictionary = loadDictionary(a + 7);
+      continue;
+    }
     if (a[0] == '-' && a[1] == '-') {
       seconds = flagValue(a, "--seconds=", seconds);
       runs = flagValue(a, "--runs=", runs);
@@ -197,7 +249,10 @@ int main(int argc, char **argv) {
        ++n) {
     current = corpus.empty() ? Bytes() : corpus[rng() % corpus.size()];
     for (int edits = 1 + int(rng() % 6); edits > 0; --edits)
-      mutate(current, corpus, rng, maxLen);
+      if (!dictionary.empty() && rng() % 4 == 0)
+        insertToken(current, dictionary, rng, maxLen);
+      else
+        mutate(current, corpus, rng, maxLen);
     crashName = "crash-" + std::to_string(seed) + "-" + std::to_string(n);
     LLVMFuzzerTestOneInput(current.data(), current.size());
   }

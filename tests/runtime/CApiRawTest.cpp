@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AllocationCounter.h"
 #include "FakeCuda.h"
 
 #include "runtime/bitfold.h"
@@ -301,26 +302,6 @@ TEST_F(Raw, MalformedArraysAreInvalidArguments) {
       bitfold_launch_raw(nullptr, 4, d, words.data(), n, &eps, 1, nullptr),
       BITFOLD_ERROR_INVALID_ARGUMENT);
 }
-
-std::atomic<bool> countAllocations{false};
-std::atomic<long> allocations{0};
-
-} // namespace
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void *operator new(size_t n) {
-  if (countAllocations.load(std::memory_order_relaxed))
-    allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void *p = std::malloc(n ? n : 1))
-    return p;
-  throw std::bad_alloc();
-}
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
-
-namespace {
 
 TEST_F(Raw, WarmLaunchesDoNotAllocate) {
   std::vector<const void *> data;

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AllocationCounter.h"
 #include "FakeCodegen.h"
 #include "FakeCuda.h"
 
@@ -427,26 +428,21 @@ TEST(LaunchCApi, TheCApiLaunchesThroughTheSamePath) {
 
 // ---- Warm launches allocate nothing ----------------------------------------
 
-namespace {
-
-std::atomic<bool> countAllocations{false};
-std::atomic<long> allocations{0};
-
-} // namespace
-
-// Counts heap allocations while countAllocations is set (whole binary).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void *operator new(size_t n) {
-  if (countAllocations.load(std::memory_order_relaxed))
-    allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void *p = std::malloc(n ? n : 1))
-    return p;
-  throw std::bad_alloc();
+TEST(AllocationCounter, NothrowNewAndStableSortStayInOneAllocatorFamily) {
+  // Under ASan this aborted (alloc-dealloc-mismatch) while only the throwing
+  // forms were replaced: AllocationCounter.h says why.
+  allocations = 0;
+  countAllocations = true;
+  int *p = new (std::nothrow) int(7);
+  countAllocations = false;
+  EXPECT_EQ(allocations.load(), 1);
+  delete p;
+  std::vector<int> v(4096);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = int((i * 2654435761u) % 1000);
+  std::stable_sort(v.begin(), v.end()); // its temporary buffer: new(nothrow)
+  EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
 }
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
 
 TEST_F(Launch, WarmLaunchesDoNotAllocate) {
   Kernel *k = kernel("ln_modulate");

@@ -173,6 +173,20 @@ TEST_F(SourceKernel, MalformedTextGivesLineAndColumnAndRegistersNothing) {
             BITFOLD_ERROR_UNKNOWN_TEMPLATE);
 }
 
+TEST_F(SourceKernel, ALiteralOfThirtyThousandDigitsIsAnErrorNotACrash) {
+  std::string text =
+      replaced(replaced(kScale, "src_user_scale", "src_long_literal"),
+               "%a = scalar a : f32",
+               "%a = const 0." + std::string(30000, '7') + " : f32");
+  bitfold_kernel *k = nullptr;
+  EXPECT_EQ(fromSource(text, &k), BITFOLD_ERROR_INVALID_ARGUMENT);
+  std::string msg = bitfold_last_error();
+  EXPECT_NE(msg.find("number literal of 30002 characters"), std::string::npos)
+      << msg.substr(0, 300);
+  EXPECT_EQ(bitfold_template(rt, "src_long_literal", nullptr, &k),
+            BITFOLD_ERROR_UNKNOWN_TEMPLATE);
+}
+
 TEST_F(SourceKernel, InvalidProgramGivesTheVerifiersMessage) {
   // y is declared bf16 but its value is the unrounded f32 product.
   std::string text =

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 
 using namespace bitfold::tools::test;
@@ -177,21 +178,69 @@ TEST(Cli, TuneWithoutAGpuFailsWithoutCrashing) {
   EXPECT_EQ(o.status, 1) << o.err;
 }
 
-TEST(Cli, TuneMergeWritesTheOrderIndependentUnion) {
-  using namespace bitfold::autotune;
+TEST(BadInput, InterpRefusesAShapeOutsideTheProgramsGuard) {
   TempDir dir;
-  TuneDB a, b;
-  TuneEnvironment env{"NVIDIA H200", "sm_90", "0.1.0", "22.1.8", "tc"};
-  TuneKey k1{"k", "h1", "cls", "x:bf16", env}, k2{"k", "h2", "cls", "x:bf16", env};
-  Measurement m;
+  std::string text = scaleProgram("interp_guarded");
+  text.replace(text.find("guard cols % 1 == 0, 1 <= cols <= 16777216"), 42,
+               "guard cols % 4 == 0, 4 <= cols <= 64");
+  std::string file = dir.write("guarded.bfk", text);
+  for (const char *shape : {"2,6", "2,2", "2,128"}) {
+    Output o = cli({"interp", "--program", file, "--shape", shape});
+    EXPECT_NE(o.status, 0) << shape << ": " << o.out;
+    EXPECT_NE(o.err.find("needs cols % 4 == 0 and 4 <= cols <= 64"),
+              std::string::npos)
+        << shape << ": " << o.err;
+  }
+  EXPECT_EQ(cli({"interp", "--program", file, "--shape", "2,8"}).status, 0);
+}
+
+/// A consistent measurement of r1.t128.v8.p1: 10 us (9.5..11), 20 samples.
+bitfold::autotune::Measurement tenMicroseconds() {
+  bitfold::autotune::Measurement m;
   m.config = "r1.t128.v8.p1";
   m.medianUs = 10;
   m.spreadUs = 0.5;
   m.minUs = 9.5;
   m.maxUs = 11;
   m.samples = 20;
-  a.record(k1, "d", {m});
-  b.record(k2, "d", {m});
+  return m;
+}
+
+TEST(BadInput, TuneMergeWritesNothingThroughForASilentlyBadDB) {
+  using namespace bitfold::autotune;
+  TempDir dir;
+  TuneDB a;
+  TuneEnvironment env{"NVIDIA H200", "sm_90", "0.1.0", "22.1.8", "tc"};
+  a.record(TuneKey{"k", "h1", "cls", "x:bf16", env}, "r1.t128.v8.p1",
+           {tenMicroseconds()});
+  std::string good = a.toJsonText();
+  struct Bad {
+    const char *what, *from, *to;
+  } bad[] = {{"median below min", "\"medianUs\": 10.0", "\"medianUs\": 1.0"},
+             {"min above max", "\"minUs\": 9.5", "\"minUs\": 12.0"},
+             {"unknown config", "\"r1.t128.v8.p1\"", "\"fastest\""},
+             {"duplicate key", "\"samples\": 20", "\"samples\": 20, \"samples\": 1"}};
+  for (const Bad &b : bad) {
+    std::string text = good;
+    size_t at = text.find(b.from);
+    ASSERT_NE(at, std::string::npos) << b.from << " in " << text;
+    text.replace(at, std::strlen(b.from), b.to);
+    std::string in = dir.write("in.json", text), out = dir.file("out.json");
+    Output o = cli({"tune", "merge", in, "--out", out});
+    EXPECT_NE(o.status, 0) << b.what;
+    EXPECT_FALSE(llvm::sys::fs::exists(out)) << b.what << ": written through";
+  }
+}
+
+TEST(Cli, TuneMergeWritesTheOrderIndependentUnion) {
+  using namespace bitfold::autotune;
+  TempDir dir;
+  TuneDB a, b;
+  TuneEnvironment env{"NVIDIA H200", "sm_90", "0.1.0", "22.1.8", "tc"};
+  TuneKey k1{"k", "h1", "cls", "x:bf16", env}, k2{"k", "h2", "cls", "x:bf16", env};
+  Measurement m = tenMicroseconds();
+  a.record(k1, "r1.t128.v8.p1", {m});
+  b.record(k2, "r1.t128.v8.p1", {m});
   ASSERT_FALSE(bool(a.save(dir.file("a.json"))));
   ASSERT_FALSE(bool(b.save(dir.file("b.json"))));
   EXPECT_EQ(cli({"tune", "merge", dir.file("a.json"), dir.file("b.json"),

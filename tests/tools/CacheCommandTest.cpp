@@ -10,6 +10,8 @@
 #include "runtime/KernelCache.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/xxhash.h"
 
 #include <gtest/gtest.h>
 
@@ -197,4 +199,82 @@ TEST(CacheCommandUsage, BadArgumentsAreUsageErrors) {
   o = cache({"ls", "--dir", "/nonexistent/bitfold-cache"});
   EXPECT_EQ(o.status, 0);
   EXPECT_NE(o.out.find("does not exist (empty cache)"), std::string::npos);
+}
+
+TEST(CacheCommandUsage, ADirThatIsAFileOrEmptyIsAnErrorNotAnEmptyCache) {
+  ASSERT_TRUE(noDiskCache);
+  llvm::SmallString<128> file;
+  int fd = -1;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("bitfold-notadir", "txt",
+                                                  fd, file));
+  ::close(fd);
+  for (const char *action : {"ls", "verify", "stats"}) {
+    Output o = cache({action, "--dir", std::string(file)});
+    EXPECT_EQ(o.status, 2) << action << ": " << o.out << o.err;
+    EXPECT_NE(o.err.find("is not a directory"), std::string::npos) << o.err;
+  }
+  llvm::sys::fs::remove(file);
+  for (const char *action : {"ls", "verify"}) {
+    Output o = cache({action, "--dir="});
+    EXPECT_EQ(o.status, 2) << action << ": " << o.out << o.err;
+    EXPECT_NE(o.err.find("--dir needs a directory"), std::string::npos)
+        << o.err;
+  }
+}
+
+namespace {
+
+/// `entry` with its metadata's `field` set to `value` and a fresh, valid
+/// checksum: what someone who knows the format could write.
+std::string resealed(const std::string &entry, const std::string &field,
+                     const std::string &value) {
+  auto [line1, rest] = llvm::StringRef(entry).split('\n');
+  auto [line2, payload] = rest.split('\n');
+  llvm::SmallVector<llvm::StringRef, 4> f;
+  line2.split(f, ' ');
+  uint64_t metaLen = 0;
+  EXPECT_FALSE(f[0].getAsInteger(10, metaLen));
+  std::string meta = payload.take_front(metaLen).str();
+  std::string from = "\"" + field + "\":\"";
+  size_t at = meta.find(from);
+  EXPECT_NE(at, std::string::npos) << meta;
+  size_t end = meta.find('"', at + from.size());
+  meta = meta.substr(0, at + from.size()) + value + meta.substr(end);
+  std::string newPayload = meta + payload.drop_front(metaLen).str();
+  std::string sum;
+  llvm::raw_string_ostream(sum) << llvm::format_hex_no_prefix(
+      llvm::xxh3_64bits(llvm::StringRef(newPayload)), 16);
+  return line1.str() + "\n" + std::to_string(meta.size()) + " " + f[1].str() +
+         " " + f[2].str() + " " + sum + "\n" + newPayload;
+}
+
+} // namespace
+
+TEST_F(CacheCommand, VerifyFlagsAResealedEntryWhoseMetaDisagreesWithItsKey) {
+  std::string victim = entryPath(dir, key("conv_bias", "r4.t32.v8.p1").hash());
+  std::string original;
+  {
+    std::ifstream in(victim, std::ios::binary);
+    original.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (auto [field, value] : {std::pair{"kernel", "ln_modulate"},
+                              std::pair{"shape", "c8.a16,16,16,16.o1"},
+                              std::pair{"arch", "sm_80"}}) {
+    std::string bytes = resealed(original, field, value);
+    ASSERT_TRUE(bool(decodeEntry(original)));
+    {
+      std::ofstream out(victim, std::ios::binary | std::ios::trunc);
+      out << bytes;
+    }
+    auto decoded = decodeEntry(bytes);
+    ASSERT_FALSE(bool(decoded)) << field << " edited, still decodes";
+    EXPECT_NE(llvm::toString(decoded.takeError())
+                  .find(std::string("metadata field '") + field +
+                        "' disagrees with the key"),
+              std::string::npos);
+    Output o = cache({"verify", "--dir", dir});
+    EXPECT_EQ(o.status, 1) << field;
+    EXPECT_NE(o.out.find("BAD " + victim), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("2 of 3 entries valid"), std::string::npos) << o.out;
+  }
 }
