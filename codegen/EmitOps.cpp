@@ -19,6 +19,7 @@
 
 #include "codegen/KernelBuilder.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <array>
@@ -172,6 +173,37 @@ Value KernelBuilder::emitFma(const ExprNode *n, ArrayRef<Value> a) {
           return cF32(*r);
   ++stats.fmaWritten;
   return LLVM::FMAOp::create(b, loc, a[0], a[1], a[2]);
+}
+
+Value KernelBuilder::emitRowDivision(const ExprNode *n, Value x, Value d) {
+  // ExactRewrites.h: RN(x/d) by a per-row reciprocal and Markstein's
+  // correction where x and d lie in the proven range, div.rn elsewhere.
+  auto inRange = [&](Value v) {
+    Value a = LLVM::FAbsOp::create(b, loc, v);
+    return andI(cmp(P::OGE, a, cF32(kRowDivMin)),
+                cmp(P::OLE, a, cF32(kRowDivMax)));
+  };
+  auto [it, fresh] = rowReciprocals.try_emplace(n->args[1].get());
+  if (fresh)
+    it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), inRange(d)};
+  auto [y, rowOk] = it->second;
+  Value fast = andI(rowOk, inRange(x));
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, fast,
+                                /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value q0 = arith::MulFOp::create(b, loc, x, y);
+    Value r = LLVM::FMAOp::create(b, loc, arith::NegFOp::create(b, loc, q0),
+                                  d, x);
+    Value q = LLVM::FMAOp::create(b, loc, r, y, q0);
+    stats.fmaWritten += 2;
+    scf::YieldOp::create(b, loc, q);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(b, loc,
+                         intrinsic("llvm.nvvm.div.rn.f", {x, d}));
+  }
+  return ifOp.getResult(0);
 }
 
 Value KernelBuilder::subFtz(Value x, Value y) {
