@@ -10,6 +10,9 @@
 #include "runtime/Driver.h"
 
 #include "codegen/Assemble.h"
+#include "codegen/CompileCommand.h"
+#include "spec/CacheKey.h"
+#include "templates/Problem.h"
 
 using namespace bitfold;
 using namespace bitfold::runtime;
@@ -28,6 +31,30 @@ void installDriverLinker() {
     return true;
   }();
   (void)done;
+}
+
+/// One small compile through the whole pipeline (LLVM's NVPTX target, the
+/// MLIR passes, and with a GPU the cubin tool's load and first link), so
+/// that the first real compile of the process pays none of it. Errors are
+/// dropped: a real compile reports them.
+void warmUpCodegen() {
+  auto p = templates::makeProblem("residual_gate", "", "1,1,256");
+  if (!p) {
+    llvm::consumeError(p.takeError());
+    return;
+  }
+  codegen::ShapedTemplate st = codegen::shapeProblem(*p);
+  auto arch = deviceArch(/*ordinal=*/0);
+  codegen::CompileOptions options =
+      spec::launchOptions(arch ? llvm::StringRef(*arch) : "sm_90", false);
+  if (!arch) {
+    llvm::consumeError(arch.takeError());
+    options.emitCubin = false;
+  }
+  auto k = codegen::compile(*st.def, st.shape,
+                            codegen::defaultConfig(*st.def, st.shape), options);
+  if (!k)
+    llvm::consumeError(k.takeError());
 }
 
 } // namespace
@@ -50,5 +77,6 @@ Compiler bitfold::runtime::defaultCompiler() {
   };
   c.toolchainVersion = [] { return codegen::toolchainVersion(); };
   c.toolchainFingerprint = [] { return codegen::toolchainFingerprint(); };
+  c.warmUp = warmUpCodegen;
   return c;
 }

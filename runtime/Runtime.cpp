@@ -458,7 +458,8 @@ Kernel::lookup(SpecKey &key, const LaunchBinding &b) {
       found = it->second.get();
   }
   if (!found)
-    return specialise(key, b.cols);
+    return rt.asyncCompile() ? specialiseAsync(key, b.cols)
+                             : specialise(key, b.cols);
   if (!found->provisional ||
       rt.configSource()->generation() == found->generation)
     return found;
@@ -600,9 +601,12 @@ Runtime::Runtime(RuntimeOptions options)
     warn("tune-on-miss is off: it needs a tune DB file to record winners "
          "in (tune_db or $BITFOLD_TUNE_DB)");
   bucketRows = source && source->bucketsRows();
+  if (options.asyncCompile)
+    setAsyncCompile(true);
 }
 
 Runtime::~Runtime() {
+  shuttingDown.store(true, std::memory_order_release);
   if (pool)
     pool->wait();
 }

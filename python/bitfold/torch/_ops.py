@@ -407,6 +407,8 @@ def _run(call, kernels, variant, tensors, outs, scalars, dev):
     try:
         kernel = kernels(variant)
         launch = _launch(op, kernel, tensors, scalars, dev)
+    except bitfold.NotReady:
+        return None  # async compile: eager serves this call; not a refusal
     except bitfold.BitfoldError as e:
         _fallback(op, e.status.replace("BITFOLD_ERROR_", "").lower(), e.message, call.mode)
         return None
