@@ -54,8 +54,8 @@ std::optional<float> nvccReciprocalValue(float x);
 /// kRowDivMax (docs/exact-division.md: a scaling argument reduces it to
 /// x, d in [1, 2), and a CPU test runs every bf16 significand against
 /// every f32 one). Elsewhere (zeros, tiny or huge values, Inf, NaN) the
-/// lowering keeps div.rn: d's range is checked once per row, x's per
-/// element under a branch that is almost never taken.
+/// lowering keeps div.rn: d's range is checked once per row, the x of a
+/// vector access together, under one branch per access.
 bool matchRowDivision(const dsl::ExprNode *n,
                       llvm::function_ref<bool(const dsl::ExprNode *)> perElement);
 inline constexpr float kRowDivMin = 0x1p-60f, kRowDivMax = 0x1p60f;

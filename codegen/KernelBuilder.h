@@ -110,7 +110,7 @@ private:
   Value emitExtend(Value x);
   Value emitRound(const ExprNode *n, Value x);
   Value emitFma(const ExprNode *n, llvm::ArrayRef<Value> a);
-  Value emitRowDivision(const ExprNode *n, Value x, Value d);
+  std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc);
   Value cvtRnPair(dsl::DType t, Value hi, Value lo);
   Value minMax(dsl::Op op, Value x, Value y);
   Value expLibdevice(Value x);
