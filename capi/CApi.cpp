@@ -117,6 +117,7 @@ BITFOLD_API const char *bitfold_status_name(bitfold_status status) {
   case BITFOLD_ERROR_NO_DRIVER: return "BITFOLD_ERROR_NO_DRIVER";
   case BITFOLD_ERROR_CUDA: return "BITFOLD_ERROR_CUDA";
   case BITFOLD_ERROR_INTERNAL: return "BITFOLD_ERROR_INTERNAL";
+  case BITFOLD_STATUS_NOT_READY: return "BITFOLD_STATUS_NOT_READY";
   }
   return "BITFOLD_ERROR_UNKNOWN_STATUS";
 }

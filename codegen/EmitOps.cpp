@@ -19,6 +19,7 @@
 
 #include "codegen/KernelBuilder.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <array>
@@ -172,6 +173,51 @@ Value KernelBuilder::emitFma(const ExprNode *n, ArrayRef<Value> a) {
           return cF32(*r);
   ++stats.fmaWritten;
   return LLVM::FMAOp::create(b, loc, a[0], a[1], a[2]);
+}
+
+std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
+                                                  const Access &acc) {
+  // ExactRewrites.h: RN(x/d) by a per-row reciprocal and Markstein's
+  // correction where x and d lie in the proven range, div.rn elsewhere. One
+  // branch per access (not per element), so ptxas schedules the elements'
+  // following chains (SiLU) together.
+  std::vector<Value> xs;
+  for (int e = 0; e < acc.width; ++e)
+    xs.push_back(elemValue(n->args[0].get(), acc, e));
+  Value d = rowValue(n->args[1].get());
+  AtLoc at(*this, nodeLoc(n));
+  auto inRange = [&](Value v) {
+    Value a = LLVM::FAbsOp::create(b, loc, v);
+    return andI(cmp(P::OGE, a, cF32(kRowDivMin)),
+                cmp(P::OLE, a, cF32(kRowDivMax)));
+  };
+  auto [it, fresh] = rowReciprocals.try_emplace(n->args[1].get());
+  if (fresh)
+    it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), inRange(d)};
+  auto [y, fast] = it->second;
+  for (Value x : xs)
+    fast = andI(fast, inRange(x));
+  llvm::SmallVector<Type> types(xs.size(), f32);
+  auto ifOp = scf::IfOp::create(b, loc, types, fast, /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    llvm::SmallVector<Value> q;
+    for (Value x : xs) {
+      Value q0 = arith::MulFOp::create(b, loc, x, y);
+      Value r = LLVM::FMAOp::create(
+          b, loc, arith::NegFOp::create(b, loc, q0), d, x);
+      q.push_back(LLVM::FMAOp::create(b, loc, r, y, q0));
+      stats.fmaWritten += 2;
+    }
+    scf::YieldOp::create(b, loc, q);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    q.clear();
+    for (Value x : xs)
+      q.push_back(intrinsic("llvm.nvvm.div.rn.f", {x, d}));
+    scf::YieldOp::create(b, loc, q);
+  }
+  return std::vector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
 }
 
 Value KernelBuilder::subFtz(Value x, Value y) {

@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <functional>
 
 using namespace bitfold;
 using namespace bitfold::codegen;
@@ -73,9 +74,38 @@ std::optional<float> codegen::nvccReciprocalValue(float x) {
   return 1.0f / x;
 }
 
+bool codegen::matchRowDivision(
+    const ExprNode *n, llvm::function_ref<bool(const ExprNode *)> perElement) {
+  if (n->op != DOp::Div)
+    return false;
+  const ExprNode *x = n->args[0].get();
+  return x->op == DOp::Extend && x->args[0]->type == DType::BF16 &&
+         !perElement(n->args[1].get());
+}
+
+float codegen::rowDivisionFast(float x, float d, float y) {
+  const float q0 = x * y;
+  const float r = std::fma(-q0, d, x);
+  return std::fma(r, y, q0);
+}
+
 Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
   Rewrites r;
+  // The lowering's notion of a per-element node (KernelBuilder::isElem): a
+  // load below it, not looking through folds.
+  llvm::DenseMap<const ExprNode *, bool> memo;
+  std::function<bool(const ExprNode *)> perElement = [&](const ExprNode *m) {
+    if (auto it = memo.find(m); it != memo.end())
+      return it->second;
+    bool e = m->op == DOp::Load;
+    if (m->op != DOp::FoldValue)
+      for (const dsl::Expr &a : m->args)
+        e = e || perElement(a.get());
+    return memo[m] = e;
+  };
   dsl::forEachNode(def, [&](const ExprNode &n) {
+    if (matchRowDivision(&n, perElement))
+      r.rowDivision.insert(&n);
     if (std::optional<NarrowArith> m = matchNarrowArith(&n, smVersion))
       r.narrow.try_emplace(&n, *m);
     if (const ExprNode *x = matchNvccReciprocal(&n))
@@ -98,6 +128,10 @@ void codegen::printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,
     lines.push_back(names.lookup(n) + ": nvcc reciprocal of " +
                     names.lookup(x) +
                     " -> RN(1/x) where x is an integer constant in [1, 2^21)");
+  for (const ExprNode *n : rewrites.rowDivision)
+    lines.push_back(names.lookup(n) + ": div_rn by a per-row value -> per-row "
+                                      "RN(1/d) and Markstein's correction "
+                                      "where x, d in [2^-60, 2^60]");
   llvm::sort(lines);
   for (const std::string &l : lines)
     os << l << "\n";

@@ -12,6 +12,8 @@
 #include "dsl/IR.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -45,11 +47,28 @@ const dsl::ExprNode *matchNvccReciprocal(const dsl::ExprNode *n);
 /// RN(1/x) when x is an integer in [1, 2^21), else nothing.
 std::optional<float> nvccReciprocalValue(float x);
 
+/// `div_rn(x, d)` with x a widened bf16 value and d one value per row (no
+/// load below it outside a fold): per row y = RN(1/d) once, per element
+/// q0 = RN(x y), r = fma(-q0, d, x), q = fma(r, y, q0) (Markstein's
+/// correction), which is RN(x/d) whenever kRowDivMin <= |x|, |d| <=
+/// kRowDivMax (docs/exact-division.md: a scaling argument reduces it to
+/// x, d in [1, 2), and a CPU test runs every bf16 significand against
+/// every f32 one). Elsewhere (zeros, tiny or huge values, Inf, NaN) the
+/// lowering keeps div.rn: d's range is checked once per row, the x of a
+/// vector access together, under one branch per access.
+bool matchRowDivision(const dsl::ExprNode *n,
+                      llvm::function_ref<bool(const dsl::ExprNode *)> perElement);
+inline constexpr float kRowDivMin = 0x1p-60f, kRowDivMax = 0x1p60f;
+/// The rewrite's per-element arithmetic given y = RN(1/d), on the host.
+float rowDivisionFast(float x, float d, float y);
+
 /// The rewrite stage's result: the nodes the lowering rewrites.
 struct Rewrites {
   llvm::DenseMap<const dsl::ExprNode *, NarrowArith> narrow;
   /// fma nodes of nvcc's reciprocal shape -> the divisor's node.
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> nvccReciprocal;
+  /// div_rn nodes by a per-row divisor (matchRowDivision).
+  llvm::DenseSet<const dsl::ExprNode *> rowDivision;
 };
 Rewrites findRewrites(const dsl::KernelDef &def, int smVersion);
 

@@ -110,6 +110,7 @@ private:
   Value emitExtend(Value x);
   Value emitRound(const ExprNode *n, Value x);
   Value emitFma(const ExprNode *n, llvm::ArrayRef<Value> a);
+  std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc);
   Value cvtRnPair(dsl::DType t, Value hi, Value lo);
   Value minMax(dsl::Op op, Value x, Value y);
   Value expLibdevice(Value x);
@@ -195,6 +196,8 @@ private:
 
   llvm::DenseMap<const ExprNode *, bool> elemMemo;
   llvm::DenseMap<const ExprNode *, Value> rowMemo;
+  /// Per-row divisor of a row division -> {RN(1/d), d in the fast range}.
+  llvm::DenseMap<const ExprNode *, std::pair<Value, Value>> rowReciprocals;
   std::map<std::pair<const ExprNode *, int64_t>, Value> elemValues;
   std::map<std::pair<int, int>, std::vector<Value>> loads;
   /// Loaded bf16 values -> their exact f32 widening from the loaded word.

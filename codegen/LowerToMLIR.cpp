@@ -184,6 +184,12 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
     });
   } else if (n->op == DOp::Round && e % 2 == 0 && e + 1 < acc.width) {
     v = roundPair(n, acc, e);
+  } else if (rewrites.rowDivision.count(n)) {
+    // Every element of the access at once, under one branch.
+    std::vector<Value> q = emitRowDivision(n, acc);
+    for (int i = 0; i < acc.width; ++i)
+      elemValues[std::make_pair(n, int64_t(acc.id) * 64 + i)] = q[i];
+    return q[e];
   } else {
     llvm::SmallVector<Value, 3> args;
     for (const dsl::Expr &a : n->args)

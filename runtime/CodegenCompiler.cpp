@@ -10,6 +10,8 @@
 #include "cuda/Driver.h"
 
 #include "codegen/Assemble.h"
+#include "spec/CacheKey.h"
+#include "templates/Problem.h"
 
 using namespace bitfold;
 using namespace bitfold::runtime;
@@ -29,6 +31,33 @@ void installDriverLinker() {
     return true;
   }();
   (void)done;
+}
+
+/// One small compile through the whole pipeline (LLVM's NVPTX target, the
+/// MLIR passes, and with a GPU the cubin tool's load and first link), so
+/// that the first real compile of the process pays none of it. Errors are
+/// dropped: a real compile reports them.
+void warmUpCodegen() {
+  auto p = templates::makeProblem("residual_gate", "", "1,1,256");
+  if (!p) {
+    llvm::consumeError(p.takeError());
+    return;
+  }
+  spec::ShapeSpec shape =
+      spec::denseShapeClass(*p->def, p->shape.cols, p->shape.groupRows,
+                            p->shape.rowsPerBatch, /*bucketRows=*/false)
+          .shapeSpec();
+  auto arch = deviceArch(/*ordinal=*/0);
+  spec::CompileOptions options =
+      spec::launchOptions(arch ? llvm::StringRef(*arch) : "sm_90", false);
+  if (!arch) {
+    llvm::consumeError(arch.takeError());
+    options.emitCubin = false;
+  }
+  auto k = codegen::compile(*p->def, shape,
+                            codegen::defaultConfig(*p->def, shape), options);
+  if (!k)
+    llvm::consumeError(k.takeError());
 }
 
 } // namespace
@@ -51,5 +80,6 @@ Compiler bitfold::runtime::defaultCompiler() {
   };
   c.toolchainVersion = [] { return codegen::toolchainVersion(); };
   c.toolchainFingerprint = [] { return codegen::toolchainFingerprint(); };
+  c.warmUp = warmUpCodegen;
   return c;
 }

@@ -460,7 +460,8 @@ Kernel::lookup(SpecKey &key, const LaunchBinding &b) {
       found = it->second.get();
   }
   if (!found)
-    return specialise(key, b.cols);
+    return rt.asyncCompile() ? specialiseAsync(key, b.cols)
+                             : specialise(key, b.cols);
   if (!found->provisional ||
       rt.configSource()->generation() == found->generation)
     return found;
@@ -586,9 +587,12 @@ Runtime::Runtime(RuntimeOptions options)
   // Nothing here probes the toolchain: toolchain() does, when a cache key
   // is first needed (creation stays well under a millisecond).
   bucketRows = source && source->bucketsRows();
+  if (options.asyncCompile)
+    setAsyncCompile(true);
 }
 
 Runtime::~Runtime() {
+  shuttingDown.store(true, std::memory_order_release);
   if (pool)
     pool->wait();
 }

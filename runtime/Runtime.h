@@ -35,6 +35,7 @@
 #include "cuda/PerDevice.h"
 #include "runtime/KernelCache.h"
 #include "runtime/TensorBinding.h"
+#include "runtime/bitfold.h"
 
 #include "codegen/Codegen.h"
 #include "templates/Registry.h"
@@ -74,6 +75,10 @@ struct Compiler {
   /// identities of the tools, build-time versions; no probe). Optional:
   /// without it every Runtime probes once.
   std::function<std::string()> toolchainFingerprint;
+  /// Sets up what the first compile of a process would otherwise pay for
+  /// (LLVM's target, the PTX -> cubin tool's load and first link).
+  /// Optional; run on a compile thread when async compile is turned on.
+  std::function<void()> warmUp;
 };
 
 /// comp.toolchainVersion(), remembered across processes: the answer is
@@ -104,6 +109,11 @@ struct RuntimeOptions {
   /// Threads compiling prewarmed shapes (Kernel::prewarm) in the
   /// background; 0: min(4, hardware threads).
   unsigned compileThreads = 0;
+  /// Tune-on-miss for the tune DB source (tuneDb): off by default.
+  TuneOnMissOptions tuneOnMiss;
+  /// Asynchronous compile mode (runtime/AsyncCompile.cpp): off by default;
+  /// Runtime::setAsyncCompile turns it on later.
+  bool asyncCompile = false;
 };
 
 /// Progress of the prewarm compiles of a runtime (Kernel::prewarm).
@@ -206,6 +216,14 @@ private:
                                             const LaunchBinding &b);
   llvm::Expected<ClassEntry *> specialise(const SpecKey &key, int64_t cols,
                                           bool replace = false);
+  /// Async mode (Runtime::setAsyncCompile; AsyncCompile.cpp): a launch of
+  /// a class not resolved yet starts its compile on the compile threads,
+  /// once, and fails at once with BITFOLD_STATUS_NOT_READY; once compiled,
+  /// launches find it. A class whose background compile failed keeps that
+  /// error (it is compiled once, never again).
+  llvm::Expected<const ClassEntry *> specialiseAsync(const SpecKey &key,
+                                                     int64_t cols);
+  void compileInBackground(const SpecKey &key, int64_t cols);
   llvm::Expected<spec::TileConfig>
   chooseConfig(const std::shared_ptr<const dsl::KernelDef> &def,
                const SpecKey &key, const std::string &arch, ClassEntry &entry);
@@ -246,6 +264,14 @@ private:
   std::optional<spec::TileConfig> pinned;
   int configSerial = 0;
   std::atomic<const ClassEntry *> last{nullptr};
+  /// Async mode: classes compiling in the background (no error) or whose
+  /// background compile failed (its status and message). Taken before mu.
+  struct AsyncClass {
+    bitfold_status code = BITFOLD_SUCCESS;
+    std::string error;
+  };
+  std::mutex asyncMu;
+  std::unordered_map<SpecKey, AsyncClass, SpecKeyHash> asyncClasses;
   std::atomic<bool> programmatic{false};
 };
 
@@ -284,6 +310,17 @@ public:
                 std::string *keyText = nullptr, CacheOrigin *origin = nullptr,
                 const ValidateFn &validate = {});
 
+  /// Asynchronous compile mode (AsyncCompile.cpp, Kernel::specialiseAsync).
+  /// Turning it on also starts the toolchain's set-up (tool probe, LLVM
+  /// target init, nvJitLink's load and first link) on a compile thread, so
+  /// the first compile of the process costs no more than any other. Its
+  /// compiles count as prewarm compiles (prewarmStatus, waitPrewarm).
+  void setAsyncCompile(bool on);
+  bool asyncCompile() const { return async.load(std::memory_order_acquire); }
+  /// Set once the runtime is being destroyed: queued background compiles
+  /// are skipped (running ones finish; the destructor joins them).
+  bool stopping() const { return shuttingDown.load(std::memory_order_acquire); }
+
   /// Runs `task` on the compile threads (created on first use).
   void runInBackground(std::function<void()> task);
   /// Prewarm bookkeeping (Kernel::prewarm).
@@ -308,6 +345,8 @@ private:
   mutable std::mutex prewarmMu;
   std::condition_variable prewarmCv;
   PrewarmStatus prewarm;
+  std::atomic<bool> async{false}, shuttingDown{false};
+  std::once_flag warmUpOnce;
   /// Last member: destroyed (waiting for its tasks) before the kernels and
   /// the cache those tasks use.
   std::unique_ptr<llvm::ThreadPoolInterface> pool;

@@ -63,7 +63,12 @@ typedef enum bitfold_status {
   /** A CUDA driver call failed (module load, launch ...). */
   BITFOLD_ERROR_CUDA = 11,
   /** A bug in bitfold. */
-  BITFOLD_ERROR_INTERNAL = 12
+  BITFOLD_ERROR_INTERNAL = 12,
+  /** Not an error: async compile mode (bitfold_runtime_set_async_compile)
+   *  and the launch's shape class is still compiling in the background.
+   *  Nothing was launched; serve the call another way and launch again
+   *  later. */
+  BITFOLD_STATUS_NOT_READY = 13
 } bitfold_status;
 
 /** "BITFOLD_ERROR_SHAPE" etc. */
@@ -172,6 +177,21 @@ typedef struct bitfold_prewarm_status {
 BITFOLD_API bitfold_status
 bitfold_runtime_prewarm_status(bitfold_runtime *runtime, int wait,
                                bitfold_prewarm_status *out);
+
+/** Asynchronous compile mode, per runtime; off by default (and for the
+ *  CLI). With `on` = 1, a launch whose shape class is not compiled yet
+ *  queues the compile on the compile threads (compile_threads) and
+ *  returns BITFOLD_STATUS_NOT_READY at once, without launching; once it
+ *  is compiled, launches of the class run it. Concurrent first launches
+ *  of one class queue one compile. A compile that fails in the background
+ *  is recorded once (bitfold_runtime_prewarm_status counts these compiles
+ *  as prewarm compiles) and every later launch of the class returns its
+ *  error. Turning the mode on also starts the toolchain's set-up in the
+ *  background (LLVM, nvJitLink's load and first link), so the first
+ *  compile of the process costs no more than any other. Destroying the
+ *  runtime skips queued compiles and waits for running ones. */
+BITFOLD_API bitfold_status
+bitfold_runtime_set_async_compile(bitfold_runtime *runtime, int on);
 
 /** Destroys a runtime, its kernels and their loaded modules. NULL is a
  *  no-op. Launched work is not waited for: synchronise first. */

@@ -148,6 +148,9 @@ struct RuntimeOptions {
   int tuneOnMiss = BITFOLD_TUNE_OFF;
   /// Wall time of all tunes together, seconds; <= 0: unlimited.
   double tuneBudgetSeconds = 60;
+  /// Async compile mode (bitfold_runtime_set_async_compile): a launch of a
+  /// shape class not compiled yet returns BITFOLD_STATUS_NOT_READY at once.
+  bool asyncCompile = false;
 };
 
 /// Owns a bitfold_runtime (move-only).
@@ -171,7 +174,11 @@ public:
     bitfold_status s = bitfold_runtime_create(&o, &rt);
     if (s != BITFOLD_SUCCESS)
       return Status::fromLastCall(s);
-    return Runtime(rt);
+    Runtime out(rt);
+    if (options.asyncCompile)
+      if (Status st = out.setAsyncCompile(true); !st)
+        return st;
+    return out;
   }
 
   Runtime() = default;
@@ -226,6 +233,10 @@ public:
   Status prewarmStatus(bitfold_prewarm_status &out, bool wait = false) const {
     return Status::fromLastCall(
         bitfold_runtime_prewarm_status(rt_, wait ? 1 : 0, &out));
+  }
+  /// Async compile mode on or off (bitfold_runtime_set_async_compile).
+  Status setAsyncCompile(bool on) const {
+    return Status::fromLastCall(bitfold_runtime_set_async_compile(rt_, on));
   }
   /// Blocks until every prewarm compile has finished.
   Status waitPrewarm() const {

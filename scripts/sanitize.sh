@@ -8,7 +8,7 @@
 #         first report.
 #   tsan  BITFOLD_SANITIZE=thread in build-tsan/: the threading tests,
 #         found by name: every gtest case whose "Suite, Name" matches
-#         TSAN_TESTS (default: Concurren|ManyThreads|PerThread|Racing|Parallel|Background|Prewarm).
+#         TSAN_TESTS (default: Concurren|ManyThreads|PerThread|Racing|Parallel|Background|Prewarm|AsyncCompile).
 #         Name a new threading test so that it matches (e.g. a suite
 #         "...Concurrency") and it runs here; only the test binaries that
 #         hold such cases are built (found through compile_commands.json).
@@ -100,7 +100,7 @@ for step in "${steps[@]}"; do
     tsan)
       dir=$base/build-tsan
       configure "$dir" thread
-      pattern=${TSAN_TESTS:-Concurren|ManyThreads|PerThread|Racing|Parallel|Background|Prewarm}
+      pattern=${TSAN_TESTS:-Concurren|ManyThreads|PerThread|Racing|Parallel|Background|Prewarm|AsyncCompile}
       mapfile -t tsan_targets < <(threading_targets "$dir" "$pattern")
       if [[ ${#tsan_targets[@]} -eq 0 ]]; then
         echo "sanitize.sh: no test matches '$pattern'" >&2

@@ -11,6 +11,7 @@ fallbacks and model patches are in `bitfold.torch`.
     k.launch([x, scale, shift, y], [1e-6], stream=s)   # DLPack tensors
 """
 import ctypes
+import os
 import struct
 import threading
 from collections import namedtuple
@@ -40,10 +41,18 @@ class BitfoldError(RuntimeError):
         self.message = message
 
 
+class NotReady(BitfoldError):
+    """BITFOLD_STATUS_NOT_READY: async compile mode (Runtime(async_compile=
+    True)) and the launch's shape class is still compiling in the
+    background. Nothing was launched: serve the call another way and launch
+    again later."""
+
+
 def _check(lib, status):
     if status != 0:
-        raise BitfoldError(lib.bitfold_status_name(status).decode(),
-                           lib.bitfold_last_error().decode())
+        cls = NotReady if status == _lib.STATUS_NOT_READY else BitfoldError
+        raise cls(lib.bitfold_status_name(status).decode(),
+                  lib.bitfold_last_error().decode())
 
 
 def version(lib_path=None):
@@ -104,9 +113,12 @@ class Runtime:
 
     def __init__(self, lib_path=None, cache_dir=None, disk_cache=True, tune_db=None,
                  compile_threads=None, cache_max_bytes=None, tune_on_miss=None,
-                 tune_budget_seconds=None):
+                 tune_budget_seconds=None, async_compile=False):
         """Options as bitfold.h's bitfold_runtime_options; None keeps the
-        library's default. tune_on_miss: "off", "background" or "now"."""
+        library's default. tune_on_miss: "off", "background" or "now".
+        async_compile: a launch at a shape class not compiled yet starts its
+        compile in the background and raises NotReady at once
+        (bitfold_runtime_set_async_compile); later launches find it."""
         self.lib = _lib.load(lib_path)
         opts = _lib.RuntimeOptions()
         self.lib.bitfold_runtime_options_init(ctypes.byref(opts))
@@ -128,6 +140,16 @@ class Runtime:
         if not self.handle:
             raise _closed_error()
         return self.handle
+        if async_compile:
+            self.set_async_compile(True)
+
+    def set_async_compile(self, on):
+        """Turns async compile mode on or off (see __init__)."""
+        fn = getattr(self.lib, "bitfold_runtime_set_async_compile", None)
+        if fn is None:
+            raise BitfoldError("BITFOLD_ERROR_UNSUPPORTED",
+                               f"{self.lib.bitfold_path} has no async compile mode")
+        _check(self.lib, fn(self._live(), 1 if on else 0))
 
     @property
     def version(self):
@@ -224,12 +246,14 @@ _default_lock = threading.Lock()
 
 
 def default_runtime():
-    """The process-wide runtime `bitfold.torch` uses (created on first use)."""
+    """The process-wide runtime `bitfold.torch` uses (created on first use;
+    in async compile mode when $BITFOLD_ASYNC_COMPILE=1)."""
     global _default
     if _default is None:
         with _default_lock:
             if _default is None:
-                _default = Runtime()
+                _default = Runtime(
+                    async_compile=os.environ.get("BITFOLD_ASYNC_COMPILE") == "1")
     return _default
 
 

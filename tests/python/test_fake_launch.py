@@ -190,6 +190,23 @@ class FakeDriverPrewarm(unittest.TestCase):
         self.assertEqual(self.rt.cache_stats()["compiles"], compiles,
                          "a launch of a prewarmed shape (1, 8, 96) compiled again")
 
+    def test_async_compile_raises_not_ready_then_launches(self):
+        rt = bitfold.Runtime(lib_path=FAKE_LIB, disk_cache=False, async_compile=True)
+        try:
+            k = rt.kernel("ln_modulate")
+            x = RawTensor(0x10000000, "bf16", (1, 8, 224), (1792, 224, 1), 0)
+            v = RawTensor(0x20000000, "bf16", (1, 224), (224, 1), 0)
+            y = RawTensor(0x40000000, "bf16", (1, 8, 224), (1792, 224, 1), 0)
+            with self.assertRaises(bitfold.NotReady) as e:
+                k.launch([x, v, v, y], [1e-6])
+            self.assertEqual(e.exception.status, "BITFOLD_STATUS_NOT_READY")
+            self.assertIsInstance(e.exception, bitfold.BitfoldError)
+            rt.prewarm_status(wait=True)
+            k.launch([x, v, v, y], [1e-6])
+            self.assertEqual(rt.cache_stats()["compiles"], 1)
+        finally:
+            rt.close()
+
     def test_prewarm_of_a_bad_shape_raises(self):
         k = self.rt.kernel("ln_modulate")
         with self.assertRaises(bitfold.BitfoldError) as e:

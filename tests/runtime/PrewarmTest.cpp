@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FakeCodegen.h"
+#include "GatedCompiler.h"
 
 #include "autotune/Policy.h"
 #include "autotune/TuneDB.h"
@@ -31,88 +32,9 @@ using namespace bitfold;
 using namespace bitfold::runtime;
 using namespace bitfold::cuda;
 using namespace bitfold::policy;
+using namespace bitfold::runtime::fake;
 
 namespace {
-
-const bool fakeDriver = [] {
-  ::setenv("BITFOLD_LIBCUDA", BITFOLD_FAKE_CUDA_PATH, 1);
-  return true;
-}();
-
-constexpr DLDataType kBF16{kDLBfloat, 16, 1};
-
-/// ln_modulate's four tensors for {1, rows, cols}, densely packed.
-struct LnTensors {
-  std::vector<int64_t> xShape, vShape;
-  DLTensor t[4]{};
-  LnTensors(int64_t rows, int64_t cols)
-      : xShape{1, rows, cols}, vShape{1, cols} {
-    for (int i = 0; i < 4; ++i) {
-      bool perBatch = i == 1 || i == 2;
-      t[i].data = reinterpret_cast<void *>(uintptr_t(i + 1) << 28);
-      t[i].device = {kDLCUDA, 0};
-      t[i].ndim = perBatch ? 2 : 3;
-      t[i].dtype = kBF16;
-      t[i].shape = perBatch ? vShape.data() : xShape.data();
-    }
-  }
-  llvm::Error launch(Kernel *k) const {
-    const DLTensor *ts[] = {&t[0], &t[1], &t[2], &t[3]};
-    float eps = 1e-6f;
-    return k->launch(ts, 4, &eps, 1, nullptr);
-  }
-};
-
-/// A gate compiles of one column count wait at until the test opens it.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  std::atomic<int> waiting{0};
-  void pass() {
-    std::unique_lock<std::mutex> lock(mu);
-    ++waiting;
-    cv.wait(lock, [&] { return open; });
-  }
-  void release() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      open = true;
-    }
-    cv.notify_all();
-  }
-};
-
-/// The fake compiler, with compiles of `slowCols` columns held at `gate`
-/// and toolchain probes counted in `probes`.
-Compiler gatedCompiler(Gate *gate, int64_t slowCols,
-                       std::atomic<int> *probes) {
-  Compiler c = fake::fakeCompiler();
-  auto inner = c.compile;
-  c.compile = [=](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
-                  const spec::TileConfig &config,
-                  const spec::CompileOptions &options) {
-    if (gate && shape.cols == slowCols)
-      gate->pass();
-    return inner(def, shape, config, options);
-  };
-  c.toolchainVersion = [probes] {
-    ++*probes;
-    return std::string("fake-toolchain 1.0");
-  };
-  c.toolchainFingerprint = [] { return std::string("fake tools, same files"); };
-  return c;
-}
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    llvm::SmallString<128> p;
-    llvm::sys::fs::createUniqueDirectory("bitfold-prewarm", p);
-    path = std::string(p);
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-};
 
 class Prewarm : public ::testing::Test {
 protected:
@@ -126,11 +48,6 @@ protected:
     o.cache.dir = dir.path;
     o.compileThreads = 4;
     return std::make_unique<Runtime>(std::move(o));
-  }
-  Kernel *lnModulate(Runtime &rt) {
-    auto k = rt.findKernel("ln_modulate", "");
-    EXPECT_TRUE(bool(k)) << llvm::toString(k.takeError());
-    return *k;
   }
   TempDir dir;
   std::atomic<int> probes{0};

@@ -486,6 +486,9 @@ def _refused_again(op, ent, a, mode):
     return op.eager(*a)
 
 
+_NOT_READY = "not ready"
+
+
 def _checked(op, a, key, out, verify, mode):
     """Guards, launch, verify-once, and the site prepared or the refusal
     remembered; eager wherever the kernel path refuses."""
@@ -505,6 +508,10 @@ def _checked(op, a, key, out, verify, mode):
             if out is not None and res[0] is not out:
                 out.copy_(res[0])
             return res[0] if len(res) == 1 else tuple(res)
+        if refusal[0] == _NOT_READY and op.eager is not None:
+            # Async compile: eager (the same bits) serves this call while the
+            # kernel compiles; not a refusal, nothing remembered.
+            return _into(out, op.eager(*a))
     if refusal[0] in _REMEMBERED:
         with _lock:  # never over a launcher: its layout was taken before
             if name not in _disabled and key not in op.sites:
@@ -529,6 +536,8 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
     try:
         kernel = op.kernels(op.variant(a))
         launch = _launch(name, kernel, tensors, op.scalars(a), dev)
+    except bitfold.NotReady as e:
+        return None, (_NOT_READY, e.message)
     except bitfold.BitfoldError as e:
         return None, (e.status.replace("BITFOLD_ERROR_", "").lower(), e.message)
     except OSError as e:  # libbitfold.so cannot be loaded

@@ -1,0 +1,103 @@
+//===- runtime/AsyncCompile.cpp - Launches that never wait for a compile --===//
+//
+// Async mode (RuntimeOptions::asyncCompile, Runtime::setAsyncCompile): a
+// launch at a shape class that is not resolved queues its specialisation
+// on the runtime's compile threads (the prewarm pool) and returns
+// BITFOLD_STATUS_NOT_READY at once; the caller serves the call another way
+// (bitfold.torch: the eager chain, which gives the same bits). Many
+// threads meeting one new class queue one compile; a failed compile is
+// recorded once and refuses the class from then on; destroying the
+// runtime skips queued compiles and joins running ones (~Runtime).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Runtime.h"
+
+#include "runtime/Status.h"
+
+#include <new>
+
+using namespace bitfold;
+using namespace bitfold::runtime;
+
+llvm::Expected<const Kernel::ClassEntry *>
+Kernel::specialiseAsync(const SpecKey &key, int64_t cols) {
+  std::lock_guard<std::mutex> guard(asyncMu);
+  {
+    // Resolved since the caller looked (its compile finished meanwhile).
+    std::shared_lock<std::shared_mutex> lock(mu);
+    auto it = specs.find(key);
+    if (it != specs.end())
+      return it->second.get();
+  }
+  auto [it, fresh] = asyncClasses.try_emplace(key);
+  if (!fresh && it->second.code != BITFOLD_SUCCESS)
+    return runtimeError(it->second.code, it->second.error);
+  if (fresh) {
+    rt.prewarmQueued(1);
+    rt.runInBackground([this, key, cols] { compileInBackground(key, cols); });
+  }
+  return runtimeError(BITFOLD_STATUS_NOT_READY,
+                      "the kernel " + templateName + " for shape class " +
+                          key.shape.str() +
+                          " is compiling in the background; launch again "
+                          "later (async compile mode)");
+}
+
+void Kernel::compileInBackground(const SpecKey &key, int64_t cols) {
+  llvm::Error result = llvm::Error::success();
+  if (rt.stopping()) {
+    result = runtimeError(BITFOLD_STATUS_NOT_READY,
+                          "compile of " + templateName +
+                              " cancelled: the runtime is being destroyed");
+  } else if (auto entry = specialise(key, cols); !entry) {
+    result = entry.takeError();
+  }
+  {
+    std::lock_guard<std::mutex> guard(asyncMu);
+    if (!result) {
+      asyncClasses.erase(key); // specs has it now
+    } else {
+      std::string msg;
+      bitfold_status code = takeStatus(std::move(result), msg);
+      AsyncClass &c = asyncClasses[key];
+      c.code = code == BITFOLD_STATUS_NOT_READY ? BITFOLD_ERROR_COMPILE : code;
+      c.error = msg;
+      result = runtimeError(c.code, msg);
+    }
+  }
+  rt.prewarmFinished(std::move(result));
+}
+
+void Runtime::setAsyncCompile(bool on) {
+  async.store(on, std::memory_order_release);
+  if (!on)
+    return;
+  std::call_once(warmUpOnce, [&] {
+    runInBackground([this] {
+      if (stopping())
+        return;
+      (void)toolchain();
+      if (comp.warmUp && !stopping())
+        comp.warmUp();
+    });
+  });
+}
+
+extern "C" BITFOLD_API bitfold_status
+bitfold_runtime_set_async_compile(bitfold_runtime *runtime, int on) {
+  Runtime *rt = unwrapRuntime(runtime);
+  if (!rt)
+    return reportError(BITFOLD_ERROR_INVALID_ARGUMENT,
+                       "bitfold_runtime_set_async_compile: runtime is NULL");
+  try {
+    rt->setAsyncCompile(on != 0);
+  } catch (const std::bad_alloc &) {
+    return reportError(BITFOLD_ERROR_INTERNAL,
+                       "bitfold_runtime_set_async_compile: out of host memory");
+  } catch (...) {
+    return reportError(BITFOLD_ERROR_INTERNAL,
+                       "bitfold_runtime_set_async_compile: unexpected exception");
+  }
+  return reportError(BITFOLD_SUCCESS, "");
+}

@@ -1,0 +1,148 @@
+//===- tests/codegen/ExactDivisionTest.cpp - The row division rewrite -----===//
+//
+// The per-row reciprocal with Markstein's correction (codegen/ExactRewrites.h,
+// docs/exact-division.md): the exhaustive check the proof reduces to, the
+// range argument on samples, why the fallback is needed, and what the
+// lowering emits for the Wan norm.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Codegen.h"
+#include "codegen/ExactRewrites.h"
+#include "tools/ShapedTemplate.h"
+#include "codegen/Plan.h"
+#include "templates/Problem.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <random>
+#include <thread>
+
+using namespace bitfold;
+using namespace bitfold::codegen;
+
+namespace {
+
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+/// The rewrite for x / d as the lowering emits it: y = RN(1/d) per row.
+float viaReciprocal(float x, float d) {
+  return rowDivisionFast(x, d, 1.0f / d);
+}
+
+} // namespace
+
+// The proof's remaining case (docs/exact-division.md): x a bf16 significand
+// in [1, 2) (128 values), d every f32 significand in [1, 2) (2^23 values).
+// The scaling argument extends each to every exponent and sign in range.
+TEST(ExactDivision, EveryBf16SignificandOverEveryF32SignificandIsRoundToNearest) {
+  constexpr uint32_t kDivisors = 1u << 23;
+  std::atomic<uint64_t> bad{0}, firstBad{~uint64_t(0)};
+  std::atomic<uint32_t> next{0};
+  auto work = [&] {
+    constexpr uint32_t kChunk = 1u << 14;
+    for (uint32_t lo; (lo = next.fetch_add(kChunk)) < kDivisors;)
+      for (uint32_t m = lo; m < lo + kChunk; ++m) {
+        const float d = std::bit_cast<float>(0x3f800000u | m);
+        const float y = 1.0f / d;
+        for (uint32_t a = 0; a < 128; ++a) {
+          const float x = std::bit_cast<float>(0x3f800000u | (a << 16));
+          if (bits(rowDivisionFast(x, d, y)) != bits(x / d)) {
+            ++bad;
+            uint64_t key = (uint64_t(m) << 7) | a, cur = firstBad;
+            while (key < cur && !firstBad.compare_exchange_weak(cur, key)) {
+            }
+          }
+        }
+      }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency());
+       ++i)
+    pool.emplace_back(work);
+  for (std::thread &t : pool)
+    t.join();
+  EXPECT_EQ(bad.load(), 0u) << "first failure: d significand "
+                            << (firstBad >> 7) << ", x significand "
+                            << (firstBad & 127);
+}
+
+// The scaling argument on samples: random bf16 x and f32 d with every
+// exponent and sign of the fast range, plus the range's ends.
+TEST(ExactDivision, ScaledPairsInsideTheRangeAreRoundToNearest) {
+  std::mt19937 rng(25);
+  std::uniform_int_distribution<int> expo(-60, 59);
+  std::uniform_int_distribution<uint32_t> sig(0, (1u << 23) - 1), sgn(0, 1);
+  auto draw = [&](bool bf16) {
+    uint32_t m = sig(rng);
+    if (bf16)
+      m &= 0x7f0000u;
+    float v = std::ldexp(std::bit_cast<float>(0x3f800000u | m), expo(rng));
+    return sgn(rng) ? -v : v;
+  };
+  for (int i = 0; i < 2000000; ++i) {
+    float x = draw(true), d = draw(false);
+    ASSERT_EQ(bits(viaReciprocal(x, d)), bits(x / d)) << x << " / " << d;
+  }
+  const float ends[] = {kRowDivMin, kRowDivMax, -kRowDivMin, -kRowDivMax};
+  for (float x : ends)
+    for (float d : ends)
+      EXPECT_EQ(bits(viaReciprocal(x, d)), bits(x / d)) << x << " / " << d;
+}
+
+// Outside the range the correction does give other bits, so the lowering's
+// div.rn fallback is needed there: -0 / d comes out +0, Inf / d NaN.
+TEST(ExactDivision, ZerosAndInfinitiesNeedTheFallback) {
+  EXPECT_NE(bits(viaReciprocal(-0.0f, 3.0f)), bits(-0.0f / 3.0f));
+  EXPECT_TRUE(std::isnan(viaReciprocal(INFINITY, 3.0f)));
+  EXPECT_FALSE(std::isnan(INFINITY / 3.0f));
+}
+
+namespace {
+
+llvm::Expected<CompiledKernel> compileWan(const char *params,
+                                          const char *shape) {
+  llvm::Expected<templates::Problem> p =
+      templates::makeProblem("wan_rmsnorm_silu", params, shape);
+  if (!p)
+    return p.takeError();
+  tools::ShapedTemplate st = tools::shapeProblem(*p);
+  std::vector<TileConfig> configs = enumerateConfigs(*st.def, st.shape);
+  CompileOptions opts;
+  opts.emitCubin = false;
+  return compile(*st.def, st.shape, configs.front(), opts);
+}
+
+size_t countOf(llvm::StringRef ptx, llvm::StringRef what) {
+  size_t n = 0;
+  for (size_t at = ptx.find(what); at != llvm::StringRef::npos;
+       at = ptx.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+} // namespace
+
+// Wan's x / norm over bf16 x takes the per-row reciprocal: one rcp.rn per
+// row, and div.rn only on the fallback path; SiLU's division stays div.rn.
+TEST(ExactDivision, WanNormDividesByAPerRowReciprocal) {
+  for (const char *opts : {"", "form=f32,gamma=f32"}) {
+    llvm::Expected<CompiledKernel> k = compileWan(opts, "1,96,4,480,832");
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    EXPECT_EQ(countOf(k->ptx, "rcp.rn.f32"), 1u) << opts;
+    EXPECT_GE(countOf(k->ptx, "div.rn.f32"), 2u) << opts;
+  }
+}
+
+// The rewrite is proven for bf16 numerators only: an f32 or f16 x keeps
+// div.rn (no reciprocal in the PTX).
+TEST(ExactDivision, OtherNumeratorsKeepDivRn) {
+  for (const char *opts : {"dtype=f32", "dtype=f16"}) {
+    llvm::Expected<CompiledKernel> k = compileWan(opts, "1,96,1,60,104");
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    EXPECT_EQ(countOf(k->ptx, "rcp.rn.f32"), 0u) << opts;
+  }
+}
