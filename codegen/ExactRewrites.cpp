@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 using namespace bitfold;
@@ -83,6 +84,11 @@ bool codegen::matchRowDivision(
          !perElement(n->args[1].get());
 }
 
+bool codegen::rowDivisionEnabled() {
+  const char *v = std::getenv("BITFOLD_ROW_DIVISION");
+  return v && llvm::StringRef(v) == "1";
+}
+
 float codegen::rowDivisionFast(float x, float d, float y) {
   const float q0 = x * y;
   const float r = std::fma(-q0, d, x);
@@ -103,8 +109,9 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
         e = e || perElement(a.get());
     return memo[m] = e;
   };
+  const bool rowDivision = rowDivisionEnabled();
   dsl::forEachNode(def, [&](const ExprNode &n) {
-    if (matchRowDivision(&n, perElement))
+    if (rowDivision && matchRowDivision(&n, perElement))
       r.rowDivision.insert(&n);
     if (std::optional<NarrowArith> m = matchNarrowArith(&n, smVersion))
       r.narrow.try_emplace(&n, *m);

@@ -87,6 +87,7 @@ llvm::ArrayRef<const char *> spec::codegenEnvVars() {
   static const char *vars[] = {
       "BITFOLD_CUBIN_TOOL", // the PTX -> cubin tool (codegen/Assemble.cpp)
       "BITFOLD_PTXAS",      // which ptxas binary (codegen/Assemble.cpp)
+      "BITFOLD_ROW_DIVISION", // the per-row reciprocal (codegen/ExactRewrites.h)
   };
   return vars;
 }

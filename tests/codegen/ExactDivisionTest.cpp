@@ -18,6 +18,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -126,9 +127,23 @@ size_t countOf(llvm::StringRef ptx, llvm::StringRef what) {
 
 } // namespace
 
+/// Turns the opt-in rewrite on for one test.
+struct RowDivisionOn {
+  RowDivisionOn() { ::setenv("BITFOLD_ROW_DIVISION", "1", 1); }
+  ~RowDivisionOn() { ::unsetenv("BITFOLD_ROW_DIVISION"); }
+};
+
+// Off by default: the stock Wan kernel keeps its verified div.rn.
+TEST(ExactDivision, TheRewriteIsOffUnlessAskedFor) {
+  llvm::Expected<CompiledKernel> k = compileWan("", "1,96,4,480,832");
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ(countOf(k->ptx, "rcp.rn.f32"), 0u);
+}
+
 // Wan's x / norm over bf16 x takes the per-row reciprocal: one rcp.rn per
 // row, and div.rn only on the fallback path; SiLU's division stays div.rn.
 TEST(ExactDivision, WanNormDividesByAPerRowReciprocal) {
+  RowDivisionOn on;
   for (const char *opts : {"", "form=f32,gamma=f32"}) {
     llvm::Expected<CompiledKernel> k = compileWan(opts, "1,96,4,480,832");
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
@@ -140,6 +155,7 @@ TEST(ExactDivision, WanNormDividesByAPerRowReciprocal) {
 // The rewrite is proven for bf16 numerators only: an f32 or f16 x keeps
 // div.rn (no reciprocal in the PTX).
 TEST(ExactDivision, OtherNumeratorsKeepDivRn) {
+  RowDivisionOn on;
   for (const char *opts : {"dtype=f32", "dtype=f16"}) {
     llvm::Expected<CompiledKernel> k = compileWan(opts, "1,96,1,60,104");
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
