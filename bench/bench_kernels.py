@@ -250,6 +250,10 @@ def builders(rt):
 
     out.append(lambda: hf(1, 4096, 4096))
     out.append(lambda: hf(8, 1024, 5120))
+    # LLM decode: 1..15 rows, one definition per row class of aten's order
+    # (the speed goal: (1,1,4096) in at most 3 us, graph replay).
+    for rows in range(1, 16):
+        out.append(lambda rows=rows: hf(1, rows, 4096))
     return out
 
 

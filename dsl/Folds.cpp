@@ -115,6 +115,10 @@ TreeStage stageFor(int offset) {
 
 } // namespace
 
+int64_t folds::aten_reduce_row_class(int64_t rows) {
+  return rows >= 16 ? 16 : lastPow2(rows);
+}
+
 folds::AtenReduceConfig folds::aten_reduce_config(int64_t cols, int64_t rows,
                                                   AtenReduceKernel kernel,
                                                   int numSMs,
@@ -152,8 +156,21 @@ FoldOrder folds::aten_reduce(int64_t cols, int64_t rows,
   AtenReduceConfig c =
       aten_reduce_config(cols, rows, kernel, numSMs, maxThreadsPerSM);
   FoldOrder o;
+  // Rows enter the block shape through pow2(rows) only (16 and more give
+  // one shape), and the split across CTAs never happens for rows of at most
+  // 255 * 512 elements (docs/aten-reduce.md section 2): the orders come in
+  // row classes [1], [2,3], [4,7], [8,15], [16, max). Longer rows: exactly R.
+  if (c.ctas == 1 && cols <= 255 * 512) {
+    o.minRows = aten_reduce_row_class(rows);
+    o.maxRows = o.minRows == 16 ? INT64_MAX : 2 * o.minRows - 1;
+  } else {
+    o.minRows = o.maxRows = rows;
+  }
+  // Named by the class below 16 rows, so every row count of a class builds
+  // the same text (and cache key).
+  int64_t named = rows < 16 ? o.minRows : rows;
   o.name = "aten_reduce_c" + std::to_string(cols) + "_r" +
-           std::to_string(rows) + "_vt" + std::to_string(kernel.vt0) + "_v" +
+           std::to_string(named) + "_vt" + std::to_string(kernel.vt0) + "_v" +
            std::to_string(kernel.inputVecSize);
   o.threads = c.blockWidth * c.blockHeight;
   o.ctas = c.ctas;
@@ -174,13 +191,6 @@ FoldOrder folds::aten_reduce(int64_t cols, int64_t rows,
     y.push_back(stageFor(off * c.blockWidth));
   o.stages = x;
   o.stages.insert(o.stages.end(), y.begin(), y.end());
-  // From 16 rows on, the block shape no longer depends on the row count
-  // unless the row is split across CTAs (docs/aten-reduce.md section 2).
-  if (rows >= 16 && c.ctas == 1 && cols <= 255 * 512) {
-    o.minRows = 16;
-  } else {
-    o.minRows = o.maxRows = rows;
-  }
   // global_reduce's last CTA runs block_y_reduce before block_x_reduce.
   if (o.ctas > 1) {
     o.finalStages = y;

@@ -50,12 +50,17 @@ AtenReduceConfig aten_reduce_config(int64_t cols, int64_t rows,
                                     AtenReduceKernel kernel, int numSMs = 132,
                                     int maxThreadsPerSM = 2048);
 
+/// The row class of aten's order for rows of at most 255 * 512 elements:
+/// the block shape depends on pow2(rows) below 16 rows and not from 16 on,
+/// so the classes are 1, 2 (2..3), 4 (4..7), 8 (8..15) and 16 (16..).
+int64_t aten_reduce_row_class(int64_t rows);
+
 /// aten's generic reduction order (Reduce.cuh, torch 2.11) for that shape:
 /// valid for every cols >= 1 and rows >= 1 whose input fits 32-bit
 /// indexing (fewer than 2^31 bytes), with row r starting at element
 /// r * cols of a buffer aligned to the vector (docs/aten-reduce.md). The
-/// order's row range is 16.. when every row count from 16 on gives the same
-/// order, else exactly `rows`.
+/// order's row range is the row class of `rows` (aten_reduce_row_class)
+/// when the row is not split across CTAs, else exactly `rows`.
 FoldOrder aten_reduce(int64_t cols, int64_t rows, AtenReduceKernel kernel,
                       int numSMs = 132, int maxThreadsPerSM = 2048);
 

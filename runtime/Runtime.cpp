@@ -109,23 +109,25 @@ Kernel::Kernel(Runtime &rt, templates::DescriptorRef desc,
 
 Kernel::~Kernel() = default;
 
-llvm::Expected<std::shared_ptr<const KernelDef>> Kernel::defFor(int64_t cols) {
+llvm::Expected<std::shared_ptr<const KernelDef>>
+Kernel::defFor(int64_t cols, int64_t rows) {
   if (fixedDef)
     return fixedDef;
+  const std::pair<int64_t, int64_t> key{cols, desc->rowClass(rows)};
   {
     std::shared_lock<std::shared_mutex> lock(mu);
-    auto it = defsByCols.find(cols);
+    auto it = defsByCols.find(key);
     if (it != defsByCols.end())
       return it->second;
   }
-  auto def = desc->build(params, cols);
+  auto def = desc->definition(params, cols, rows);
   if (!def)
     return runtimeError(BITFOLD_ERROR_SHAPE,
                         llvm::toString(def.takeError()));
   if (llvm::Error e = checkDefLimits(**def))
     return std::move(e);
   std::unique_lock<std::shared_mutex> lock(mu);
-  return defsByCols.emplace(cols, *def).first->second;
+  return defsByCols.emplace(key, *def).first->second;
 }
 
 llvm::Expected<spec::TileConfig>
@@ -286,7 +288,7 @@ Kernel::specialise(const SpecKey &key, int64_t cols, bool replace) {
   if (!arch)
     return runtimeError(BITFOLD_ERROR_DEVICE,
                         what + ": " + llvm::toString(arch.takeError()));
-  auto def = defFor(cols);
+  auto def = defFor(cols, key.shape.rowClass);
   if (!def)
     return def.takeError();
   auto entry = std::make_unique<ClassEntry>();
@@ -442,8 +444,15 @@ Kernel::launchDef(const DLTensor *const *tensors, int numTensors) {
   if (!t0 || !t0->shape || t0->ndim < 1 || t0->ndim > kMaxNdim ||
       t0->ndim > templates::kMaxDims)
     return sig.get(); // binding reports what is wrong
-  int64_t cols = t0->shape[templates::colsAxis(*sig, t0->ndim)];
-  auto d = defFor(cols);
+  const int colsAxis = templates::colsAxis(*sig, t0->ndim);
+  int64_t cols = t0->shape[colsAxis];
+  // The first operand's rows (every dim but the columns): the binding
+  // checks them against the definition's row range.
+  int64_t rows = 1;
+  for (int d = 0; d < t0->ndim; ++d)
+    if (d != colsAxis && __builtin_mul_overflow(rows, t0->shape[d], &rows))
+      rows = INT64_MAX;
+  auto d = defFor(cols, rows);
   if (!d)
     return d.takeError();
   return d->get(); // defsByCols keeps it alive
@@ -479,7 +488,7 @@ llvm::Error Kernel::prewarm(llvm::ArrayRef<std::vector<int64_t>> shapes,
       return runtimeError(BITFOLD_ERROR_SHAPE,
                           "cannot prewarm " + templateName + ": " +
                               llvm::toString(shape.takeError()));
-    auto def = defFor(shape->cols);
+    auto def = defFor(shape->cols, shape->totalRows());
     if (!def)
       return def.takeError();
     SpecKey key{};
@@ -544,6 +553,7 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
   key.shape = spec::classifyShape(
       b.cols, llvm::ArrayRef<int>(b.alignBytes, (*def)->operands.size()),
       b.maxElementOffset, b.totalRows, rt.bucketsRows());
+  key.shape.rowClass = spec::definitionRowClass(**def);
   key.device = b.device;
   key.pdl = wantPdl;
   auto entry = lookup(key, b);

@@ -45,6 +45,7 @@
 #include "llvm/Support/ThreadPool.h"
 
 #include <array>
+#include <map>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -166,9 +167,11 @@ public:
     return programmatic.load(std::memory_order_relaxed);
   }
 
-  /// The KernelDef for `cols` (templates whose fold order depends on D
-  /// build one per column count).
-  llvm::Expected<std::shared_ptr<const dsl::KernelDef>> defFor(int64_t cols);
+  /// The KernelDef for `cols` columns and `rows` rows (templates whose fold
+  /// order depends on D build one per column count, and those whose order
+  /// depends on the row count one per row class; rows <= 0: 16 and more).
+  llvm::Expected<std::shared_ptr<const dsl::KernelDef>>
+  defFor(int64_t cols, int64_t rows = 0);
   /// A KernelDef describing the operands (for names and counts). Never null.
   const dsl::KernelDef &signature() const { return *sig; }
   const std::string &name() const { return templateName; }
@@ -260,7 +263,9 @@ private:
   /// Cache key text -> the loaded kernel (shared by classes that resolve
   /// to the same key).
   std::unordered_map<std::string, std::unique_ptr<Specialisation>> byKey;
-  std::unordered_map<int64_t, std::shared_ptr<const dsl::KernelDef>> defsByCols;
+  /// (cols, row class) -> definition.
+  std::map<std::pair<int64_t, int64_t>, std::shared_ptr<const dsl::KernelDef>>
+      defsByCols;
   std::optional<spec::TileConfig> pinned;
   int configSerial = 0;
   std::atomic<const ClassEntry *> last{nullptr};

@@ -36,6 +36,14 @@ std::string ShapeClass::str() const {
   return s;
 }
 
+int64_t spec::definitionRowClass(const dsl::KernelDef &def) {
+  int64_t cls = 0;
+  for (const dsl::FoldDecl &f : def.folds)
+    if (f.order.hasRowRange())
+      cls = std::max(cls, f.order.minRows);
+  return cls;
+}
+
 ShapeClass spec::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
                                  llvm::ArrayRef<int64_t> groupRows,
                                  int64_t rowsPerBatch, bool bucketRows) {
@@ -58,5 +66,7 @@ ShapeClass spec::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
       maxOffset = std::max(maxOffset, last);
     }
   }
-  return classifyShape(cols, align, maxOffset, totalRows, bucketRows);
+  ShapeClass c = classifyShape(cols, align, maxOffset, totalRows, bucketRows);
+  c.rowClass = definitionRowClass(def);
+  return c;
 }

@@ -75,9 +75,20 @@ inline int64_t rowBucket(int64_t rows) {
   return rows <= 1 ? 1 : int64_t(std::bit_floor(uint64_t(rows)));
 }
 
+/// The row class a definition was built for: the smallest row count its
+/// fold orders admit where one has a row range (aten's generic reduction:
+/// 1, 2, 4, 8 or 16; docs/aten-reduce.md), else 0 (every row count). Row
+/// counts of different classes take different definitions, so the class
+/// joins the key a launch is looked up by.
+int64_t definitionRowClass(const dsl::KernelDef &def);
+
 struct ShapeClass {
   int64_t cols = 0;
   int64_t rowBucket = 0; ///< 0: rows not bucketed.
+  /// definitionRowClass of the definition launched. Not in str(): the
+  /// definition's hash, in every cache and tune key, already tells the
+  /// classes apart.
+  int64_t rowClass = 0;
   bool index64 = false;  ///< some element offset exceeds 2^31 - 1.
   uint8_t numOperands = 0;
   std::array<uint8_t, kMaxOperands> alignBytes{};
@@ -92,6 +103,7 @@ struct ShapeClass {
   size_t hash() const {
     uint64_t h = uint64_t(cols) * 0x9E3779B97F4A7C15ull;
     h ^= uint64_t(rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= uint64_t(rowClass) * 0x2545F4914F6CDD1Dull + (h << 6) + (h >> 2);
     h ^= (index64 ? 17u : 0u) + numOperands + (h << 6) + (h >> 2);
     for (int i = 0; i < numOperands; ++i)
       h = h * 131 + alignBytes[i];

@@ -50,12 +50,12 @@ llvm::Error checkWholeVectors(llvm::StringRef kernel, int64_t cols,
 
 /// aten's order for a reduction over `rowBytes`-byte rows, in the plain
 /// model where it is the same DAG (`sumLike`: each push adds an exact
-/// value). Every row count from 16 on takes one order (built for 16); the
-/// range ends where the reduced tensor reaches 2^31 bytes (aten then splits
-/// the launch into 32-bit indexable pieces).
+/// value). One order per row class (folds::aten_reduce_row_class: 1, 2..3,
+/// 4..7, 8..15, 16..); the range ends where the reduced tensor reaches
+/// 2^31 bytes (aten then splits the launch into 32-bit indexable pieces).
 FoldOrder statsOrder(int64_t cols, int64_t rows, folds::AtenReduceKernel k,
                      bool sumLike, int elemBytes) {
-  rows = std::min<int64_t>(rows, 16);
+  rows = folds::aten_reduce_row_class(std::max<int64_t>(rows, 1));
   std::optional<FoldOrder> plain;
   if (sumLike)
     plain = folds::aten_reduce_plain(cols, rows, k);

@@ -4,7 +4,8 @@
 // (Reduce.cuh), reproduced with folds::aten_reduce: the Wan VAE RMSNorm +
 // SiLU (both eager forms in use) and the HF-style RMSNorm. The order depends
 // on the row count only below 16 rows (docs/aten-reduce.md section 2): a
-// definition built for `rows` >= 16 serves every row count >= 16.
+// definition built for `rows` serves its row class (1, 2..3, 4..7, 8..15 or
+// every count from 16 on; folds::aten_reduce_row_class).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_TEMPLATES_ATENNORMS_H

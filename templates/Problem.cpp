@@ -149,8 +149,10 @@ llvm::Expected<Problem> templates::makeProblem(llvm::StringRef kernel,
   if (!shape)
     return shape.takeError();
   p.shape = *shape;
-  auto def = p.desc->dependsOnCols ? p.desc->build(p.params, p.shape.cols)
-                                   : std::move(sig);
+  auto def = p.desc->dependsOnCols
+                 ? p.desc->definition(p.params, p.shape.cols,
+                                      p.shape.totalRows())
+                 : std::move(sig);
   if (!def)
     return def.takeError();
   p.def = *def;

@@ -2,6 +2,8 @@
 
 #include "templates/Registry.h"
 
+#include "dsl/Folds.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -148,6 +150,19 @@ std::string KernelDescriptor::paramsHelp() const {
 llvm::Expected<KernelDefRef>
 KernelDescriptor::signature(const ParamValues &values) const {
   return build(values, 0);
+}
+
+int64_t KernelDescriptor::rowClass(int64_t rows) const {
+  return buildForRows ? dsl::folds::aten_reduce_row_class(std::max<int64_t>(rows, 1))
+                      : 0;
+}
+
+llvm::Expected<KernelDefRef>
+KernelDescriptor::definition(const ParamValues &values, int64_t cols,
+                             int64_t rows) const {
+  if (buildForRows)
+    return buildForRows(values, cols, rows > 0 ? rowClass(rows) : 16);
+  return build(values, cols);
 }
 
 KernelDescriptor templates::userKernel(KernelDefRef def, std::string summary,

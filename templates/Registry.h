@@ -73,6 +73,20 @@ struct KernelDescriptor {
   /// The definition differs per column count (rmsnorm_modulate's fold
   /// order); otherwise the signature is the definition for every shape.
   bool dependsOnCols = false;
+  /// Set where the definition also differs per row class (aten's generic
+  /// reduction below 16 rows; folds::aten_reduce_row_class): builds for
+  /// (cols, rows), one definition per class; `build` is then its
+  /// definition for 16 rows and more.
+  std::function<llvm::Expected<KernelDefRef>(const ParamValues &,
+                                             int64_t cols, int64_t rows)>
+      buildForRows;
+  /// The row class `rows` belongs to: 0 when the definition does not depend
+  /// on the row count, else the smallest row count of its class.
+  int64_t rowClass(int64_t rows) const;
+  /// The definition for a launch of `rows` rows of `cols` columns (rows
+  /// <= 0: for 16 rows and more).
+  llvm::Expected<KernelDefRef> definition(const ParamValues &params,
+                                          int64_t cols, int64_t rows) const;
   /// Shapes (comma-separated dims, see shapeFromDims) the kernel is known
   /// at; templates lists them, tests and tune cover them.
   std::vector<std::string> seedShapes;

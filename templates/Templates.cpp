@@ -236,8 +236,8 @@ KernelDescriptor rmsNormModulateKernel() {
   return d;
 }
 
-/// aten's generic reduction order depends on C: one definition per column
-/// count, built for every row count from 16 on (the launch refuses fewer).
+/// aten's generic reduction order depends on C and, below 16 rows, on the
+/// row class: one definition per (column count, row class).
 KernelDescriptor wanRmsNormSiluKernel() {
   KernelDescriptor d = describe(
       "wan_rmsnorm_silu",
@@ -254,7 +254,7 @@ KernelDescriptor wanRmsNormSiluKernel() {
         "add the conv bias to x first (x.add_(conv_bias))"}},
       {"1,96,4,480,832", "1,192,4,240,416", "1,384,2,120,208"});
   d.dependsOnCols = true;
-  d.build = [](const ParamValues &v, int64_t cols) {
+  d.buildForRows = [](const ParamValues &v, int64_t cols, int64_t rows) {
     WanRmsNormSiluOptions o;
     o.dtype = v.dtype("dtype");
     o.form = v.choice("form") == "f32" ? WanNormForm::NormInF32
@@ -263,8 +263,11 @@ KernelDescriptor wanRmsNormSiluKernel() {
     o.biasTensor = v.flag("bias");
     o.convBias = v.flag("conv_bias");
     o.cols = cols ? cols : 96; // the signature: any C's
-    o.rows = 16;
+    o.rows = rows;
     return atenWanRmsNormSilu(o);
+  };
+  d.build = [f = d.buildForRows](const ParamValues &v, int64_t cols) {
+    return f(v, cols, 16);
   };
   // C ** 0.5, as the float opmath sees it.
   d.shapeScalars["scale"] = [](const ProblemShape &s) {
@@ -286,15 +289,18 @@ KernelDescriptor hfRmsNormKernel() {
         "then y * (1 + scale) + shift, per batch"}},
       {"1,4096,4096", "8,1024,5120", "1,1024,2048", "1,256,8192"});
   d.dependsOnCols = true;
-  d.build = [](const ParamValues &v, int64_t cols) {
+  d.buildForRows = [](const ParamValues &v, int64_t cols, int64_t rows) {
     HfRmsNormOptions o;
     o.dtype = v.dtype("dtype");
     o.weightDtype = v.dtype("weight");
     o.residual = v.flag("residual");
     o.modulate = v.flag("modulate");
     o.cols = cols ? cols : 4096; // the signature: any D's
-    o.rows = 16;
+    o.rows = rows;
     return hfRmsNorm(o);
+  };
+  d.build = [f = d.buildForRows](const ParamValues &v, int64_t cols) {
+    return f(v, cols, 16);
   };
   return d;
 }

@@ -55,6 +55,14 @@ std::vector<AtenCase> atenCases() {
       {"hf_rmsnorm", "weight=f32", "1,512,3072"},
       {"hf_rmsnorm", "", "1,256,1024"},
       {"hf_rmsnorm", "", "1,256,8192"},
+      // Decode rows: one definition per row class, up to 512 lanes a row.
+      {"hf_rmsnorm", "", "1,1,4096"},
+      {"hf_rmsnorm", "residual=1", "1,3,2048"},
+      {"hf_rmsnorm", "weight=f32", "1,7,5120"},
+      {"hf_rmsnorm", "", "1,9,8192"},
+      {"hf_rmsnorm", "modulate=1", "2,1,3072"},
+      {"wan_rmsnorm_silu", "bias=0", "1,96,1,1,5"},
+      {"wan_rmsnorm_silu", "form=f32", "1,384,1,1,1"},
   };
 }
 

@@ -332,14 +332,18 @@ std::string verifierMessage(const FoldOrder &o) {
 }
 
 TEST(AtenReduce, RowCountsOutsideTheOrdersRangeAreRefused) {
-  // From 16 rows on, one order; below, one per row count.
+  // From 16 rows on, one order; below, one per row class.
   EXPECT_EQ(folds::aten_reduce(4096, 4096, {4, 8}).minRows, 16);
   EXPECT_EQ(folds::aten_reduce(4096, 4096, {4, 8}).maxRows, INT64_MAX);
   EXPECT_EQ(folds::aten_reduce(4096, 4096, {4, 8}).stages,
             folds::aten_reduce(4096, 17, {4, 8}).stages);
   FoldOrder few = folds::aten_reduce(100, 3, {4, 4});
-  EXPECT_EQ(few.minRows, 3);
+  EXPECT_EQ(few.minRows, 2);
   EXPECT_EQ(few.maxRows, 3);
+  // A row split across CTAs: the order is the row count's own.
+  FoldOrder split = folds::aten_reduce(200000, 2, {4, 8});
+  EXPECT_EQ(split.minRows, 2);
+  EXPECT_EQ(split.maxRows, 2);
   auto def = accumulatorProgram(folds::aten_reduce(300, 64, {4, 8}), false);
   ASSERT_TRUE(def);
   std::vector<float> x(300 * 4, 1.0f), y(300 * 4);
@@ -369,6 +373,41 @@ TEST(AtenReduce, FromSixteenRowsOnTheOrderDoesNotDependOnTheRowCount) {
         ASSERT_EQ(o, at16) << "cols " << C << " rows " << R << " vec "
                            << k.inputVecSize;
       }
+    }
+}
+
+// Below 16 rows the block shape follows pow2(rows): one order per row
+// class 1, 2..3, 4..7, 8..15, named by the class so each class is one
+// definition (and one cache key).
+TEST(AtenReduce, BelowSixteenRowsTheOrderDependsOnTheRowClassOnly) {
+  for (int64_t C = 1; C <= 255 * 512; C = C < 2048 ? C + 1 : C + 97)
+    for (AtenReduceKernel k : {AtenReduceKernel{4, 4}, AtenReduceKernel{4, 8}})
+      for (int64_t R = 1; R < 16; ++R) {
+        int64_t cls = folds::aten_reduce_row_class(R);
+        FoldOrder o = folds::aten_reduce(C, R, k);
+        ASSERT_EQ(o, folds::aten_reduce(C, cls, k))
+            << "cols " << C << " rows " << R << " vec " << k.inputVecSize;
+        ASSERT_EQ(o.minRows, cls);
+        ASSERT_EQ(o.maxRows, 2 * cls - 1);
+        folds::AtenReduceConfig a = folds::aten_reduce_config(C, R, k),
+                                b = folds::aten_reduce_config(C, cls, k);
+        ASSERT_EQ(a.blockWidth, b.blockWidth) << "cols " << C << " rows " << R;
+        ASSERT_EQ(a.blockHeight, b.blockHeight) << "cols " << C << " rows " << R;
+        ASSERT_EQ(a.ctas, 1) << "cols " << C << " rows " << R;
+      }
+}
+
+// Decode rows: the few-row orders give one row many lanes (512 at D 4096,
+// one row), and still match the transcription at every row of the class.
+TEST(AtenReduce, DecodeRowCountsMatchTheTranscription) {
+  for (int64_t C : {2048, 3072, 4096, 5120, 8192, 4100, 1000, 130})
+    for (int64_t R = 1; R <= 17; ++R) {
+      expectMatchesTranscription(C, R, std::min<int64_t>(R, 3), {4, 4}, false,
+                                 unsigned(C * 31 + R));
+      if (R % 4 == 1)
+        expectMatchesTranscription(C, R, 1, {4, 8}, true, unsigned(C + R));
+      if (::testing::Test::HasFatalFailure())
+        return;
     }
 }
 
@@ -455,7 +494,7 @@ std::vector<float> normInput(DType t, int64_t rows, int64_t cols, unsigned seed)
   std::vector<float> x = wideInput(rows, cols, seed);
   for (float &v : x)
     v = rnd(t, t == DType::F16 ? std::ldexp(v, -4) : v);
-  for (int64_t c = 0; c < cols; ++c) {
+  for (int64_t c = 0; c < cols && rows > 3; ++c) {
     x[2 * cols + c] = 0.0f;                      // row 2: all zeros
     x[3 * cols + c] = c % 2 ? -0.0f : x[3 * cols + c];
   }
@@ -574,7 +613,9 @@ TEST(AtenNorms, HfRmsNormMatchesTheEagerChain) {
   for (Case k : {Case{B, B, false, false, 1024, 20}, Case{B, B, true, false, 2048, 17},
                  Case{B, F, false, false, 3000, 16}, Case{B, B, true, true, 4096, 18},
                  Case{DType::F16, DType::F16, false, true, 5120, 16},
-                 Case{B, B, false, false, 8192, 16}, Case{B, B, false, false, 100, 5}}) {
+                 Case{B, B, false, false, 8192, 16}, Case{B, B, false, false, 100, 5},
+                 Case{F, F, true, true, 5120, 9}, Case{B, B, false, false, 4096, 1},
+                 Case{B, F, true, false, 8192, 3}}) {
     const int64_t R = k.rows, C = k.cols, S = 4;
     templates::HfRmsNormOptions o;
     o.dtype = k.dt, o.weightDtype = k.wDt, o.residual = k.residual;

@@ -237,6 +237,39 @@ TEST_F(Launch, WarmLaunchesDoNotRecompileOrReload) {
       << key;
 }
 
+// aten's reduction order depends on the row class below 16 rows
+// (docs/aten-reduce.md section 2): each class is its own definition and
+// specialisation, and a launch never takes another class's kernel.
+TEST_F(Launch, DecodeRowClassesTakeTheirOwnDefinition) {
+  Kernel *k = kernel("hf_rmsnorm");
+  auto keyFor = [&](int64_t rows) {
+    Tensor x({1, rows, 4096}, 0x10000000), w({4096}, 0x20000000),
+        y({1, rows, 4096}, 0x40000000);
+    llvm::Error e = launch(k, {&x, &w, &y}, {1e-6f});
+    EXPECT_FALSE(bool(e)) << "rows " << rows << ": "
+                          << llvm::toString(std::move(e));
+    return k->lastSpecialisation().keyText;
+  };
+  int compiles = fake::fakeCompiles;
+  std::string k16 = keyFor(16), k1 = keyFor(1), k2 = keyFor(2);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 3);
+  EXPECT_NE(k16, k1);
+  EXPECT_NE(k1, k2);
+  EXPECT_NE(k16, k2);
+  // Same classes again: no compile, the same kernels.
+  EXPECT_EQ(keyFor(3), k2);
+  EXPECT_EQ(keyFor(1), k1);
+  EXPECT_EQ(keyFor(4096), k16);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 3);
+  // The classes 4..7 and 8..15: two more.
+  std::string k4 = keyFor(7), k8 = keyFor(15);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 5);
+  EXPECT_NE(k4, k8);
+  EXPECT_EQ(keyFor(4), k4);
+  EXPECT_EQ(keyFor(8), k8);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 5);
+}
+
 TEST_F(Launch, ProgrammaticLaunchOnlyWhenAsked) {
   Kernel *k = kernel("ln_modulate");
   Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
