@@ -390,3 +390,21 @@ BITFOLD_API bitfold_status bitfold_launch(bitfold_kernel *kernel,
 }
 
 } // extern "C"
+
+extern "C" BITFOLD_API bitfold_status
+bitfold_runtime_set_async_compile(bitfold_runtime *runtime, int on) {
+  Runtime *rt = unwrapRuntime(runtime);
+  if (!rt)
+    return reportError(BITFOLD_ERROR_INVALID_ARGUMENT,
+                       "bitfold_runtime_set_async_compile: runtime is NULL");
+  try {
+    rt->setAsyncCompile(on != 0);
+  } catch (const std::bad_alloc &) {
+    return reportError(BITFOLD_ERROR_INTERNAL,
+                       "bitfold_runtime_set_async_compile: out of host memory");
+  } catch (...) {
+    return reportError(BITFOLD_ERROR_INTERNAL,
+                       "bitfold_runtime_set_async_compile: unexpected exception");
+  }
+  return reportError(BITFOLD_SUCCESS, "");
+}

@@ -71,9 +71,15 @@ const KernelBuilder::OpLowering KernelBuilder::opTable[] = {
     EMIT(Saturate, kb.saturate(a[0])),
     {DOp::Round,
      [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a) {
-       return kb.emitRound(n, a[0]);
+       return dsl::isByteDType(n->roundTo) ? kb.roundByte(n->roundTo, a[0])
+                                           : kb.emitRound(n, a[0]);
      }},
-    EMIT(Extend, kb.emitExtend(a[0])),
+    {DOp::Extend,
+     [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a) {
+       DType from = n->args[0].dtype();
+       return dsl::isByteDType(from) ? kb.extendByte(from, a[0])
+                                     : kb.emitExtend(a[0]);
+     }},
     // Folded where both operands are constants (APFloat, round to nearest
     // even: the IEEE result), so exact rewrites can see constant arguments.
     EMIT(Add, kb.b.createOrFold<arith::AddFOp>(kb.loc, a[0], a[1])),

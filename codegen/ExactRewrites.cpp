@@ -36,7 +36,8 @@ bool isConst(const ExprNode *m, uint32_t bits) {
 
 std::optional<NarrowArith> codegen::matchNarrowArith(const ExprNode *n,
                                                      int smVersion) {
-  if (n->op != DOp::Round || (n->roundTo == DType::BF16 && smVersion < 90))
+  if (n->op != DOp::Round || dsl::isByteDType(n->roundTo) ||
+      (n->roundTo == DType::BF16 && smVersion < 90))
     return std::nullopt;
   const ExprNode *m = n->args[0].get();
   if (m->op != DOp::Add && m->op != DOp::Sub && m->op != DOp::Mul)

@@ -109,6 +109,11 @@ private:
                         llvm::function_ref<Value(const ExprNode *)> valueOf);
   Value emitExtend(Value x);
   Value emitRound(const ExprNode *n, Value x);
+  // ---- One-byte storage dtypes (EmitByteTypes.cpp): dsl/Float8.h's
+  // conversions; an i8 Value holds float8 bits or an int8.
+  Value extendByte(dsl::DType t, Value x);
+  Value roundByte(dsl::DType t, Value v);
+  Value roundToI8(Value v);
   Value emitFma(const ExprNode *n, llvm::ArrayRef<Value> a);
   std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc);
   Value cvtRnPair(dsl::DType t, Value hi, Value lo);

@@ -82,6 +82,9 @@ Type KernelBuilder::storageType(DType t) {
   case DType::BF16: return b.getBF16Type();
   case DType::F16: return b.getF16Type();
   case DType::I1: return i1;
+  case DType::F8E4M3FN:
+  case DType::F8E5M2:
+  case DType::I8: return b.getI8Type();
   default: return f32;
   }
 }
@@ -182,7 +185,8 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
     v = emitNarrowArith(*m, n->roundTo, [&](const ExprNode *x) {
       return elemValue(x, acc, e);
     });
-  } else if (n->op == DOp::Round && e % 2 == 0 && e + 1 < acc.width) {
+  } else if (n->op == DOp::Round && !dsl::isByteDType(n->roundTo) &&
+             e % 2 == 0 && e + 1 < acc.width) {
     v = roundPair(n, acc, e);
   } else if (rewrites.rowDivision.count(n)) {
     // Every element of the access at once, under one branch.

@@ -18,6 +18,9 @@ llvm::StringRef bitfold::dsl::dtypeName(DType t) {
   case DType::BF16: return "bf16";
   case DType::F16: return "f16";
   case DType::I1: return "i1";
+  case DType::F8E4M3FN: return "f8e4m3fn";
+  case DType::F8E5M2: return "f8e5m2";
+  case DType::I8: return "i8";
   }
   return "?";
 }
@@ -28,6 +31,9 @@ unsigned bitfold::dsl::dtypeBytes(DType t) {
   case DType::BF16:
   case DType::F16: return 2;
   case DType::I1: return 0;
+  case DType::F8E4M3FN:
+  case DType::F8E5M2:
+  case DType::I8: return 1;
   }
   return 0;
 }
@@ -214,8 +220,8 @@ Expr round(DType to, const Expr &v) {
   if (Expr bad = checkArgs(Op::Round, args, false))
     return bad;
   if (to == DType::I1)
-    return ExprNode::invalid("round: cannot round to i1; round to bf16, f16 "
-                             "or f32");
+    return ExprNode::invalid("round: cannot round to i1; round to bf16, f16, "
+                             "f8e4m3fn, f8e5m2, i8 or f32");
   if (to == DType::F32)
     return args[0];
   Expr r = ExprNode::make(Op::Round, to, {args[0]});

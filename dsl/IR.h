@@ -35,10 +35,17 @@ namespace bitfold::dsl {
 
 /// Storage and value types. Arithmetic happens in F32 only: BF16/F16 values
 /// are widened exactly when used as arithmetic operands. I1 is a predicate.
-enum class DType : uint8_t { F32, BF16, F16, I1 };
+/// F8E4M3FN, F8E5M2 and I8 are one-byte storage types (torch's
+/// float8_e4m3fn, float8_e5m2 and int8): `extend` widens them exactly,
+/// `round` narrows to them as torch's `.to()` does (dsl/Float8.h).
+enum class DType : uint8_t { F32, BF16, F16, I1, F8E4M3FN, F8E5M2, I8 };
 llvm::StringRef dtypeName(DType t);
 /// Bytes per element of a storage dtype (I1 has none).
 unsigned dtypeBytes(DType t);
+/// The one-byte storage types (F8E4M3FN, F8E5M2, I8).
+inline bool isByteDType(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E5M2 || t == DType::I8;
+}
 
 /// The op's spelling in the canonical text (opInfo(op).name).
 llvm::StringRef opName(Op op);

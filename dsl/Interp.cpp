@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsl/Interp.h"
+
+#include "dsl/Float8.h"
 #include "dsl/ApproxTables.h"
 #include "dsl/LibdeviceSequences.h"
 
@@ -171,6 +173,12 @@ float bitfold::dsl::roundTo(DType t, float v) {
     return std::isnan(v) ? v : bf16BitsToFloat(floatToBf16Bits(v));
   case DType::F16:
     return std::isnan(v) ? v : halfBitsToFloat(floatToHalfBits(v));
+  case DType::F8E4M3FN:
+    return roundThroughF8E4M3FN(v);
+  case DType::F8E5M2:
+    return roundThroughF8E5M2(v);
+  case DType::I8:
+    return roundThroughI8(v);
   default:
     return v;
   }
@@ -279,6 +287,12 @@ float loadElement(const HostTensor &t, int64_t row, int64_t col) {
     std::memcpy(&h, base + i * 2, 2);
     return t.dtype == DType::BF16 ? bf16BitsToFloat(h) : halfBitsToFloat(h);
   }
+  case DType::F8E4M3FN:
+    return f8E4M3FNBitsToFloat(uint8_t(base[i]));
+  case DType::F8E5M2:
+    return f8E5M2BitsToFloat(uint8_t(base[i]));
+  case DType::I8:
+    return float(int8_t(base[i]));
   default:
     return NAN;
   }
@@ -301,6 +315,15 @@ void storeElement(const HostTensor &t, int64_t row, int64_t col, float v) {
     std::memcpy(base + i * 2, &h, 2);
     return;
   }
+  case DType::F8E4M3FN:
+    base[i] = char(floatToF8E4M3FNBits(v));
+    return;
+  case DType::F8E5M2:
+    base[i] = char(floatToF8E5M2Bits(v));
+    return;
+  case DType::I8:
+    base[i] = char(floatToI8(v));
+    return;
   default:
     return;
   }

@@ -15,6 +15,8 @@
 
 #include "dsl/Parser.h"
 
+#include "dsl/TextCompositions.h"
+
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -251,6 +253,8 @@ private:
   bool body();
   bool nodeDefinition(Scope &scope);
   bool operation(Op op, const Token &opTok, const Scope &scope, Expr &out);
+  bool unknownOp();
+  bool composed(const TextComposition &c, const Scope &scope, Expr &out);
   bool computed(Op op, const Token &opTok, const Scope &scope, Expr &out);
   bool leaf(Op op, const Token &opTok, Expr &out);
   bool foldValue(Expr &out);
@@ -361,8 +365,10 @@ bool Parser::floatBits(uint32_t &out, llvm::StringRef what) {
 }
 
 bool Parser::dtype(DType &out) {
-  return oneOf({DType::F32, DType::BF16, DType::F16, DType::I1}, dtypeName,
-               out, "a dtype (f32, bf16, f16 or i1)");
+  return oneOf({DType::F32, DType::BF16, DType::F16, DType::I1,
+                DType::F8E4M3FN, DType::F8E5M2, DType::I8},
+               dtypeName, out,
+               "a dtype (f32, bf16, f16, i1, f8e4m3fn, f8e5m2 or i8)");
 }
 
 bool Parser::layout(Layout &out) {
@@ -572,13 +578,18 @@ bool Parser::nodeDefinition(Scope &scope) {
     return false;
   Token opTok = tok;
   std::optional<Op> op;
-  if (tok.kind == Token::Ident)
+  const TextComposition *composition = nullptr;
+  if (tok.kind == Token::Ident) {
     op = opFromName(tok.text);
-  if (!op)
-    return expected("an op name");
+    composition = op ? nullptr : findTextComposition(tok.text);
+  }
+  if (!op && !composition)
+    return unknownOp();
   bump();
   Expr e;
-  if (!operation(*op, opTok, scope, e) || !punct(":"))
+  bool ok = op ? operation(*op, opTok, scope, e)
+               : composed(*composition, scope, e);
+  if (!ok || !punct(":"))
     return false;
   Token typeTok = tok;
   DType t;
@@ -592,6 +603,31 @@ bool Parser::nodeDefinition(Scope &scope) {
   return remember(nameTok, scope, nameTok.text.drop_front(), e);
 }
 
+/// "expected an op name", with the nearest one when there is one.
+bool Parser::unknownOp() {
+  std::string near =
+      tok.kind == Token::Ident ? nearestOpName(tok.text) : std::string();
+  return expected(near.empty() ? llvm::Twine("an op name")
+                               : "an op name (did you mean " + near + "?)");
+}
+
+/// A composition of the C++ DSL (dsl/TextCompositions.h) of one f32 value.
+bool Parser::composed(const TextComposition &c, const Scope &scope,
+                      Expr &out) {
+  Token at = tok;
+  if (!value(scope, out))
+    return false;
+  if (out.dtype() != DType::F32)
+    return failAt(at, llvm::formatv("expected an f32 operand of {0}, found "
+                                    "{1}{2}",
+                                    c.name, dtypeName(out.dtype()),
+                                    out.dtype() == DType::I1
+                                        ? " (use select)"
+                                        : " (widen it with extend)"));
+  out = c.build(out);
+  return true;
+}
+
 bool Parser::operation(Op op, const Token &opTok, const Scope &scope,
                        Expr &out) {
   Token at = tok;
@@ -602,8 +638,9 @@ bool Parser::operation(Op op, const Token &opTok, const Scope &scope,
     DType to;
     if (!keyword("to") || !dtype(to))
       return false;
-    if (to != DType::BF16 && to != DType::F16)
-      return failAt(at, "expected bf16 or f16 after 'round to', found " +
+    if (to == DType::F32 || to == DType::I1)
+      return failAt(at, "expected a storage dtype (bf16, f16, f8e4m3fn, "
+                        "f8e5m2 or i8) after 'round to', found " +
                             dtypeName(to).str());
     at = tok;
     if (!value(scope, out))
@@ -617,8 +654,9 @@ bool Parser::operation(Op op, const Token &opTok, const Scope &scope,
   case TypeRule::Extend:
     if (!value(scope, out))
       return false;
-    if (out.dtype() != DType::BF16 && out.dtype() != DType::F16)
-      return failAt(at, "expected a bf16 or f16 operand, found " +
+    if (out.dtype() == DType::F32 || out.dtype() == DType::I1)
+      return failAt(at, "expected a bf16, f16, f8e4m3fn, f8e5m2 or i8 "
+                        "operand, found " +
                             dtypeName(out.dtype()).str());
     out = out.to_f32();
     return true;
@@ -891,6 +929,21 @@ bool Parser::function(llvm::StringRef name, State &out) {
 
 // ---- Outputs and the whole program ----------------------------------------
 
+/// How a text converts a value of type `from` to the storage type `to`.
+std::string storeHint(DType to, DType from) {
+  if (from == DType::I1)
+    return " (a predicate cannot be stored: select between two f32 values "
+           "first)";
+  if (to == DType::I1)
+    return " (an output cannot be i1)";
+  if (to == DType::F32)
+    return " (widen it with extend)";
+  return llvm::formatv(" (write %r = round to {0} %v : {0} first{1})",
+                       dtypeName(to),
+                       from == DType::F32 ? "" : ", after extend")
+      .str();
+}
+
 /// output NAME : DTYPE LAYOUT [align N] = %v
 bool Parser::output() {
   bump();
@@ -898,9 +951,18 @@ bool Parser::output() {
   o.isOutput = true;
   o.map = IndexMap::PerElement;
   if (!ident(o.name, "an output name") || !punct(":") || !dtype(o.dtype) ||
-      !layout(o.layout) || !alignment(o) || !punct("=") ||
-      !value(mainScope, o.value))
+      !layout(o.layout) || !alignment(o) || !punct("="))
     return false;
+  Token at = tok;
+  if (!value(mainScope, o.value))
+    return false;
+  if (o.value.dtype() != o.dtype)
+    return failAt(at, llvm::formatv("expected {0} {1} value for output "
+                                    "'{2}', found {3}{4}",
+                                    o.dtype == DType::BF16 ? "a" : "an",
+                                    dtypeName(o.dtype), o.name,
+                                    dtypeName(o.value.dtype()),
+                                    storeHint(o.dtype, o.value.dtype())));
   def.operands.push_back(std::move(o));
   return true;
 }

@@ -17,6 +17,21 @@ using namespace bitfold::dsl;
 
 namespace {
 
+/// How a C++ program converts a value of type `from` to the storage type
+/// `to` (the text parser checks outputs itself, in text syntax).
+std::string storeHint(DType to, DType from) {
+  if (from == DType::I1)
+    return "a predicate cannot be stored: select(p, a, b) between two "
+           "numbers first";
+  if (to == DType::I1)
+    return "an output cannot be i1";
+  if (to == DType::F32)
+    return "write .to_f32() to widen it";
+  return llvm::formatv("write round<{0}>(...) to say where it is rounded",
+                       dtypeName(to))
+      .str();
+}
+
 class Verifier {
 public:
   Verifier(const KernelDef &def, NodeNamer nodeName)
@@ -112,7 +127,7 @@ private:
                              o.guardAlignElems));
       if (o.dtype == DType::I1)
         report(llvm::formatv("{0} '{1}': dtype i1 cannot be stored; use bf16, "
-                             "f16 or f32",
+                             "f16, f32, f8e4m3fn, f8e5m2 or i8",
                              o.isOutput ? "output" : "input", o.name));
       if (o.map == IndexMap::PerBatch &&
           (o.batchDim < 0 || o.batchDim >= int(def.dims.size())))
@@ -414,10 +429,9 @@ private:
       }
       checkValue(where, o.value, int(def.folds.size()));
       if (o.value->op != Op::Invalid && o.value.dtype() != o.dtype)
-        report(llvm::formatv("{0} is {1} but its value is {2}; write "
-                             "round<{1}>(...) to say where it is rounded",
-                             where, dtypeName(o.dtype),
-                             dtypeName(o.value.dtype())));
+        report(llvm::formatv("{0} is {1} but its value is {2}; {3}", where,
+                             dtypeName(o.dtype), dtypeName(o.value.dtype()),
+                             storeHint(o.dtype, o.value.dtype())));
     }
   }
 

@@ -110,8 +110,6 @@ struct RuntimeOptions {
   /// Threads compiling prewarmed shapes (Kernel::prewarm) in the
   /// background; 0: min(4, hardware threads).
   unsigned compileThreads = 0;
-  /// Tune-on-miss for the tune DB source (tuneDb): off by default.
-  TuneOnMissOptions tuneOnMiss;
   /// Asynchronous compile mode (runtime/AsyncCompile.cpp): off by default;
   /// Runtime::setAsyncCompile turns it on later.
   bool asyncCompile = false;

@@ -305,8 +305,14 @@ llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
   if (llvm::Error e = checkDevice(g, i, t))
     return e;
   DLDataType want = toDLDataType(op.dtype);
-  if (t.dtype.code != want.code || t.dtype.bits != want.bits ||
-      t.dtype.lanes != 1)
+  // float8 tensors may also come as their bytes (uint8): DLPack before 1.1
+  // has no float8 codes, and torch's export of float8 varies by version.
+  bool float8Bytes = (op.dtype == dsl::DType::F8E4M3FN ||
+                      op.dtype == dsl::DType::F8E5M2) &&
+                     t.dtype.code == kDLUInt && t.dtype.bits == 8;
+  if ((t.dtype.code != want.code || t.dtype.bits != want.bits ||
+       t.dtype.lanes != 1) &&
+      !(float8Bytes && t.dtype.lanes == 1))
     return fail(BITFOLD_ERROR_DTYPE, g, i,
                 llvm::formatv("expected {0}, found {1}",
                               describeDType(want), describeDType(t.dtype)));
@@ -598,6 +604,11 @@ std::string bitfold::runtime::describeDType(DLDataType t) {
   case kDLInt: base = "int"; break;
   case kDLUInt: base = "uint"; break;
   case kDLComplex: base = "complex"; break;
+  case 10: // DLPack 1.1's float8 codes
+  case 12:
+    if (t.bits == 8 && t.lanes == 1)
+      return t.code == 10 ? "float8_e4m3fn" : "float8_e5m2";
+    break;
   default: break;
   }
   std::string s = llvm::formatv("{0}{1}", base, int(t.bits)).str();
@@ -613,6 +624,10 @@ DLDataType bitfold::runtime::toDLDataType(dsl::DType t) {
   case dsl::DType::BF16: return DLDataType{kDLBfloat, 16, 1};
   case dsl::DType::F16: return DLDataType{kDLFloat, 16, 1};
   case dsl::DType::F32: return DLDataType{kDLFloat, 32, 1};
+  // DLPack 1.1's kDLFloat8_e4m3fn (10) and kDLFloat8_e5m2 (12).
+  case dsl::DType::F8E4M3FN: return DLDataType{10, 8, 1};
+  case dsl::DType::F8E5M2: return DLDataType{12, 8, 1};
+  case dsl::DType::I8: return DLDataType{kDLInt, 8, 1};
   default: return DLDataType{kDLUInt, 1, 1};
   }
 }

@@ -3,6 +3,7 @@
 #include "templates/Problem.h"
 
 #include "dsl/Limits.h"
+#include "dsl/Float8.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -121,6 +122,7 @@ llvm::Error Problem::setScalar(llvm::StringRef name, float value) {
   for (size_t i = 0; i < def->scalars.size(); ++i)
     if (def->scalars[i].name == name) {
       scalars[i] = value;
+      llvm::erase(unsetScalars, name.str());
       return llvm::Error::success();
     }
   std::string names;
@@ -128,6 +130,24 @@ llvm::Error Problem::setScalar(llvm::StringRef name, float value) {
     names += (names.empty() ? "" : ", ") + d.name;
   return shapeError(desc->name + " has no scalar '" + name + "' (scalars: " +
                     (names.empty() ? std::string("none") : names) + ")");
+}
+
+llvm::Error Problem::checkScalarsSet() const {
+  if (unsetScalars.empty())
+    return llvm::Error::success();
+  return shapeError(desc->name + ": scalar '" + unsetScalars.front() +
+                    "' declares no default; give its value (--scalar " +
+                    unsetScalars.front() + "=VALUE)");
+}
+
+llvm::Error Problem::checkGuard() const {
+  const int64_t D = shape.cols;
+  if (D >= def->minCols && D <= def->maxCols && D % def->colsMultipleOf == 0)
+    return llvm::Error::success();
+  return shapeError(llvm::formatv("'{0}' needs cols % {1} == 0 and {2} <= "
+                                  "cols <= {3}; the shape has {4} columns",
+                                  def->name, def->colsMultipleOf, def->minCols,
+                                  def->maxCols, D));
 }
 
 llvm::Expected<Problem> templates::makeProblem(llvm::StringRef kernel,
@@ -156,7 +176,7 @@ llvm::Expected<Problem> templates::makeProblem(llvm::StringRef kernel,
   if (!def)
     return def.takeError();
   p.def = *def;
-  auto scalars = defaultScalars(*p.desc, *p.def, p.shape);
+  auto scalars = defaultScalars(*p.desc, *p.def, p.shape, &p.unsetScalars);
   if (!scalars)
     return scalars.takeError();
   p.scalars = std::move(*scalars);
@@ -195,6 +215,15 @@ static void storeValue(dsl::DType t, uint8_t *p, float v) {
     std::memcpy(p, &h, 2);
     return;
   }
+  case dsl::DType::F8E4M3FN:
+    *p = dsl::floatToF8E4M3FNBits(v);
+    return;
+  case dsl::DType::F8E5M2:
+    *p = dsl::floatToF8E5M2Bits(v);
+    return;
+  case dsl::DType::I8: // normal(0, 1) * 32: most of int8's range
+    *p = uint8_t(dsl::floatToI8(v * 32.0f));
+    return;
   default:
     return;
   }
@@ -297,14 +326,18 @@ HostProblem HostProblem::clone() const {
 llvm::Expected<std::vector<float>>
 templates::defaultScalars(const KernelDescriptor &desc,
                           const dsl::KernelDef &def,
-                          const ProblemShape &shape) {
+                          const ProblemShape &shape,
+                          std::vector<std::string> *unset) {
   std::vector<float> s;
   for (const dsl::ScalarDecl &d : def.scalars) {
     if (auto it = desc.shapeScalars.find(d.name); it != desc.shapeScalars.end())
       s.push_back(it->second(shape));
     else if (d.defaultValue)
       s.push_back(*d.defaultValue);
-    else
+    else if (unset) {
+      s.push_back(NAN);
+      unset->push_back(d.name);
+    } else
       return shapeError(desc.name + ": scalar '" + d.name +
                         "' declares no default; give its value");
   }

@@ -53,8 +53,17 @@ struct Problem {
   KernelDefRef def; ///< built for shape.cols.
   ProblemShape shape;
   std::vector<float> scalars; ///< defaults, in def.scalars order.
+  /// Scalars that declare no default and were not set yet (their slot in
+  /// `scalars` is NaN). Compiling needs no scalar value (scalars are launch
+  /// arguments); running does (HostProblem::make refuses them).
+  std::vector<std::string> unsetScalars;
   /// Sets scalar `name`; an error names the kernel's scalars.
   llvm::Error setScalar(llvm::StringRef name, float value);
+  /// An error naming the first unset scalar, else success.
+  llvm::Error checkScalarsSet() const;
+  /// The program's column guard against the shape, with codegen's message:
+  /// outside it the program does not copy the reference.
+  llvm::Error checkGuard() const;
 };
 /// Looks `kernel` up in the registry, parses `params` and the shape, builds
 /// the definition and its default scalars. Every error is the caller's
@@ -70,10 +79,13 @@ llvm::Expected<ProblemShape> parseShape(llvm::StringRef kernel,
                                         llvm::StringRef text);
 
 /// The default scalars of `def` at `shape`: shape-derived ones from the
-/// descriptor, the rest as the definition declares them.
-llvm::Expected<std::vector<float>> defaultScalars(const KernelDescriptor &desc,
-                                                 const dsl::KernelDef &def,
-                                                 const ProblemShape &shape);
+/// descriptor, the rest as the definition declares them. A scalar without
+/// a default is an error, or, when `unset` is given, NaN with its name
+/// appended to `unset`.
+llvm::Expected<std::vector<float>>
+defaultScalars(const KernelDescriptor &desc, const dsl::KernelDef &def,
+               const ProblemShape &shape,
+               std::vector<std::string> *unset = nullptr);
 
 /// Host buffers for one problem, seeded; outputs poisoned (0xFF bytes, a
 /// NaN in every float dtype) so unwritten elements are visible.
@@ -89,7 +101,10 @@ struct HostProblem {
                                           uint64_t seed,
                                           std::vector<float> scalars,
                                           float amplitude = 1.0f);
+  /// Fails when a scalar without a default was not set.
   static llvm::Expected<HostProblem> make(const Problem &p, uint64_t seed) {
+    if (llvm::Error e = p.checkScalarsSet())
+      return std::move(e);
     return make(*p.def, p.shape, seed, p.scalars);
   }
   /// A deep copy whose binding points at its own storage.

@@ -92,6 +92,13 @@ cl::opt<std::string>
 cl::opt<uint64_t> seedOpt("seed", cl::desc("random seed of the input data"),
                           cl::init(0), cl::sub(interpCmd), cl::sub(runCmd),
                           cl::cat(category));
+cl::list<std::string>
+    scalarOpt("scalar", cl::value_desc("NAME=VALUE"),
+              cl::desc("set a scalar (repeatable); interp and run need every "
+                       "scalar that declares no default, compile none "
+                       "(scalars are launch arguments)"),
+              cl::sub(interpCmd), cl::sub(compileCmd), cl::sub(runCmd),
+              cl::cat(category));
 cl::opt<std::string>
     configOpt("config", cl::value_desc("rR.tT.vV.pP"),
               cl::desc("tile config (default: the heuristic's)"),
@@ -104,8 +111,14 @@ cl::opt<std::string> outOpt("out", cl::value_desc("PATH"),
 // ---- interp ---------------------------------------------------------------------
 
 cl::opt<bool> printText("print-text",
-                        cl::desc("print the canonical text and hash"),
+                        cl::desc("print the canonical text (it parses back "
+                                 "unchanged) and its hash as a comment"),
                         cl::sub(interpCmd), cl::cat(category));
+cl::opt<std::string>
+    interpDump("dump", cl::value_desc("DIR"),
+               cl::desc("write every input and output as DIR/NAME.npy "
+                        "(bf16 as uint16 bits; groups: gG.NAME.npy)"),
+               cl::sub(interpCmd), cl::cat(category));
 
 // ---- compile ----------------------------------------------------------------
 
@@ -146,9 +159,6 @@ cl::opt<unsigned> itersOpt("iters", cl::desc("timed launches"), cl::init(20),
                            cl::sub(runCmd), cl::cat(category));
 cl::opt<unsigned> deviceOpt("device", cl::desc("CUDA device ordinal"),
                             cl::init(0), cl::sub(runCmd), cl::cat(category));
-cl::list<std::string> scalarOpt("scalar", cl::value_desc("NAME=VALUE"),
-                                cl::desc("override a scalar (repeatable)"),
-                                cl::sub(runCmd), cl::cat(category));
 
 // ---- cache ------------------------------------------------------------------
 
@@ -259,7 +269,8 @@ llvm::Expected<std::vector<std::string>> registerPrograms() {
 /// status, after reporting why (usage: both given; failed: the file).
 int resolveProblem(llvm::StringRef cmd, ProblemArgs &a,
                    llvm::raw_ostream &err) {
-  a = {kernelName, paramsOpt, shapeOpt};
+  a = {kernelName, paramsOpt, shapeOpt,
+       std::vector<std::string>(scalarOpt.begin(), scalarOpt.end())};
   if (programOpt.empty())
     return kOk;
   if (programOpt.size() > 1 || !kernelName.empty())
@@ -277,7 +288,8 @@ int interpFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   ProblemArgs problem;
   if (int status = resolveProblem("interp", problem, err))
     return status;
-  return interpCommand({problem, seedOpt, printText, archOpt}, out, err);
+  return interpCommand({problem, seedOpt, printText, archOpt, interpDump}, out,
+                       err);
 }
 
 int compileFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
@@ -309,7 +321,6 @@ int runFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   o.seed = seedOpt;
   o.iters = itersOpt;
   o.device = deviceOpt;
-  o.scalars.assign(scalarOpt.begin(), scalarOpt.end());
   return runCommand(o, out, err);
 }
 

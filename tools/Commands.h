@@ -39,9 +39,11 @@ struct ProblemArgs {
   std::string kernel; ///< "ln_modulate"
   std::string params; ///< "dtype=f16,residual=1" (KernelDescriptor::parseParams)
   std::string shape;  ///< "1,4096,4096" (templates::parseDims)
+  std::vector<std::string> scalars; ///< --scalar NAME=VALUE, applied in order.
 };
 
-/// The problem of `a` (templates::makeProblem); errors are usage errors.
+/// The problem of `a` (templates::makeProblem) with its --scalar values set;
+/// errors are usage errors.
 llvm::Expected<templates::Problem> makeProblem(const ProblemArgs &a);
 
 /// Prints the CUDA driver version and each GPU's name and compute
@@ -56,9 +58,11 @@ struct InterpOptions {
   uint64_t seed = 0;
   bool printText = false;
   std::string arch = "sm_90"; ///< whose approximate instructions to model.
+  std::string dumpDir; ///< non-empty: write every operand there as .npy.
 };
-/// Runs the kernel in the CPU interpreter on seeded data; checks that every
-/// output element was written.
+/// Runs the kernel in the CPU interpreter on seeded data, at a shape the
+/// program's guard admits (as compile requires); checks that every output
+/// element was written.
 int interpCommand(const InterpOptions &o, llvm::raw_ostream &out,
                   llvm::raw_ostream &err);
 
@@ -78,7 +82,6 @@ struct RunOptions {
   uint64_t seed = 1;
   unsigned iters = 20;
   unsigned device = 0;
-  std::vector<std::string> scalars; ///< NAME=VALUE
 };
 /// Launches once through the C API, compares bit for bit with the
 /// interpreter on the same host data (templates::HostProblem), then times

@@ -5,6 +5,7 @@
 #include "bitfold/Config.h"
 #include "dsl/ApproxModels.h"
 #include "dsl/Interp.h"
+#include "tools/NpyDump.h"
 #include "templates/Problem.h"
 
 #include "llvm/Config/llvm-config.h"
@@ -66,12 +67,14 @@ OutputScan scanOutputs(const dsl::KernelDef &def,
         continue;
       const std::vector<uint8_t> &buf = problem.storage[g][i];
       unsigned eb = dsl::dtypeBytes(def.operands[i].dtype);
-      for (size_t e = 0; e < buf.size(); e += eb) {
+      // int8's all-ones byte is -1, a value: such outputs are not scanned.
+      bool poisonable = def.operands[i].dtype != dsl::DType::I8;
+      s.elements += int64_t(buf.size() / eb);
+      for (size_t e = 0; poisonable && e < buf.size(); e += eb) {
         bool allOnes = true;
         for (unsigned k = 0; k < eb; ++k)
           allOnes &= buf[e + k] == 0xFF;
         s.unwritten += allOnes;
-        ++s.elements;
       }
       for (uint8_t byte : buf)
         s.checksum = (s.checksum ^ byte) * 1099511628211ull;
@@ -89,7 +92,20 @@ llvm::Expected<templates::Problem> tools::makeProblem(const ProblemArgs &a) {
   if (a.shape.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "expected --shape DIMS, e.g. 1,4096,4096");
-  return templates::makeProblem(a.kernel, a.params, a.shape);
+  auto p = templates::makeProblem(a.kernel, a.params, a.shape);
+  if (!p)
+    return p.takeError();
+  for (llvm::StringRef s : a.scalars) {
+    auto [name, text] = s.split('=');
+    double v = 0;
+    if (name.empty() || text.trim().getAsDouble(v))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--scalar '" + s +
+                                         "': expected NAME=VALUE");
+    if (llvm::Error e = p->setScalar(name, float(v)))
+      return std::move(e);
+  }
+  return p;
 }
 
 int tools::interpCommand(const InterpOptions &o, llvm::raw_ostream &out,
@@ -98,8 +114,11 @@ int tools::interpCommand(const InterpOptions &o, llvm::raw_ostream &out,
   if (!p)
     return report(err, "interp", p.takeError(), kUsage);
   const dsl::KernelDef &def = *p->def;
+  // The hash as a comment: the printed text parses back unchanged.
   if (o.printText)
-    out << def.canonicalText << "hash " << def.hash << "\n";
+    out << def.canonicalText << "# hash " << def.hash << "\n";
+  if (llvm::Error e = p->checkGuard())
+    return report(err, "interp", std::move(e), kUsage);
   auto problem = templates::HostProblem::make(*p, o.seed);
   if (!problem)
     return report(err, "interp", problem.takeError(), kUsage);
@@ -112,6 +131,9 @@ int tools::interpCommand(const InterpOptions &o, llvm::raw_ostream &out,
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
                   .count();
+  if (!o.dumpDir.empty())
+    if (llvm::Error e = dumpOperandsAsNpy(def, *problem, o.dumpDir))
+      return report(err, "interp", std::move(e), kFailed);
   OutputScan s = scanOutputs(def, *problem);
   bool ok = s.unwritten == 0;
   out << llvm::formatv("{0,-18} {1,-16} seed {2}  {3} elements  {4:f1} ms  "

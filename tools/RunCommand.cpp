@@ -159,20 +159,6 @@ llvm::Expected<ApiKernel> openKernel(const RunOptions &o) {
   return k;
 }
 
-/// Applies --scalar NAME=VALUE; errors are usage errors.
-llvm::Error applyScalars(llvm::ArrayRef<std::string> overrides,
-                         templates::Problem &p) {
-  for (llvm::StringRef s : overrides) {
-    auto [name, text] = s.split('=');
-    double v = 0;
-    if (name.empty() || text.trim().getAsDouble(v))
-      return failure("--scalar '" + s + "': expected NAME=VALUE");
-    if (llvm::Error e = p.setScalar(name, float(v)))
-      return e;
-  }
-  return llvm::Error::success();
-}
-
 /// Prints the device and returns its arch ("sm_90" when it cannot be read).
 std::string printDevice(unsigned device, llvm::raw_ostream &out) {
   auto info = queryDriver();
@@ -442,8 +428,6 @@ int tools::runCommand(const RunOptions &o, llvm::raw_ostream &out,
   auto p = makeProblem(o.problem);
   if (!p)
     return report(err, "run", p.takeError(), kUsage);
-  if (llvm::Error e = applyScalars(o.scalars, *p))
-    return report(err, "run", std::move(e), kUsage);
   auto host = templates::HostProblem::make(*p, o.seed);
   if (!host)
     return report(err, "run", host.takeError(), kUsage);

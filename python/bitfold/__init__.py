@@ -24,7 +24,9 @@ __all__ = ["BitfoldError", "Runtime", "Kernel", "RawTensor", "default_runtime",
 # DLDataType as the raw launch's dtype word: code | bits << 8 | lanes << 16.
 DTYPE_WORDS = {"bf16": 4 | 16 << 8 | 1 << 16, "f16": 2 | 16 << 8 | 1 << 16,
                "f32": 2 | 32 << 8 | 1 << 16, "i32": 0 | 32 << 8 | 1 << 16,
-               "u8": 1 | 8 << 8 | 1 << 16}
+               "u8": 1 | 8 << 8 | 1 << 16, "i8": 0 | 8 << 8 | 1 << 16,
+               # DLPack 1.1's float8 codes (10, 12); u8 also binds float8.
+               "f8e4m3fn": 10 | 8 << 8 | 1 << 16, "f8e5m2": 12 | 8 << 8 | 1 << 16}
 
 RawTensor = namedtuple("RawTensor", "data dtype shape strides device")
 RawTensor.__doc__ = """A CUDA tensor as raw facts: data (int address), dtype

@@ -422,10 +422,18 @@ TEST(KernelTextErrors, ASourceNamePrefixesTheLocation) {
 }
 
 TEST(KernelTextErrors, AnInvalidProgramGetsTheVerifiersMessage) {
+  expectError(replaced(good(), "input x : bf16 row_major per_element\n",
+                       "input x : bf16 row_major per_element\n"
+                       "input m : i1 row_major per_element\n"),
+              "row program 'ok' is ill-formed:\ninput 'm': dtype i1 cannot "
+              "be stored");
+}
+
+TEST(KernelTextErrors, AnOutputOfTheWrongTypeIsNamedWithTheTextsFix) {
   expectError(replaced(good(), "output y : bf16 row_major = %r",
                        "output y : bf16 row_major = %y"),
-              "row program 'ok' is ill-formed:\noutput 'y' is bf16 but its "
-              "value is f32");
+              "10:31: expected a bf16 value for output 'y', found f32 (write "
+              "%r = round to bf16 %v : bf16 first)");
 }
 
 TEST(KernelTextErrors, TheVerifiersMessageNamesTheOffendingNode) {

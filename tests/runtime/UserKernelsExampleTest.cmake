@@ -5,6 +5,7 @@
 # file, interpret, and compile to PTX (no GPU: the launch is skipped).
 #   -DBUILD_DIR=<build tree> -DEXAMPLE_DIR=<examples/user_kernels>
 #   -DWORK_DIR=<scratch> -DCXX_COMPILER=<c++> -DGENERATOR=<generator>
+#   -DREADME=<README.md> (its C++ DSL example is built the same way)
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 
@@ -26,7 +27,7 @@ file(GLOB_RECURSE headers RELATIVE ${prefix}/include ${prefix}/include/*)
 list(SORT headers)
 message(STATUS "installed headers: ${headers}")
 foreach(h ${headers})
-  if(NOT h MATCHES "^(dlpack/|bitfold/(bitfold\\.hp?p?|dsl/(IR|Ops|Parser|Interp|ApproxModels|ApproxTables)\\.h|dsl/Ops\\.def|codegen/Codegen\\.h|spec/(CompileOptions|KernelABI|ShapeSpec|TileConfig)\\.h)$)")
+  if(NOT h MATCHES "^(dlpack/|bitfold/(bitfold\\.hp?p?|dsl/(IR|Ops|Parser|Interp|ApproxModels|ApproxTables|Folds)\\.h|dsl/Ops\\.def|codegen/Codegen\\.h|spec/(CompileOptions|KernelABI|ShapeSpec|TileConfig)\\.h)$)")
     message(FATAL_ERROR "unexpected installed header: ${h}")
   endif()
 endforeach()
@@ -61,3 +62,41 @@ run(${CXX_COMPILER} ${EXAMPLE_DIR}/main.cpp ${EXAMPLE_DIR}/Kernels.cpp
     ${flags} -ldl -Wl,-rpath,${libdir} -o ${WORK_DIR}/user_kernels-pc)
 run(${env} ${WORK_DIR}/user_kernels-pc)
 message(STATUS "user_kernels (pkg-config): ok")
+
+# 3. The README's C++ DSL example, verbatim (its first ```cpp block), built
+# against the installed package alone with a main that builds the program.
+file(READ ${README} readme)
+string(FIND "${readme}" "```cpp\n" start)
+if(start EQUAL -1)
+  message(FATAL_ERROR "README.md has no ```cpp block")
+endif()
+math(EXPR start "${start} + 7")
+string(SUBSTRING "${readme}" ${start} -1 rest)
+string(FIND "${rest}" "```" end)
+string(SUBSTRING "${rest}" 0 ${end} snippet)
+set(readme_dir ${WORK_DIR}/readme-example)
+file(WRITE ${readme_dir}/main.cpp "${snippet}
+#include <cstdio>
+int main() {
+  auto def = lnModulate();
+  if (!def) {
+    std::fprintf(stderr, \"%s\\n\", llvm::toString(def.takeError()).c_str());
+    return 1;
+  }
+  std::printf(\"readme example %s\\n\", (*def)->hash.c_str());
+  return 0;
+}
+")
+file(WRITE ${readme_dir}/CMakeLists.txt "cmake_minimum_required(VERSION 3.20)
+project(readme_example LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(bitfold REQUIRED COMPONENTS jit)
+add_executable(readme_example main.cpp)
+target_link_libraries(readme_example PRIVATE bitfold::jit)
+")
+run(${CMAKE_COMMAND} -S ${readme_dir} -B ${readme_dir}/build -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${readme_dir}/build)
+run(${env} ${readme_dir}/build/readme_example)
+message(STATUS "${out}")

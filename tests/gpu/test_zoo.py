@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""examples/zoo/ on the GPU: each kernel against its PyTorch reference
+(torch.equal, or the bound its file states) and a bench row (eager,
+bitfold, a same-size copy; median of CUDA-event timed launches).
+
+On a GPU host, with the package built (BITFOLD_LIB set):
+    python3 tests/gpu/test_zoo.py --out OUT
+Writes OUT/zoo.json and OUT/zoo.md; exit 0 when every kernel is within its
+bound. Under pytest it skips where torch sees no GPU.
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ZOO = os.path.join(ROOT, "examples", "zoo")
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+SHAPES = [(4096, 4096), (33, 5120)]
+BF16 = torch.bfloat16
+FP8 = torch.float8_e4m3fn
+WORD = {BF16: "bf16", torch.float32: "f32", FP8: "u8"}
+
+
+def text_of(name):
+    with open(os.path.join(ZOO, name + ".bfk")) as f:
+        return f.read()
+
+
+def raw(bitfold, t):
+    word = WORD[t.dtype]
+    data = t.view(torch.uint8) if t.dtype == FP8 else t
+    return bitfold.RawTensor(data.data_ptr(), word, tuple(t.shape), tuple(t.stride()),
+                             t.device.index)
+
+
+def bf16_ulps(a, b):
+    ia = a.contiguous().view(torch.int16).to(torch.int32)
+    ib = b.contiguous().view(torch.int16).to(torch.int32)
+    oa = torch.where(ia < 0, -(ia & 0x7FFF), ia)
+    ob = torch.where(ib < 0, -(ib & 0x7FFF), ib)
+    return int((oa - ob).abs().max())
+
+
+def median_us(fn, iters=30):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e) * 1000.0)
+    return sorted(ts)[len(ts) // 2]
+
+
+# ---- The cases: inputs, bitfold launch operands, eager reference ----------
+
+def halves(rows, d, g):
+    x = torch.randn(rows, 2 * d, generator=g, device="cuda").to(BF16)
+    return {"x": x, "g": x[:, :d], "u": x[:, d:]}
+
+
+def silu_and_mul(t):
+    return {"y": F.silu(t["g"]) * t["u"]}
+
+
+def gelu_and_mul(t):
+    return {"y": F.gelu(t["g"]) * t["u"]}
+
+
+def gelu_tanh_and_mul(t):
+    return {"y": F.gelu(t["g"], approximate="tanh") * t["u"]}
+
+
+SCALE = 0.0625
+
+
+def silu_and_mul_fp8(t):
+    y = F.silu(t["g"]) * t["u"]
+    return {"q": (y.float() / SCALE).clamp(-448.0, 448.0).to(FP8)}
+
+
+def rope_inputs(rows, d, g):
+    heads = 8
+    tokens = max(1, rows // heads)
+    x = torch.randn(tokens * heads, 2 * d, generator=g, device="cuda").to(BF16)
+    ang = torch.rand(tokens, d, generator=g, device="cuda") * 6.28
+    return {"x": x, "x1": x[:, :d], "x2": x[:, d:], "cos": ang.cos().to(BF16),
+            "sin": ang.sin().to(BF16), "heads": heads}
+
+
+def rope_neox(t):
+    h = t["heads"]
+    c = t["cos"].repeat_interleave(h, dim=0)
+    s = t["sin"].repeat_interleave(h, dim=0)
+    x1, x2 = t["x1"], t["x2"]
+    return {"o1": x1 * c - x2 * s, "o2": x2 * c + x1 * s}
+
+
+def rms_inputs(rows, d, g):
+    return {"x": torch.randn(rows, d, generator=g, device="cuda").to(BF16),
+            "residual": torch.randn(rows, d, generator=g, device="cuda").to(BF16),
+            "w": (1 + 0.1 * torch.randn(d, generator=g, device="cuda")).to(BF16)}
+
+
+def fused_add_rms_norm(t):
+    s = t["x"].float() + t["residual"].float()
+    h = s.to(BF16)
+    var = s.pow(2).mean(dim=-1, keepdim=True)
+    y = (s * torch.rsqrt(var + 1e-6)).to(BF16) * t["w"]
+    return {"h": h, "y": y}
+
+
+# name, inputs, operand names (inputs), outputs, scalars, reference,
+# {output: allowed bf16 ulps (0: torch.equal)}
+CASES = [
+    ("silu_and_mul", halves, ["g", "u"], ["y"], [], silu_and_mul, {"y": 0}),
+    ("gelu_and_mul", halves, ["g", "u"], ["y"], [], gelu_and_mul, {"y": 0}),
+    ("gelu_tanh_and_mul", halves, ["g", "u"], ["y"], [], gelu_tanh_and_mul, {"y": 0}),
+    ("silu_and_mul_fp8", halves, ["g", "u"], ["q"], [SCALE], silu_and_mul_fp8, {"q": 0}),
+    ("rope_neox", rope_inputs, ["x1", "x2", "cos", "sin"], ["o1", "o2"], [], rope_neox,
+     {"o1": 0, "o2": 0}),
+    ("fused_add_rms_norm", rms_inputs, ["x", "residual", "w"], ["h", "y"], [1e-6],
+     fused_add_rms_norm, {"h": 0, "y": 1}),
+]
+
+
+def run_case(rt, bitfold, case, shape, seed=0):
+    name, make, ins, outs, scalars, eager, bounds = case
+    rows, d = shape
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    t = make(rows, d, g)
+    ref = eager(t)
+    k = rt.kernel_from_source(text_of(name))
+    got = {o: torch.empty_like(ref[o]) for o in outs}
+    for o in outs:
+        got[o].view(torch.uint8).fill_(0xFF)
+    args = [raw(bitfold, t[n]) for n in ins] + [raw(bitfold, got[o]) for o in outs]
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def launch():  # per_batch rows (RoPE's cos/sin) come from the shapes
+        k.launch(args, scalars, stream)
+    launch()
+    torch.cuda.synchronize()
+    row = {"kernel": name, "shape": f"{rows},{d}", "ok": True, "outputs": {}}
+    for o in outs:
+        a, b = got[o], ref[o]
+        equal = bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
+        ulps = 0 if equal or a.dtype != BF16 else bf16_ulps(a, b)
+        row["outputs"][o] = {"torch_equal": equal, "max_ulp": ulps, "bound": bounds[o]}
+        row["ok"] &= equal or (bounds[o] > 0 and ulps <= bounds[o])
+    moved = sum(t[n].numel() * t[n].element_size() for n in ins) + sum(
+        got[o].numel() * got[o].element_size() for o in outs)
+    src = torch.empty(moved // 2, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    row["bitfold_us"] = median_us(launch)
+    row["eager_us"] = median_us(lambda: eager(t))
+    row["copy_us"] = median_us(lambda: dst.copy_(src))
+    row["bitfold_vs_copy"] = round(row["copy_us"] / row["bitfold_us"], 3)
+    return row
+
+
+def run_all():
+    import bitfold
+    rt = bitfold.Runtime()
+    return [run_case(rt, bitfold, c, s) for c in CASES for s in SHAPES]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_zoo_kernels_match_their_references():
+    for r in run_all():
+        assert r["ok"], r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    a = ap.parse_args()
+    rows = run_all()
+    os.makedirs(a.out, exist_ok=True)
+    dev = torch.cuda.get_device_name()
+    with open(os.path.join(a.out, "zoo.json"), "w") as f:
+        json.dump({"device": dev, "torch": torch.__version__, "rows": rows}, f, indent=1)
+    md = [f"# examples/zoo on {dev}", "", "| kernel | shape | exact/bound | eager us | "
+          "bitfold us | copy us | bitfold/copy speed |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ex = ", ".join(f"{o}: {'equal' if v['torch_equal'] else str(v['max_ulp']) + ' ulp'}"
+                       for o, v in r["outputs"].items())
+        md.append(f"| {r['kernel']} | {r['shape']} | {ex} | {r['eager_us']:.1f} | "
+                  f"{r['bitfold_us']:.1f} | {r['copy_us']:.1f} | {r['bitfold_vs_copy']} |")
+    with open(os.path.join(a.out, "zoo.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
