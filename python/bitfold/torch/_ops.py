@@ -450,7 +450,7 @@ def _dt(t):
 _ln_k = _kernels("ln_modulate", lambda dt: f"dtype={_DT_NAME[dt]}")
 _qk_k = _kernels("qk_layernorm", lambda dt: f"dtype={_DT_NAME[dt]}")
 _conv_k = _kernels("conv_bias", lambda k: f"dtype={_DT_NAME[k[0]]},bias_dtype="
-                   f"{_DT_NAME[k[1]]},residual={int(k[2])}")
+                   f"{_DT_NAME[k[1]]},residual={int(k[2])}{k[3]}")
 _gate_k = _kernels("residual_gate", lambda k: f"dtype={_DT_NAME[k[0]]},gate={k[1]}")
 _rms_k = _kernels("rmsnorm_modulate", lambda dt: f"dtype={_DT_NAME[dt]}")
 _ln_sites, _qk_sites, _conv_sites, _gate_sites, _rms_sites = (
@@ -528,9 +528,24 @@ def qk_layernorm(q, k, eps=1e-6, *, verify=None, mode=None):
 _CONTIG = torch.contiguous_format
 
 
+def _channels_first_params(x):
+    """The kernel parameters that serve x in its own layout: for a dense
+    NC[D]HW x with more than one pixel per image, the channels-first variant
+    (the fold runs along the strided C axis in aten's outer-reduction order,
+    whose output_vec_size S = D*H*W decides: docs/aten-reduce.md section 9);
+    "" otherwise (channels-last x; any other layout, which the channels-last
+    kernel refuses and the op then serves eagerly, with eager's bits)."""
+    if x.dim() not in (4, 5) or not 2 <= x.shape[1] <= 128 or not x.is_contiguous():
+        return ""  # C > 128: no one-pass config (docs/aten-reduce.md section 9)
+    s = x[0, 0].numel()
+    if s < 2:  # one pixel per image: aten reduces C innermost (channels-last)
+        return ""
+    return f",layout=channels_first,outvec={4 if s % 4 == 0 else 2 if s % 2 == 0 else 1}"
+
+
 def conv_bias(x, bias, residual=None, *, out=None, verify=None, mode=None):
     """x.clone().add_(bias.view(1, C, 1, ...)) [+ residual]; x channels-last
-    (4-D or 5-D, dense), bias (C,) in x's dtype or f32; out as ln_modulate's."""
+    or contiguous NC[D]HW (4-D or 5-D, dense), bias (C,) in x's dtype or f32; out as ln_modulate's."""
     ins = (x, bias) if residual is None else (x, bias, residual)
     if out is not None:
         ins += (out,)
@@ -549,8 +564,9 @@ def conv_bias(x, bias, residual=None, *, out=None, verify=None, mode=None):
     if dev is not None:
         y = _empty_like(x) if out is None else out
         ts = (x, bias, y) if residual is None else (x, bias, residual, y)
-        res = _run(call, _conv_k, (x.dtype, bias.dtype, residual is not None), ts, (y,),
-                   _no_scalars, dev)
+        res = _run(call, _conv_k,
+                   (x.dtype, bias.dtype, residual is not None, _channels_first_params(x)),
+                   ts, (y,), _no_scalars, dev)
         if res is not None:
             return _into(out, res[0]) if res[0] is not y else y
     return _into(out, _eager.conv_bias(x, bias, residual))
@@ -630,7 +646,7 @@ def _wan_operands(k):
 
 def _wan_params(k):
     return (f"dtype={_DT_NAME[k[0]]},form={k[1]},gamma={_DT_NAME[k[2]]},bias={int(k[3])},"
-            f"conv_bias={int(k[4])}")
+            f"conv_bias={int(k[4])}{k[5]}")
 
 
 _wan_k = _kernels("wan_rmsnorm_silu", _wan_params, _wan_operands)
@@ -658,7 +674,8 @@ def _wan_dtype_problem(x, gamma, bias, conv_bias):
 
 
 def wan_rmsnorm_silu(x, gamma, bias=None, conv_bias=None, form="x", *, verify=None, mode=None):
-    """The Wan VAE RMSNorm + SiLU on channels-last x (N, C, [T,] H, W):
+    """The Wan VAE RMSNorm + SiLU on x (N, C, [T,] H, W), channels-last or
+    contiguous (NC[D]HW):
     form "x" (SGLang): silu(F.normalize(x, dim=1) * C**0.5 * gamma + bias);
     form "f32" (diffusers 0.42 WanRMS_norm + SiLU): the norm on x.float(),
     rounded to x's dtype. gamma (C values, any shape such as (C, 1, 1, 1)),
@@ -687,7 +704,8 @@ def wan_rmsnorm_silu(x, gamma, bias=None, conv_bias=None, form="x", *, verify=No
         dev = None
     if dev is not None:
         y = _empty_like(x, dtype=gamma.dtype)
-        variant = (x.dtype, form, gamma.dtype, bias is not None, conv_bias is not None)
+        variant = (x.dtype, form, gamma.dtype, bias is not None, conv_bias is not None,
+                   _channels_first_params(x))
         out = _run(call, _wan_k, variant, _wan_tensors(x, gamma, bias, conv_bias, y), (y,),
                    _f32.pack(float(x.shape[1]) ** 0.5), dev)
         if out is not None:
