@@ -50,7 +50,7 @@ std::vector<AtenCase> atenCases() {
       // Channels-first (NC[D]HW): one thread per pixel, the fold along C.
       {"wan_rmsnorm_silu", "layout=channels_first", "1,96,4,60,104"},
       {"wan_rmsnorm_silu",
-       "layout=channels_first,form=f32,gamma=f32,conv_bias=1", "1,96,2,30,52"},
+       "layout=channels_first,form=f32,gamma=f32,conv_bias=1", "1,64,2,30,52"},
       {"wan_rmsnorm_silu", "layout=channels_first,dtype=f32", "1,128,1,30,52"},
       {"wan_rmsnorm_silu", "layout=channels_first,outvec=1,dtype=f16",
        "1,192,1,15,13"},

@@ -528,15 +528,15 @@ def qk_layernorm(q, k, eps=1e-6, *, verify=None, mode=None):
 _CONTIG = torch.contiguous_format
 
 
-def _channels_first_params(x):
+def _channels_first_params(x, max_c=128):
     """The kernel parameters that serve x in its own layout: for a dense
     NC[D]HW x with more than one pixel per image, the channels-first variant
     (the fold runs along the strided C axis in aten's outer-reduction order,
     whose output_vec_size S = D*H*W decides: docs/aten-reduce.md section 9);
     "" otherwise (channels-last x; any other layout, which the channels-last
     kernel refuses and the op then serves eagerly, with eager's bits)."""
-    if x.dim() not in (4, 5) or not 2 <= x.shape[1] <= 128 or not x.is_contiguous():
-        return ""  # C > 128: no one-pass config (docs/aten-reduce.md section 9)
+    if x.dim() not in (4, 5) or not 2 <= x.shape[1] <= max_c or not x.is_contiguous():
+        return ""  # wider: no one-pass config (docs/aten-reduce.md section 9)
     s = x[0, 0].numel()
     if s < 2:  # one pixel per image: aten reduces C innermost (channels-last)
         return ""
@@ -705,7 +705,7 @@ def wan_rmsnorm_silu(x, gamma, bias=None, conv_bias=None, form="x", *, verify=No
     if dev is not None:
         y = _empty_like(x, dtype=gamma.dtype)
         variant = (x.dtype, form, gamma.dtype, bias is not None, conv_bias is not None,
-                   _channels_first_params(x))
+                   _channels_first_params(x, 128 if conv_bias is None else 64))
         out = _run(call, _wan_k, variant, _wan_tensors(x, gamma, bias, conv_bias, y), (y,),
                    _f32.pack(float(x.shape[1]) ** 0.5), dev)
         if out is not None:
