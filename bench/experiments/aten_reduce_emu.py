@@ -20,6 +20,15 @@ def last_pow2(n):
     return max(1, n - (n >> 1))
 
 
+def block_dims(dim0, dim1, mnt):
+    """ReduceConfig::set_block_dimension: (block_width, block_height)."""
+    d0 = last_pow2(dim0) if dim0 < mnt else mnt
+    d1 = last_pow2(dim1) if dim1 < mnt else mnt
+    bw = min(d0, 32)
+    bh = min(d1, mnt // bw)
+    return min(d0, mnt // bh), bh
+
+
 def config(C, R, V, es, base_shift=0, num_sm=NUM_SM, mtpsm=MAX_THREADS_PER_SM):
     """setReduceConfig for an inner contiguous reduction of C elements over R
     rows; V = input_vec_size; es = element bytes. Returns a dict."""
@@ -27,12 +36,7 @@ def config(C, R, V, es, base_shift=0, num_sm=NUM_SM, mtpsm=MAX_THREADS_PER_SM):
     vectorized = C >= 128  # num_reduce_dims == 1, stride == sizeof(scalar)
     if vectorized:
         dim0 //= V
-    mnt = 512
-    d0 = last_pow2(dim0) if dim0 < mnt else mnt
-    d1 = last_pow2(dim1) if dim1 < mnt else mnt
-    bw = min(d0, 32)
-    bh = min(d1, mnt // bw)
-    bw = min(d0, mnt // bh)
+    bw, bh = block_dims(dim0, dim1, 512)
     nt = bw * bh
     step_in, step_out = bw, 1
     vpt = -(-C // step_in)
@@ -227,13 +231,7 @@ def config_outer(C, R, ovs, num_sm=NUM_SM, mtpsm=MAX_THREADS_PER_SM):
     block.x along the R outputs (vectorized by ovs), block.y along C. The
     lanes of one output are the block.y threads (when split) times the
     CTAs; returned in the inner emulator's terms (bw = 1)."""
-    mnt = 512 // ovs
-    dim0, dim1 = R // ovs, C
-    d0 = last_pow2(dim0) if dim0 < mnt else mnt
-    d1 = last_pow2(dim1) if dim1 < mnt else mnt
-    bw = min(d0, 32)
-    bh = min(d1, mnt // bw)
-    bw = min(d0, mnt // bh)
+    bw, bh = block_dims(R // ovs, C, 512 // ovs)
     nt = bw * bh
     step_in, step_out = 1, bw  # output_mult[0]: lanes of a warp = outputs
     vpt = C
