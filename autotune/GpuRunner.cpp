@@ -157,7 +157,10 @@ llvm::Error GpuRunner::fillSet(BufferSet &s,
   for (int g = 0; g < abi.numGroups; ++g) {
     for (int i = 0; i < abi.numOperands; ++i) {
       pack.pointer(g, i, uint64_t(s.buffers[g][i].ptr()));
-      pack.rowStride(g, i, b.tensors[g][i].rowStride);
+      // Channels-first operands: the slot holds S (spec/KernelABI.h).
+      pack.rowStride(g, i, b.tensors[g][i].spatial > 0
+                               ? b.tensors[g][i].spatial
+                               : b.tensors[g][i].rowStride);
     }
     pack.groupRows(g, b.groupRows[g]);
   }

@@ -208,15 +208,19 @@ def builders(rt):
 
     out.append(lambda: rms(1, 4096, 4096))
 
-    def wan(shape, form):
-        # Wan VAE RMSNorm + SiLU, bias=False (`+ 0.`), both eager forms.
+    def wan(shape, form, ncdhw=False):
+        # Wan VAE RMSNorm + SiLU, bias=False (`+ 0.`), both eager forms;
+        # channels-last, or contiguous NC[D]HW (the fold along strided C).
         fmt = torch.channels_last_3d if len(shape) == 5 else torch.channels_last
-        x = rnd(shape).contiguous(memory_format=fmt)
+        x = rnd(shape).contiguous(memory_format=torch.contiguous_format if ncdhw else fmt)
         c = shape[1]
         gamma = rnd((c,))
         g = gamma.view(1, c, *([1] * (len(shape) - 2)))
         y = torch.empty_like(x)
-        k = rt.kernel("wan_rmsnorm_silu", f"form={form},bias=0")
+        s = x[0, 0].numel()
+        layout = (f",layout=channels_first,outvec={4 if s % 4 == 0 else 2 if s % 2 == 0 else 1}"
+                  if ncdhw else "")
+        k = rt.kernel("wan_rmsnorm_silu", f"form={form},bias=0{layout}")
         nbytes = 2 * x.numel() * 2 + c * 2
         scale = c ** 0.5
 
@@ -226,12 +230,14 @@ def builders(rt):
                     torch.nn.functional.normalize(x, dim=1) * scale * g + 0.)
             return torch.nn.functional.silu(
                 torch.nn.functional.normalize(x.float(), dim=1).to(x.dtype) * scale * g + 0.)
-        return (f"Wan RMSNorm+SiLU {form} {list(shape)}", nbytes,
+        return (f"Wan RMSNorm+SiLU {form}{' NCDHW' if ncdhw else ''} {list(shape)}", nbytes,
                 lambda: k.launch([x, gamma, y], [scale]), eager, lambda: y)
 
     for shape in [(1, 96, 4, 480, 832), (1, 192, 4, 240, 416), (1, 384, 2, 120, 208)]:
         out.append(lambda shape=shape: wan(shape, "x"))
     out.append(lambda: wan((1, 96, 4, 480, 832), "f32"))
+    for form in ("x", "f32"):
+        out.append(lambda form=form: wan((1, 96, 4, 480, 832), form, ncdhw=True))
 
     def hf(b, s, d):
         # HF LlamaRMSNorm in aten's mean order.

@@ -126,7 +126,7 @@ llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
     return illegal(c, "vector width above 16 elements");
   if (def.folds.empty() && c.twoPass)
     return illegal(c, "two passes need a fold");
-  return llvm::Error::success();
+  return checkStridedAxisConfig(def, c);
 }
 
 /// Where each tree stage of fold lanes mapped as `fp` moves its data.
@@ -352,6 +352,8 @@ llvm::Error codegen::checkConfig(const KernelDef &def, const ShapeSpec &shape,
 
 std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
                                                   const ShapeSpec &shape) {
+  if (dsl::isChannelsFirst(def))
+    return stridedAxisConfigs(def, shape);
   std::vector<TileConfig> out;
   const int64_t D = shape.cols;
   int64_t roundD = int64_t(std::bit_ceil(uint64_t(std::max<int64_t>(D, 1))));

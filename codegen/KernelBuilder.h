@@ -148,6 +148,8 @@ private:
   void storeAccess(int operand, const Access &acc, llvm::ArrayRef<Value> v);
   /// Elements one load or store of `operand` moves: at most 16 bytes.
   int pieceElems(int operand, const Access &acc) const {
+    if (def.operands[operand].layout == dsl::Layout::ChannelsFirst)
+      return 1; // columns S apart
     return std::min(acc.width,
                     16 / int(dsl::dtypeBytes(def.operands[operand].dtype)));
   }
@@ -195,6 +197,9 @@ private:
   Value tid, laneInRow /*i32*/, rowInCta /*i32*/, pIdx /*idx*/, rowValid;
   Value groupRowsF;              ///< rows of the row's group (i64).
   std::vector<Value> base;       ///< per operand: ptr<1> to its row start.
+  /// Per operand: the column stride S of a channels-first operand (index
+  /// type), null for operands whose columns are packed.
+  std::vector<Value> colStride;
   std::vector<Value> dimValues;  ///< i64.
   std::vector<Value> scalarValues;
   std::vector<std::vector<Value>> foldResults;

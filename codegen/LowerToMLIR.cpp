@@ -252,6 +252,17 @@ Value KernelBuilder::rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
   Value rowOff;
   switch (o.map) {
   case dsl::IndexMap::PerElement:
+    if (o.layout == dsl::Layout::ChannelsFirst) {
+      // Pixel r of an N C S tensor: (r / S) * C * S + r % S; the ABI's
+      // row-stride slot holds S (spec/KernelABI.h).
+      Value s = toIdx(stride), r = toIdx(local);
+      Value n = arith::DivUIOp::create(b, loc, r, s);
+      Value batch = arith::MulIOp::create(
+          b, loc, n, arith::MulIOp::create(b, loc, s, cIdx(plan.cols)));
+      rowOff = arith::AddIOp::create(
+          b, loc, batch, arith::RemUIOp::create(b, loc, r, s));
+      break;
+    }
     rowOff = arith::MulIOp::create(b, loc, toIdx(local), toIdx(stride));
     break;
   case dsl::IndexMap::PerBatch: {
@@ -317,6 +328,9 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
     Value ptr = pick([&](int g) { return arg(abi.pointer(g, i)); });
     Value stride = pick([&](int g) { return arg(abi.rowStride(g, i)); });
     base.push_back(rowBase(def.operands[i], ptr, stride, local));
+    colStride.push_back(def.operands[i].layout == dsl::Layout::ChannelsFirst
+                            ? toIdx(stride)
+                            : Value());
   }
 }
 

@@ -81,6 +81,15 @@ void loadsOf(const dsl::ExprNode *root, std::set<int> &out);
 /// Registers ptxas may use per thread with `ctaThreads` threads (.maxntid).
 int registerLimit(int ctaThreads);
 
+// ---- Channels-first programs (StridedAxis.cpp) ----
+/// A channels-first program runs one row per thread, one element per
+/// access, one pass (t1.v1.p1); other programs pass.
+llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def,
+                                   const TileConfig &config);
+/// The config space of a channels-first program (rows per CTA).
+std::vector<TileConfig> stridedAxisConfigs(const dsl::KernelDef &def,
+                                           const ShapeSpec &shape);
+
 } // namespace bitfold::codegen
 
 #endif // BITFOLD_CODEGEN_PLAN_H

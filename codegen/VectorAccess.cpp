@@ -77,6 +77,8 @@ std::vector<Access> KernelBuilder::outputAccesses() {
 Value KernelBuilder::pieceAddr(int operand, const Access &acc, int start) {
   Value col =
       start ? arith::AddIOp::create(b, loc, acc.col, cIdx(start)) : acc.col;
+  if (Value s = colStride[operand])
+    col = arith::MulIOp::create(b, loc, col, s);
   return LLVM::GEPOp::create(b, loc, ptrGlobal,
                              storageType(def.operands[operand].dtype),
                              base[operand], ValueRange{col});

@@ -113,6 +113,17 @@ TreeStage stageFor(int offset) {
           offset};
 }
 
+/// ReduceConfig::set_block_dimension: (block_width, block_height).
+std::pair<int64_t, int64_t> blockShape(int64_t dim0, int64_t dim1,
+                                       int64_t maxThreads) {
+  int64_t d0 = dim0 < maxThreads ? lastPow2(dim0) : maxThreads;
+  int64_t d1 = dim1 < maxThreads ? lastPow2(dim1) : maxThreads;
+  int64_t bw = std::min<int64_t>(d0, 32);
+  int64_t bh = std::min(d1, maxThreads / bw);
+  bw = std::min(d0, maxThreads / bh);
+  return {bw, bh};
+}
+
 } // namespace
 
 int64_t folds::aten_reduce_row_class(int64_t rows) {
@@ -127,12 +138,7 @@ folds::AtenReduceConfig folds::aten_reduce_config(int64_t cols, int64_t rows,
   AtenReduceConfig c;
   c.vectorized = cols >= 128;
   int64_t dim0 = c.vectorized ? cols / kernel.inputVecSize : cols;
-  const int64_t maxThreads = 512;
-  int64_t d0 = dim0 < maxThreads ? lastPow2(dim0) : maxThreads;
-  int64_t d1 = rows < maxThreads ? lastPow2(rows) : maxThreads;
-  int64_t bw = std::min<int64_t>(d0, 32);
-  int64_t bh = std::min(d1, maxThreads / bw);
-  bw = std::min(d0, maxThreads / bh);
+  auto [bw, bh] = blockShape(dim0, rows, 512);
   int64_t stepIn = bw, stepOut = 1;
   bool splitWarps = divUp(cols, stepIn) >= std::min<int64_t>(bh * 16, 256);
   if (splitWarps)
@@ -197,6 +203,73 @@ FoldOrder folds::aten_reduce(int64_t cols, int64_t rows,
     o.finalStages.insert(o.finalStages.end(), x.begin(), x.end());
   }
   return o;
+}
+
+folds::AtenReduceConfig
+folds::aten_reduce_outer_config(int64_t cols, int64_t outputs, int outputVec,
+                                int numSMs, int maxThreadsPerSM) {
+  // setReduceConfig with reduction_on_fastest_striding_dimension false:
+  // dim0 = outputs / output_vec_size (block.x), dim1 = cols (block.y).
+  const int64_t dim0 = outputs / outputVec;
+  auto [bw, bh] = blockShape(dim0, cols, 512 / outputVec);
+  int64_t stepIn = 1, stepOut = bw; // block.x splits the outputs
+  bool split = cols >= bh * 16 || cols >= 256;
+  if (split)
+    stepIn *= bh;
+  else
+    stepOut *= bh;
+  AtenReduceConfig c;
+  c.blockWidth = 1;
+  c.blockHeight = split ? int(bh) : 1;
+  int64_t vpt = divUp(cols, stepIn);
+  int64_t grid = divUp(dim0, stepOut);
+  int64_t target = int64_t(numSMs) * (maxThreadsPerSM / (bw * bh));
+  if (split && vpt >= 256 && grid <= target)
+    c.ctas = int(std::max(std::min(divUp(target, grid), divUp(vpt, 16)),
+                          divUp(vpt, 256)));
+  return c;
+}
+
+FoldOrder folds::aten_reduce_outer(int64_t cols, int64_t outputs,
+                                   int outputVec, AtenReduceKernel kernel,
+                                   int numSMs, int maxThreadsPerSM) {
+  AtenReduceConfig c = aten_reduce_outer_config(cols, outputs, outputVec,
+                                                numSMs, maxThreadsPerSM);
+  FoldOrder o;
+  o.name = "aten_reduce_outer_c" + std::to_string(cols) + "_r" +
+           std::to_string(outputs) + "_ov" + std::to_string(outputVec) +
+           "_vt" + std::to_string(kernel.vt0);
+  o.threads = c.blockHeight;
+  o.ctas = c.ctas;
+  o.vector = 1;
+  o.accumulators = kernel.vt0;
+  o.outputVec = outputVec;
+  for (int off = c.blockHeight / 2; off >= 1; off /= 2)
+    o.stages.push_back(stageFor(off));
+  if (o.ctas > 1)
+    o.finalStages = o.stages; // the last CTA: block_y_reduce only
+  // From outputs / outputVec >= 32 on, block.x is a whole warp and block.y
+  // no longer depends on the output count; the CTA split then stops once
+  // the grid exceeds the target (section 9).
+  const int64_t maxThreads = 512 / outputVec;
+  const int64_t bh = std::min(
+      cols < maxThreads ? lastPow2(cols) : maxThreads, maxThreads / 32);
+  const bool split = cols >= bh * 16 || cols >= 256;
+  int64_t minRows = 32 * int64_t(outputVec);
+  if (split && divUp(cols, bh) >= 256) {
+    const int64_t bw = maxThreads / bh;
+    const int64_t target = int64_t(numSMs) * (maxThreadsPerSM / maxThreads);
+    minRows = (bw * target + 1) * outputVec;
+  }
+  if (outputs >= minRows && o.ctas == 1)
+    o.minRows = minRows;
+  else
+    o.minRows = o.maxRows = outputs;
+  return o;
+}
+
+int folds::aten_output_vec_size(int64_t spatial) {
+  return spatial % 4 == 0 ? 4 : spatial % 2 == 0 ? 2 : 1;
 }
 
 std::optional<FoldOrder> folds::aten_reduce_plain(int64_t cols, int64_t rows,

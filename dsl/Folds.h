@@ -77,6 +77,29 @@ std::optional<FoldOrder> aten_reduce_plain(int64_t cols, int64_t rows,
                                            int numSMs = 132,
                                            int maxThreadsPerSM = 2048);
 
+/// setReduceConfig's decisions when the reduced dim (`cols` elements, of
+/// stride S > 1) is not the fastest: `outputs` = N*S outputs, `outputVec`
+/// = get_output_vec_size (docs/aten-reduce.md section 9). blockHeight is
+/// the block.y threads sharing one output's fold (1 when each folds its
+/// own), ctas the CTAs per output; blockWidth is 1 (block.x runs along the
+/// outputs: no lanes of one output there).
+AtenReduceConfig aten_reduce_outer_config(int64_t cols, int64_t outputs,
+                                          int outputVec, int numSMs = 132,
+                                          int maxThreadsPerSM = 2048);
+
+/// aten's order for that reduction, as a strided-axis order
+/// (FoldOrder::outputVec): lane y + bh*c pushes elements y + bh*c, + L, ...
+/// round-robin into vt0 accumulators, then block_y_reduce (and the global
+/// reduce when ctas > 1). The row range is `outputs`.. where the block
+/// shape stops depending on the output count, else exactly `outputs`.
+FoldOrder aten_reduce_outer(int64_t cols, int64_t outputs, int outputVec,
+                            AtenReduceKernel kernel, int numSMs = 132,
+                            int maxThreadsPerSM = 2048);
+
+/// aten's output_vec_size for S spatial positions of a base aligned to 4
+/// elements (the largest of 4, 2, 1 dividing S).
+int aten_output_vec_size(int64_t spatial);
+
 /// aten's NormTwoOps with float accumulation: acc = fma(x, x, acc) (nvcc
 /// contracts acc + x*x; the H200 probe confirms), combine a + b.
 std::shared_ptr<const Combiner> norm_two_aten();

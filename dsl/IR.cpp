@@ -48,7 +48,19 @@ std::optional<Op> bitfold::dsl::opFromName(llvm::StringRef name) {
 }
 
 llvm::StringRef bitfold::dsl::layoutName(Layout l) {
-  return l == Layout::RowMajor ? "row_major" : "channels_last";
+  switch (l) {
+  case Layout::RowMajor: return "row_major";
+  case Layout::ChannelsLast: return "channels_last";
+  case Layout::ChannelsFirst: return "channels_first";
+  }
+  return "?";
+}
+
+bool bitfold::dsl::isChannelsFirst(const KernelDef &def) {
+  for (const OperandDecl &o : def.operands)
+    if (o.layout == Layout::ChannelsFirst)
+      return true;
+  return false;
 }
 
 llvm::StringRef bitfold::dsl::indexMapName(IndexMap m) {

@@ -231,6 +231,11 @@ struct FoldOrder {
   int ctas = 1;
   std::vector<TreeStage> finalStages;
   int64_t minRows = 1, maxRows = INT64_MAX;
+  /// Strided-axis orders (aten's reduction over a non-innermost dim,
+  /// docs/aten-reduce.md section 9): the output_vec_size (1, 2 or 4) this
+  /// order was derived for; like the row range, a launch condition (the
+  /// launch derives it from the column stride S). 0: a row-axis order.
+  int outputVec = 0;
   bool operator==(const FoldOrder &) const = default;
   /// True when the lane mapping uses only the original fields (what codegen
   /// maps today); the row range is a launch condition, not a mapping.
@@ -238,6 +243,7 @@ struct FoldOrder {
     return accumulators == 1 && !alignedVectors && ctas == 1;
   }
   bool hasRowRange() const { return minRows != 1 || maxRows != INT64_MAX; }
+  bool stridedAxis() const { return outputVec != 0; }
 };
 
 /// State of a combiner: named f32 fields.
@@ -286,6 +292,12 @@ private:
 enum class Layout : uint8_t {
   RowMajor,     ///< (..., C) with C packed; rows = product of leading dims.
   ChannelsLast, ///< N C [D] H W stored channels-last; rows = pixels.
+  /// N C [D] H W stored contiguous (NCHW, NCDHW): rows = the N*S pixels
+  /// (S = [D*]H*W), a row's C elements lie S apart. The fold axis is
+  /// strided; consecutive rows are adjacent in memory (docs/aten-reduce.md
+  /// section 9). A program with such an operand has every per-element
+  /// operand in it and folds in strided-axis orders (FoldOrder::outputVec).
+  ChannelsFirst,
 };
 /// Which element of an operand row r, column c reads.
 enum class IndexMap : uint8_t {
@@ -294,6 +306,10 @@ enum class IndexMap : uint8_t {
   PerColumn,  ///< [c]: one row for all.
 };
 llvm::StringRef layoutName(Layout l);
+struct KernelDef;
+/// Whether the program has a channels-first operand (its rows are pixels of
+/// NC[D]HW tensors and its folds run along the strided C axis).
+bool isChannelsFirst(const KernelDef &def);
 llvm::StringRef indexMapName(IndexMap m);
 
 struct OperandDecl {

@@ -274,7 +274,7 @@ struct BodyTape {
 
 float loadElement(const HostTensor &t, int64_t row, int64_t col) {
   const char *base = static_cast<const char *>(t.data);
-  int64_t i = row * t.rowStride + col;
+  int64_t i = t.offset(row, col);
   switch (t.dtype) {
   case DType::F32: {
     float f;
@@ -300,7 +300,7 @@ float loadElement(const HostTensor &t, int64_t row, int64_t col) {
 
 void storeElement(const HostTensor &t, int64_t row, int64_t col, float v) {
   char *base = static_cast<char *>(t.data);
-  int64_t i = row * t.rowStride + col;
+  int64_t i = t.offset(row, col);
   switch (t.dtype) {
   case DType::F32:
     std::memcpy(base + i * 4, &v, 4);
@@ -452,7 +452,14 @@ llvm::Error checkBinding(const KernelDef &def, const Binding &b) {
       if (t.rows < need)
         return bindingError(llvm::formatv(
             "operand '{0}': needs {1} rows, has {2}", o.name, need, t.rows));
-      if (need > 1 && t.rowStride < b.cols)
+      if ((o.layout == Layout::ChannelsFirst) != (t.spatial > 0) ||
+          (t.spatial > 0 && need % t.spatial != 0))
+        return bindingError(llvm::formatv(
+            "operand '{0}' is {1}: its view needs {2} (spatial size {3}, "
+            "{4} rows)", o.name, layoutName(o.layout),
+            t.spatial > 0 ? "no spatial size" : "the spatial size S whose "
+            "images make up the rows", t.spatial, need));
+      if (need > 1 && t.rowStride < b.cols && t.spatial == 0)
         return bindingError(llvm::formatv(
             "operand '{0}': row stride {1} is below the {2} columns", o.name,
             t.rowStride, b.cols));

@@ -35,12 +35,20 @@ const ApproxUnit &correctlyRoundedApprox();
 
 /// A 2-D host view of one operand: `rows` rows of `cols` packed elements,
 /// `rowStride` elements apart. PerColumn operands have one row; PerBatch
-/// operands one row per batch.
+/// operands one row per batch. A channels-first operand (spatial = S > 0)
+/// holds N C S elements: row r = (n, s) of pixels, column c at
+/// n * rowStride + s + c * S (rowStride = C * S when packed).
 struct HostTensor {
   DType dtype = DType::F32;
   void *data = nullptr;
   int64_t rows = 0;
   int64_t rowStride = 0;
+  int64_t spatial = 0;
+  int64_t offset(int64_t row, int64_t col) const {
+    if (spatial > 0)
+      return row / spatial * rowStride + row % spatial + col * spatial;
+    return row * rowStride + col;
+  }
 };
 
 /// Everything a launch binds: the shape, one tensor per operand (in the

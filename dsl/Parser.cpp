@@ -372,8 +372,9 @@ bool Parser::dtype(DType &out) {
 }
 
 bool Parser::layout(Layout &out) {
-  return oneOf({Layout::RowMajor, Layout::ChannelsLast}, layoutName, out,
-               "a layout (row_major or channels_last)");
+  return oneOf({Layout::RowMajor, Layout::ChannelsLast, Layout::ChannelsFirst},
+               layoutName, out,
+               "a layout (row_major, channels_last or channels_first)");
 }
 
 bool Parser::indexMap(OperandDecl &o) {
@@ -840,7 +841,7 @@ bool Parser::stageList(std::vector<TreeStage> &out) {
 
 /// What the printer adds for orders beyond the plain model (IR.h FoldOrder):
 /// accumulators N (by-element | round-robin) [aligned] ctas N final [...]
-/// rows MIN..MAX
+/// rows MIN..MAX [outvec N]
 bool Parser::orderExtensions(FoldOrder &o) {
   if (!isKeyword("accumulators"))
     return true;
@@ -868,6 +869,13 @@ bool Parser::orderExtensions(FoldOrder &o) {
   o.ctas = int(ctas);
   o.minRows = minRows;
   o.maxRows = maxRows;
+  if (!isKeyword("outvec"))
+    return true;
+  bump();
+  int64_t vec;
+  if (!integer(vec, "an output vector size (1, 2 or 4)", 1, 4))
+    return false;
+  o.outputVec = int(vec);
   return true;
 }
 

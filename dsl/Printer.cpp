@@ -192,7 +192,7 @@ static void printProgram(llvm::raw_ostream &os, const KernelDef &def,
          << f.order.stages[i].offset;
     os << "]";
     // Printed only when in use, so plain orders keep their text and hash.
-    if (!f.order.isPlain() || f.order.hasRowRange()) {
+    if (!f.order.isPlain() || f.order.hasRowRange() || f.order.stridedAxis()) {
       os << " accumulators " << f.order.accumulators
          << (f.order.accumulatorMap == FoldOrder::AccumulatorMap::VectorElement
                  ? " by-element"
@@ -203,6 +203,8 @@ static void printProgram(llvm::raw_ostream &os, const KernelDef &def,
         os << (i ? ", " : "") << stageKindName(f.order.finalStages[i].kind)
            << " " << f.order.finalStages[i].offset;
       os << "] rows " << f.order.minRows << ".." << f.order.maxRows;
+      if (f.order.stridedAxis())
+        os << " outvec " << f.order.outputVec;
     }
     os << "\n";
     printCombiner(os, *f.combiner, record);

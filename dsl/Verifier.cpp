@@ -43,6 +43,7 @@ public:
     checkFolds();
     checkOutputs();
     checkFoldsAreUsed();
+    checkStridedAxis();
     if (def.groups < 1)
       report(llvm::formatv("groups must be at least 1, found {0}", def.groups));
     if (def.groups > kMaxTensorGroups)
@@ -253,6 +254,47 @@ private:
                            where));
     if (o.ctas > 1)
       checkStages(where, "final stages", o.finalStages, o.threads);
+  }
+
+  /// A channels-first program (Layout::ChannelsFirst in IR.h): every
+  /// per-element operand is channels-first (a row is a pixel for all of
+  /// them), its folds run in strided-axis orders of one element per push,
+  /// and only such programs use those orders.
+  void checkStridedAxis() {
+    const bool cf = isChannelsFirst(def);
+    for (const OperandDecl &o : def.operands) {
+      if (o.layout == Layout::ChannelsFirst && o.map != IndexMap::PerElement)
+        report(llvm::formatv("operand '{0}': a channels-first operand is "
+                             "per_element (per-column and per-batch operands "
+                             "are row_major)",
+                             o.name));
+      if (cf && o.map == IndexMap::PerElement &&
+          o.layout != Layout::ChannelsFirst)
+        report(llvm::formatv("operand '{0}' is {1} in a program whose other "
+                             "per-element operands are channels_first; rows "
+                             "must be the same pixels in all of them",
+                             o.name, layoutName(o.layout)));
+    }
+    for (size_t i = 0; i < def.folds.size(); ++i) {
+      const FoldOrder &o = def.folds[i].order;
+      std::string where = llvm::formatv("fold {0} (order '{1}')", i, o.name);
+      if (o.outputVec != 0 && o.outputVec != 1 && o.outputVec != 2 &&
+          o.outputVec != 4)
+        report(llvm::formatv("{0}: outvec is aten's output_vec_size, 1, 2 or "
+                             "4; found {1}",
+                             where, o.outputVec));
+      if (cf && !o.stridedAxis())
+        report(where + ": a channels-first program folds along the strided "
+                       "C axis; its order needs an outvec (a strided-axis "
+                       "order, e.g. folds::aten_reduce_outer)");
+      if (!cf && o.stridedAxis())
+        report(where + ": a strided-axis order (outvec) folds a "
+                       "channels-first operand; this program has none");
+      if (o.stridedAxis() && o.vector != 1)
+        report(llvm::formatv("{0}: a strided-axis order pushes one element "
+                             "at a time (vector 1), found vector {1}",
+                             where, o.vector));
+    }
   }
 
   /// The names a fold prints in the canonical text must read back.

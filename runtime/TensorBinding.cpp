@@ -2,8 +2,8 @@
 
 #include "runtime/TensorBinding.h"
 
+#include "dsl/Folds.h"
 #include "runtime/Status.h"
-
 #include "spec/ShapeSpec.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -44,6 +44,7 @@ std::string shapeText(const DLTensor &t) {
 struct Extent {
   int64_t rows = 0, cols = 0, rowStride = 0;
   int64_t numel = 0;
+  int64_t spatial = 0; ///< channels-first: S.
 };
 
 class Binder {
@@ -64,8 +65,12 @@ private:
   llvm::Error checkExtent(int g, int i, const DLTensor &t, Extent &ext);
   llvm::Error rowMajorExtent(int g, int i, const DLTensor &t,
                              const int64_t *st, Extent &ext);
+  llvm::Error pixelRank(int g, int i, const DLTensor &t,
+                        llvm::StringRef layout);
   llvm::Error channelsLastExtent(int g, int i, const DLTensor &t,
                                  const int64_t *st, Extent &ext);
+  llvm::Error channelsFirstExtent(int g, int i, const DLTensor &t,
+                                  const int64_t *st, Extent &ext);
   llvm::Error checkAddress(int g, int i, const DLTensor &t, const Extent &ext);
   llvm::Error checkGroupShapes(int g, Extent *ext);
   // Messages of checkGroupShapes' failures (kept out of its hot loop).
@@ -73,6 +78,7 @@ private:
   llvm::Error batchDimError(int g, int i, int64_t S, int64_t batches);
   llvm::Error endError(int g, int i, int64_t last);
   llvm::Error checkOverlaps();
+  llvm::Error checkOutputVec();
   llvm::Error deviceTypeError(int g, int i, int32_t type);
 
   const KernelDef &def;
@@ -147,15 +153,21 @@ llvm::Error Binder::rowMajorExtent(int g, int i, const DLTensor &t,
   return llvm::Error::success();
 }
 
+llvm::Error Binder::pixelRank(int g, int i, const DLTensor &t,
+                              llvm::StringRef layout) {
+  if (t.ndim == 4 || t.ndim == 5)
+    return llvm::Error::success();
+  return fail(BITFOLD_ERROR_SHAPE, g, i,
+              llvm::formatv("a {0} operand needs 4 (N, C, H, W) or 5 (N, C, "
+                            "D, H, W) dimensions; found shape {1}",
+                            layout, shapeText(t)));
+}
+
 llvm::Error Binder::channelsLastExtent(int g, int i, const DLTensor &t,
                                        const int64_t *st, Extent &ext) {
   const int n = t.ndim;
-  if (n != 4 && n != 5)
-    return fail(BITFOLD_ERROR_SHAPE, g, i,
-                llvm::formatv("a channels-last operand needs 4 (N, C, H, W) "
-                              "or 5 (N, C, D, H, W) dimensions; found shape "
-                              "{0}",
-                              shapeText(t)));
+  if (llvm::Error e = pixelRank(g, i, t, "channels-last"))
+    return e;
   ext.cols = t.shape[1];
   ext.rowStride = ext.cols;
   int64_t expected[kMaxNdim];
@@ -182,6 +194,45 @@ llvm::Error Binder::channelsLastExtent(int g, int i, const DLTensor &t,
                                 "torch.channels_last{3})",
                                 shapeText(t), listText(st, n),
                                 listText(expected, n), n == 5 ? "_3d" : ""));
+  return llvm::Error::success();
+}
+
+/// Dense NC[D]HW only: any other stride pattern (a permuted, expanded,
+/// overlapping or negative-stride view) is refused, so the caller falls
+/// back to its own path with the reference's bits.
+llvm::Error Binder::channelsFirstExtent(int g, int i, const DLTensor &t,
+                                        const int64_t *st, Extent &ext) {
+  const int n = t.ndim;
+  if (llvm::Error e = pixelRank(g, i, t, "channels-first"))
+    return e;
+  ext.cols = t.shape[1];
+  int64_t expected[kMaxNdim];
+  int64_t acc = 1;
+  for (int d = n - 1; d >= 0; --d) {
+    expected[d] = acc;
+    if (__builtin_mul_overflow(acc, t.shape[d], &acc))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
+  }
+  ext.spatial = expected[1];
+  ext.rowStride = ext.spatial;
+  if (__builtin_mul_overflow(t.shape[0], ext.spatial, &ext.rows))
+    return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
+  if (ext.numel == 0)
+    return llvm::Error::success();
+  for (int d = 0; d < n; ++d)
+    if (t.shape[d] != 1 && st[d] != expected[d])
+      return fail(BITFOLD_ERROR_STRIDE, g, i,
+                  llvm::formatv("is not dense channels-first (contiguous "
+                                "NC[D]HW): shape {0} has strides {1}, needs "
+                                "{2}",
+                                shapeText(t), listText(st, n),
+                                listText(expected, n)));
+  if (ext.spatial == 1)
+    return fail(BITFOLD_ERROR_STRIDE, g, i,
+                llvm::formatv("has one pixel per image (shape {0}): aten "
+                              "then reduces C as the innermost dim; the "
+                              "tensor is also channels-last, use that kernel",
+                              shapeText(t)));
   return llvm::Error::success();
 }
 
@@ -254,9 +305,12 @@ llvm::Error Binder::checkExtent(int g, int i, const DLTensor &t, Extent &ext) {
                                   shapeText(t)));
     }
   }
-  return def.operands[i].layout == Layout::ChannelsLast
-             ? channelsLastExtent(g, i, t, st, ext)
-             : rowMajorExtent(g, i, t, st, ext);
+  switch (def.operands[i].layout) {
+  case Layout::ChannelsLast: return channelsLastExtent(g, i, t, st, ext);
+  case Layout::ChannelsFirst: return channelsFirstExtent(g, i, t, st, ext);
+  case Layout::RowMajor: break;
+  }
+  return rowMajorExtent(g, i, t, st, ext);
 }
 
 llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
@@ -277,6 +331,7 @@ llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
                               t.byte_offset));
   v.rows = ext.rows;
   v.rowStride = ext.rowStride;
+  v.spatial = ext.spatial;
   if (ext.numel > 0 && v.base % elem)
     return fail(BITFOLD_ERROR_ALIGNMENT, g, i,
                 llvm::formatv("address {0:x} (data + byte_offset {1}) is not "
@@ -407,13 +462,21 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
     } else if (e.cols != C ||
                e.rows != (op.map == IndexMap::PerColumn ? 1 : R)) {
       return shapeError(g, i, ref, ext);
+    } else if (e.spatial != ext[ref].spatial && op.map == IndexMap::PerElement) {
+      return fail(BITFOLD_ERROR_SHAPE, g, i,
+                  llvm::formatv("has {0} pixels per image but '{1}' has {2}; "
+                                "channels-first operands share N and D*H*W",
+                                e.spatial, def.operands[ref].name,
+                                ext[ref].spatial));
     }
     // The largest element offset, and the last byte must be addressable
     // (base + byte_offset near 2^64).
     OperandView &v = out.views[g][i];
     const int64_t rowsStored = op.map == IndexMap::PerColumn ? 1 : e.rows;
     int64_t last = 0;
-    if (!spec::lastElementOffset(rowsStored, v.rowStride, C, last))
+    if (v.spatial > 0) // dense N C S: checked not to overflow
+      last = rowsStored > 0 && C > 0 ? rowsStored * C - 1 : 0;
+    else if (!spec::lastElementOffset(rowsStored, v.rowStride, C, last))
       return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
                   "addresses beyond 2^63 elements");
     uint64_t bytes = 0, end = 0;
@@ -438,7 +501,10 @@ bool overlaps(const OperandView &a, const OperandView &b, int64_t cols,
   if (aEnd <= b.base || bEnd <= a.base)
     return false;
   // Same row stride (chunks of one wider tensor): the column windows may
-  // interleave without touching.
+  // interleave without touching. Channels-first views are dense: any
+  // common byte is an overlap.
+  if (a.spatial > 0 || b.spatial > 0)
+    return true;
   if (elem == bElem && a.rowStride == b.rowStride && a.rowStride >= cols &&
       (a.rows > 1 || b.rows > 1)) {
     int64_t diff = int64_t(b.base) - int64_t(a.base);
@@ -526,6 +592,8 @@ llvm::Error Binder::run() {
                       "(shape {5})",
                       def.name, def.colsMultipleOf, def.minCols, def.maxCols,
                       C, shapeText(*tensors[0])));
+  if (llvm::Error e = checkOutputVec())
+    return e;
   // A fold order that is the reference's only for a row range (aten's
   // generic reduction, docs/aten-reduce.md section 6); no rows, no launch.
   for (const dsl::FoldDecl &f : def.folds)
@@ -541,6 +609,31 @@ llvm::Error Binder::run() {
                           f.order.name, f.order.minRows, f.order.maxRows,
                           shapeText(*tensors[0])));
   return checkOverlaps();
+}
+
+llvm::Error Binder::checkOutputVec() {
+  // A strided-axis order is aten's for one output_vec_size, which S decides
+  // once the template's alignment guard holds (docs/aten-reduce.md
+  // section 9).
+  for (const dsl::FoldDecl &f : def.folds) {
+    if (!f.order.stridedAxis())
+      continue;
+    for (int g = 0; g < def.groups; ++g)
+      for (int i = 0; i < nOps; ++i) {
+        const int64_t S = out.views[g][i].spatial;
+        if (S == 0 || out.groupRows[g] == 0)
+          continue;
+        const int ovs = dsl::folds::aten_output_vec_size(S);
+        if (ovs != f.order.outputVec)
+          return fail(BITFOLD_ERROR_SHAPE, g, i,
+                      llvm::formatv("has {0} pixels per image, for which "
+                                    "aten's output_vec_size is {1}; fold "
+                                    "order '{2}' is its order for {3} "
+                                    "(build the kernel with outvec={1})",
+                                    S, ovs, f.order.name, f.order.outputVec));
+      }
+  }
+  return llvm::Error::success();
 }
 
 } // namespace

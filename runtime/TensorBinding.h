@@ -37,7 +37,10 @@ llvm::Error checkDefLimits(const dsl::KernelDef &def);
 struct OperandView {
   uintptr_t base = 0;    ///< data + byte_offset.
   int64_t rows = 0;      ///< rows stored (B for per-batch, 1 per-column).
-  int64_t rowStride = 0; ///< elements between rows.
+  int64_t rowStride = 0; ///< elements between rows (channels-first: S).
+  /// Channels-first (NC[D]HW): the pixels per image S, whose C elements lie
+  /// S apart; row n*S + s starts at element n*C*S + s. 0: rows are packed.
+  int64_t spatial = 0;
   int alignBytes = 16;   ///< largest of 16/8/4/2/1 dividing base and stride.
   int64_t lastOffset = 0;///< element offset of the last element read/written.
 };

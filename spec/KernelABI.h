@@ -5,7 +5,8 @@
 // (runtime/Runtime.cpp, autotune/GpuRunner.cpp), so the two cannot drift.
 //
 // Order: for each group g, for each operand i: pointer (u64), row stride in
-// elements (i64); then the rows of each group (i64); then the named dims
+// elements (i64; for a channels-first operand its column stride S, the
+// pixels per image: rows n*S + s start at n*C*S + s); then the rows of each group (i64); then the named dims
 // (i64); then the scalars (f32, in the low four bytes of an 8-byte slot).
 // Grid x = ceil(total rows / rowsPerCta), rows of group 0 first; block x =
 // the config's CTA threads.

@@ -64,6 +64,16 @@ FoldOrder statsOrder(int64_t cols, int64_t rows, folds::AtenReduceKernel k,
   return o;
 }
 
+/// aten's order for a reduction over dim 1 of an NC[D]HW tensor (section 9
+/// of docs/aten-reduce.md), for `rows` pixels; the range ends where the
+/// reduced tensor reaches 2^31 bytes (32-bit indexing splits it).
+FoldOrder outerOrder(int64_t cols, int64_t rows, int outputVec,
+                     folds::AtenReduceKernel k, int elemBytes) {
+  FoldOrder o = folds::aten_reduce_outer(cols, rows, outputVec, k);
+  o.maxRows = std::min(o.maxRows, ((int64_t(1) << 31) - 1) / (cols * elemBytes));
+  return o;
+}
+
 } // namespace
 
 llvm::Expected<KernelDefRef>
@@ -79,10 +89,18 @@ templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
         "wan_rmsnorm_silu: C must be 1..1024, found {0}", o.cols));
   const DType normDt = o.form == WanNormForm::NormInF32 ? DType::F32 : dt;
   folds::AtenReduceKernel k = folds::aten_norm_kernel(normDt);
-  if (llvm::Error e = checkWholeVectors("wan_rmsnorm_silu", o.cols, k))
-    return std::move(e);
+  const bool channelsFirst = o.layout == Layout::ChannelsFirst;
+  if (channelsFirst && o.outputVec != 1 && o.outputVec != 2 &&
+      o.outputVec != 4)
+    return badOption(llvm::formatv(
+        "wan_rmsnorm_silu: outvec is aten's output_vec_size, 1, 2 or 4; "
+        "found {0}",
+        o.outputVec));
+  if (!channelsFirst)
+    if (llvm::Error e = checkWholeVectors("wan_rmsnorm_silu", o.cols, k))
+      return std::move(e);
   RowProgram p("wan_rmsnorm_silu");
-  Expr x = p.input("x", dt, Layout::ChannelsLast).row();
+  Expr x = p.input("x", dt, o.layout).row();
   Expr gamma =
       p.input("gamma", o.gammaDtype, Layout::RowMajor, IndexMap::PerColumn).row();
   Expr bias = o.biasTensor ? p.input("bias", o.gammaDtype, Layout::RowMajor,
@@ -98,10 +116,12 @@ templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
 
   // x.norm(2, dim=1): NormTwoOps over x (or x.float()) in aten's order.
   Expr xf = x.to_f32();
-  State st = p.fold(xf,
-                    statsOrder(o.cols, o.rows, k, dt != DType::F32,
-                               int(dtypeBytes(normDt))),
-                    folds::norm_two_aten());
+  FoldOrder order = channelsFirst
+                        ? outerOrder(o.cols, o.rows, o.outputVec, k,
+                                     int(dtypeBytes(normDt)))
+                        : statsOrder(o.cols, o.rows, k, dt != DType::F32,
+                                     int(dtypeBytes(normDt)));
+  State st = p.fold(xf, order, folds::norm_two_aten());
   Expr norm = round(normDt, sqrt_rn(st[0]));
   Expr denom = round(normDt, max_nan(norm, Expr(1e-12f))); // clamp_min
   Expr v = round(dt, div_rn(xf, denom));
@@ -109,11 +129,15 @@ templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
   const DType outDt = o.gammaDtype; // bf16 * f32 promotes to f32.
   v = round(outDt, v * gamma);
   v = round(outDt, v + bias);
-  p.output("y", outDt, Layout::ChannelsLast, round(outDt, silu(v)));
+  p.output("y", outDt, o.layout, round(outDt, silu(v)));
   // The form in x's dtype reduces x itself (conv bias added in place): its
   // head depends on x's address where aten vectorizes. x.float() is fresh.
-  if (int align = vectorGuard(o.cols, k);
-      align && o.form == WanNormForm::NormInXDtype)
+  // Channels-first: aten's output_vec_size tests the reduced tensor's
+  // address; with x 4-element aligned, S alone decides it in every form.
+  if (channelsFirst)
+    p.guardAlign("x", 4);
+  else if (int align = vectorGuard(o.cols, k);
+           align && o.form == WanNormForm::NormInXDtype)
     p.guardAlign("x", align);
   return p.build();
 }

@@ -35,6 +35,13 @@ struct WanRmsNormSiluOptions {
   bool convBias = false;   ///< x = rnd(x + conv_bias) first (aten's add_).
   int64_t cols = 96;       ///< C: 1 <= C <= 1024.
   int64_t rows = 1 << 20;  ///< pixel rows the order is built for.
+  /// x and y channels-last (the norm folds a packed row) or channels-first
+  /// NC[D]HW (it folds along C, S apart: aten's outer reduction,
+  /// docs/aten-reduce.md section 9).
+  dsl::Layout layout = dsl::Layout::ChannelsLast;
+  /// Channels-first: aten's output_vec_size (S % 4 == 0: 4, S % 2 == 0: 2,
+  /// else 1); x must be 4-element aligned so that S alone decides it.
+  int outputVec = 4;
 };
 /// Inputs x, gamma (per column), [bias (gamma's dtype), per column],
 /// [conv_bias (x's dtype), per column]; scalar "scale" = f32(C ** 0.5).

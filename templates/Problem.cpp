@@ -62,9 +62,11 @@ llvm::Expected<std::vector<int64_t>> templates::parseDims(llvm::StringRef text) 
   return dims;
 }
 
+/// N,C,[D,]H,W tensors whose rows are pixels (channels-last or -first).
 static bool isChannelsLast(const dsl::KernelDef &sig) {
   return llvm::any_of(sig.operands, [](const dsl::OperandDecl &o) {
-    return o.layout == dsl::Layout::ChannelsLast;
+    return o.layout == dsl::Layout::ChannelsLast ||
+           o.layout == dsl::Layout::ChannelsFirst;
   });
 }
 
@@ -308,6 +310,10 @@ llvm::Expected<HostProblem> HostProblem::make(const dsl::KernelDef &def,
       t.data = buf.data();
       t.rows = rows;
       t.rowStride = shape.cols;
+      if (o.layout == dsl::Layout::ChannelsFirst) { // N C S, S = D*H*W
+        t.spatial = rows / shape.dims[0];
+        t.rowStride = shape.cols * t.spatial;
+      }
       hp.storage[g].push_back(std::move(buf));
       b.tensors[g].push_back(t);
     }

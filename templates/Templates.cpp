@@ -82,23 +82,23 @@ llvm::Expected<KernelDefRef> templates::qkLayerNorm(DType dt) {
 }
 
 llvm::Expected<KernelDefRef> templates::convBias(DType dt, DType biasDt,
-                                                 bool residual) {
+                                                 bool residual, Layout layout) {
   if (biasDt != dt && biasDt != DType::F32)
     return unsupported(llvm::formatv(
         "conv_bias: bias must be {0} (x's dtype) or f32, found {1}",
         dtypeName(dt), dtypeName(biasDt)));
   RowProgram p(residual ? "conv_bias_residual" : "conv_bias");
-  Expr x = p.input("x", dt, Layout::ChannelsLast).row();
+  Expr x = p.input("x", dt, layout).row();
   Expr bias = p.input("bias", biasDt, Layout::RowMajor, IndexMap::PerColumn).row();
   // Autocast casts an f32 bias to x's dtype before the conv.
   Expr b = round(dt, bias);
   Expr y = round(dt, x + b);
   if (residual) {
-    Expr h = p.input("h", dt, Layout::ChannelsLast).row();
+    Expr h = p.input("h", dt, layout).row();
     y = round(dt, y + h);
   }
   p.guardCols(1, 2, int64_t(1) << 31); // C > 1
-  p.output("y", dt, Layout::ChannelsLast, y);
+  p.output("y", dt, layout, y);
   return p.build();
 }
 
@@ -153,6 +153,21 @@ ParamSpec dtypeParam() {
   return {"dtype", ParamSpec::Kind::DType, {}, "bf16", "", "tensor dtype"};
 }
 
+/// Pixel-row kernels: x (and y, h) channels-last or channels-first NC[D]HW.
+ParamSpec layoutParam() {
+  return {"layout",
+          ParamSpec::Kind::Choice,
+          {"channels_last", "channels_first"},
+          "channels_last",
+          "",
+          "memory layout of the N,C,[D,]H,W tensors"};
+}
+
+Layout layoutOf(const ParamValues &v) {
+  return v.choice("layout") == "channels_first" ? Layout::ChannelsFirst
+                                                : Layout::ChannelsLast;
+}
+
 KernelDescriptor describe(std::string name, std::string summary,
                           std::vector<ParamSpec> params,
                           std::vector<std::string> seeds) {
@@ -189,12 +204,13 @@ KernelDescriptor convBiasKernel() {
       "conv_bias", "conv bias epilogue, optional residual (channels-last)",
       {dtypeParam(),
        {"bias_dtype", ParamSpec::Kind::DType, {}, "", "dtype", "bias dtype"},
-       {"residual", ParamSpec::Kind::Flag, {}, "0", "", "add the residual h"}},
+       {"residual", ParamSpec::Kind::Flag, {}, "0", "", "add the residual h"},
+       layoutParam()},
       {"1,96,4,480,832", "1,192,4,240,416", "1,384,2,120,208",
        "1,384,1,60,104", "4,96,480,832"});
   d.build = [](const ParamValues &v, int64_t) {
     return convBias(v.dtype("dtype"), v.dtype("bias_dtype"),
-                    v.flag("residual"));
+                    v.flag("residual"), layoutOf(v));
   };
   return d;
 }
@@ -251,7 +267,11 @@ KernelDescriptor wanRmsNormSiluKernel() {
        {"bias", ParamSpec::Kind::Flag, {}, "1", "",
         "bias tensor (0: the python float 0.)"},
        {"conv_bias", ParamSpec::Kind::Flag, {}, "0", "",
-        "add the conv bias to x first (x.add_(conv_bias))"}},
+        "add the conv bias to x first (x.add_(conv_bias))"},
+       layoutParam(),
+       {"outvec", ParamSpec::Kind::Choice, {"4", "2", "1"}, "4", "",
+        "channels_first: aten's output_vec_size, 4 if D*H*W % 4 == 0, 2 if "
+        "% 2 == 0, else 1 (docs/aten-reduce.md section 9)"}},
       {"1,96,4,480,832", "1,192,4,240,416", "1,384,2,120,208"});
   d.dependsOnCols = true;
   d.buildForRows = [](const ParamValues &v, int64_t cols, int64_t rows) {
@@ -263,7 +283,11 @@ KernelDescriptor wanRmsNormSiluKernel() {
     o.biasTensor = v.flag("bias");
     o.convBias = v.flag("conv_bias");
     o.cols = cols ? cols : 96; // the signature: any C's
-    o.rows = rows;
+    o.layout = layoutOf(v);
+    // Channels-first: the order aten takes for every pixel count from its
+    // row range on (a large count; the range says where it starts).
+    o.rows = o.layout == Layout::ChannelsFirst ? int64_t(1) << 30 : rows;
+    o.outputVec = int(v.choice("outvec")[0] - '0');
     return atenWanRmsNormSilu(o);
   };
   d.build = [f = d.buildForRows](const ParamValues &v, int64_t cols) {

@@ -23,8 +23,11 @@ llvm::Expected<KernelDefRef> lnModulate(DType dtype = DType::BF16);
 llvm::Expected<KernelDefRef> qkLayerNorm(DType dtype = DType::BF16);
 
 /// 3. Conv bias epilogue: rnd(x + b), or rnd(rnd(x + b) + h) with residual.
-/// x channels-last; bias (C,) in x's dtype or f32 (cast to x's dtype first).
-llvm::Expected<KernelDefRef> convBias(DType x, DType bias, bool residual);
+/// x channels-last (or `layout` channels-first, NC[D]HW); bias (C,) in x's
+/// dtype or f32 (cast to x's dtype first).
+llvm::Expected<KernelDefRef>
+convBias(DType x, DType bias, bool residual,
+         dsl::Layout layout = dsl::Layout::ChannelsLast);
 
 /// 4. residual + update * gate; gate per element, per batch or global.
 enum class GateMap { Full, PerBatch, Global };

@@ -20,6 +20,15 @@ def last_pow2(n):
     return max(1, n - (n >> 1))
 
 
+def block_dims(dim0, dim1, mnt):
+    """ReduceConfig::set_block_dimension: (block_width, block_height)."""
+    d0 = last_pow2(dim0) if dim0 < mnt else mnt
+    d1 = last_pow2(dim1) if dim1 < mnt else mnt
+    bw = min(d0, 32)
+    bh = min(d1, mnt // bw)
+    return min(d0, mnt // bh), bh
+
+
 def config(C, R, V, es, base_shift=0, num_sm=NUM_SM, mtpsm=MAX_THREADS_PER_SM):
     """setReduceConfig for an inner contiguous reduction of C elements over R
     rows; V = input_vec_size; es = element bytes. Returns a dict."""
@@ -27,12 +36,7 @@ def config(C, R, V, es, base_shift=0, num_sm=NUM_SM, mtpsm=MAX_THREADS_PER_SM):
     vectorized = C >= 128  # num_reduce_dims == 1, stride == sizeof(scalar)
     if vectorized:
         dim0 //= V
-    mnt = 512
-    d0 = last_pow2(dim0) if dim0 < mnt else mnt
-    d1 = last_pow2(dim1) if dim1 < mnt else mnt
-    bw = min(d0, 32)
-    bh = min(d1, mnt // bw)
-    bw = min(d0, mnt // bh)
+    bw, bh = block_dims(dim0, dim1, 512)
     nt = bw * bh
     step_in, step_out = bw, 1
     vpt = -(-C // step_in)
@@ -206,3 +210,45 @@ def project(op, acc, C, R, out_dt):
         return round_to((acc * factor).astype(F32), out_dt)
     with np.errstate(invalid="ignore"):
         return round_to(np.sqrt(acc.astype(F32)).astype(F32), out_dt)
+
+
+# ---- Reductions over a non-innermost dim (docs/aten-reduce.md section 9) ----
+
+
+def output_vec_size(S, addr_elems=0, other_strides=()):
+    """get_output_vec_size: 4, halved until it divides the input's base
+    address (in elements), the output extent S and the input's other
+    strides (in elements)."""
+    v = 4
+    for n in (addr_elems, S) + tuple(other_strides):
+        while n % v:
+            v //= 2
+    return v
+
+
+def config_outer(C, R, ovs, num_sm=NUM_SM, mtpsm=MAX_THREADS_PER_SM):
+    """setReduceConfig when the reduced dim (C elements) is not the fastest:
+    block.x along the R outputs (vectorized by ovs), block.y along C. The
+    lanes of one output are the block.y threads (when split) times the
+    CTAs; returned in the inner emulator's terms (bw = 1)."""
+    bw, bh = block_dims(R // ovs, C, 512 // ovs)
+    nt = bw * bh
+    step_in, step_out = 1, bw  # output_mult[0]: lanes of a warp = outputs
+    vpt = C
+    split = vpt >= bh * 16 or vpt >= 256
+    if split:
+        step_in *= bh
+    else:
+        step_out *= bh
+    G = 1
+    grid = -(-(R // ovs) // step_out)
+    target = num_sm * (mtpsm // nt)
+    vpt = -(-C // step_in)
+    if split and vpt >= 256 and grid <= target:
+        c1 = -(-target // grid)
+        c2 = -(-vpt // 16)
+        c3 = -(-vpt // 256)
+        G = max(min(c1, c2), c3)
+    return dict(C=C, R=R, V=1, bw=1, bh=bh if split else 1, G=G,
+                vectorized=False, split_warps=split, ovs=ovs,
+                block=(bw, bh))

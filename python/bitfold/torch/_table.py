@@ -114,6 +114,21 @@ QK_LAYERNORM = Op(
 
 # ---- conv_bias, residual_gate: elementwise epilogues ----------------------------
 
+def _channels_first_params(x, max_c=128):
+    """The kernel parameters that serve x in its own layout: for a dense
+    NC[D]HW x with more than one pixel per image, the channels-first variant
+    (the fold runs along the strided C axis in aten's outer-reduction order,
+    whose output_vec_size S = D*H*W decides: docs/aten-reduce.md section 9);
+    "" otherwise (channels-last x; any other layout, which the channels-last
+    kernel refuses and the op then serves eagerly, with eager's bits)."""
+    if x.dim() not in (4, 5) or not 2 <= x.shape[1] <= max_c or not x.is_contiguous():
+        return ""  # wider: no one-pass config (docs/aten-reduce.md section 9)
+    s = x[0, 0].numel()
+    if s < 2:  # one pixel per image: aten reduces C innermost (channels-last)
+        return ""
+    return f",layout=channels_first,outvec={4 if s % 4 == 0 else 2 if s % 2 == 0 else 1}"
+
+
 def _conv_ins(a, o):
     ins = a[:2] if a[2] is None else a
     return ins if o is None else ins + (o,)
@@ -128,12 +143,13 @@ CONV_BIAS = Op(
     "conv_bias", "Tensor x, Tensor bias, Tensor? residual=None",
     ins=_conv_ins, tag=lambda a: a[2] is None,
     refuse=lambda a: None if a[1].dtype in _DT_WORD else ("dtype", f"bias {a[1].dtype}"),
-    variant=lambda a: (a[0].dtype, a[1].dtype, a[2] is not None),
+    variant=lambda a: (a[0].dtype, a[1].dtype, a[2] is not None,
+                       _channels_first_params(a[0])),
     params=lambda k: (f"dtype={_DT_NAME[k[0]]},bias_dtype={_DT_NAME[k[1]]},"
-                      f"residual={int(k[2])}"),
+                      f"residual={int(k[2])}{k[3]}"),
     alloc=_conv_alloc, width=_channels, custom_result=_identity,
     doc="""x.clone().add_(bias.view(1, C, 1, ...)) [+ residual]; x channels-last
-    (4-D or 5-D, dense), bias (C,) in x's dtype or f32; out as ln_modulate's.""")
+    or contiguous NC[D]HW (4-D or 5-D, dense), bias (C,) in x's dtype or f32; out as ln_modulate's.""")
 
 
 def _gate_kind(residual, update, gate):
@@ -218,13 +234,15 @@ WAN_RMSNORM_SILU = Op(
     "Tensor x, Tensor gamma, Tensor? bias=None, Tensor? conv_bias=None, str form='x'",
     out=False, check=_wan_check, ins=_wan_ins,
     tag=lambda a: (a[4], a[2] is None, a[3] is None), refuse=_wan_refuse,
-    variant=lambda a: (a[0].dtype, a[4], a[1].dtype, a[2] is not None, a[3] is not None),
+    variant=lambda a: (a[0].dtype, a[4], a[1].dtype, a[2] is not None, a[3] is not None,
+                       _channels_first_params(a[0], 128 if a[3] is None else 64)),
     params=lambda k: (f"dtype={_DT_NAME[k[0]]},form={k[1]},gamma={_DT_NAME[k[2]]},"
-                      f"bias={int(k[3])},conv_bias={int(k[4])}"),
+                      f"bias={int(k[3])},conv_bias={int(k[4])}{k[5]}"),
     operands=_wan_operands, alloc=_wan_alloc,
     scalars=lambda a: _f32.pack(float(a[0].shape[1]) ** 0.5), width=_channels,
     custom_result=_identity,
-    doc="""The Wan VAE RMSNorm + SiLU on channels-last x (N, C, [T,] H, W):
+    doc="""The Wan VAE RMSNorm + SiLU on x (N, C, [T,] H, W), channels-last or
+    contiguous (NC[D]HW):
     form "x" (SGLang): silu(F.normalize(x, dim=1) * C**0.5 * gamma + bias);
     form "f32" (diffusers 0.42 WanRMS_norm + SiLU): the norm on x.float(),
     rounded to x's dtype. gamma (C values, any shape such as (C, 1, 1, 1)),

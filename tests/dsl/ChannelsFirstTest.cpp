@@ -1,0 +1,384 @@
+//===- tests/dsl/ChannelsFirstTest.cpp - Folds over a strided axis --------===//
+//
+// Channels-first programs (dsl::Layout::ChannelsFirst): aten's order for a
+// reduction over a non-innermost dim (folds::aten_reduce_outer,
+// docs/aten-reduce.md section 9) against the launch shapes the H200 probe
+// confirmed (bench/results/2026-12-01-s3-chanfirst-probe.md) and a literal
+// transcription of Reduce.cuh's outer path run on NCS data by the
+// interpreter; the layout in the verifier and the text format.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dsl/Folds.h"
+#include "dsl/Interp.h"
+#include "dsl/Parser.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+
+using namespace bitfold;
+using namespace bitfold::dsl;
+
+namespace {
+
+struct ProbedLaunch {
+  int64_t cols, outputs;
+  int outputVec, lanes, ctas;
+};
+
+/// (C, N*S, output_vec_size) -> block.y lanes per output and CTAs, for
+/// every case of the H200 probe whose bits matched the emulator (S > 1).
+const ProbedLaunch kProbed[] = {
+    {2, 6, 2, 1, 1},
+    {2, 15, 1, 1, 1},
+    {2, 16, 4, 1, 1},
+    {2, 32, 4, 1, 1},
+    {2, 128, 1, 1, 1},
+    {2, 128, 4, 1, 1},
+    {2, 256, 4, 1, 1},
+    {2, 3120, 4, 1, 1},
+    {2, 6240, 4, 1, 1},
+    {2, 24960, 1, 1, 1},
+    {2, 24960, 4, 1, 1},
+    {7, 6, 2, 1, 1},
+    {7, 15, 1, 1, 1},
+    {7, 16, 4, 1, 1},
+    {7, 32, 4, 1, 1},
+    {7, 128, 1, 1, 1},
+    {7, 128, 4, 1, 1},
+    {7, 256, 4, 1, 1},
+    {7, 3120, 4, 1, 1},
+    {7, 6240, 4, 1, 1},
+    {7, 24960, 1, 1, 1},
+    {7, 24960, 4, 1, 1},
+    {12, 6, 2, 1, 1},
+    {12, 15, 1, 1, 1},
+    {12, 16, 4, 1, 1},
+    {12, 32, 4, 1, 1},
+    {12, 128, 1, 1, 1},
+    {12, 128, 4, 1, 1},
+    {12, 256, 4, 1, 1},
+    {12, 3120, 4, 1, 1},
+    {12, 6240, 4, 1, 1},
+    {12, 24960, 1, 1, 1},
+    {12, 24960, 4, 1, 1},
+    {12, 1597440, 4, 1, 1},
+    {33, 6, 2, 1, 1},
+    {33, 15, 1, 1, 1},
+    {33, 16, 4, 1, 1},
+    {33, 32, 4, 1, 1},
+    {33, 128, 1, 1, 1},
+    {33, 128, 4, 1, 1},
+    {33, 256, 4, 1, 1},
+    {33, 3120, 4, 1, 1},
+    {33, 6240, 4, 1, 1},
+    {33, 24960, 1, 1, 1},
+    {33, 24960, 4, 1, 1},
+    {96, 6, 2, 1, 1},
+    {96, 15, 1, 1, 1},
+    {96, 16, 4, 1, 1},
+    {96, 32, 4, 1, 1},
+    {96, 128, 1, 1, 1},
+    {96, 128, 4, 4, 1},
+    {96, 256, 4, 4, 1},
+    {96, 3120, 4, 4, 1},
+    {96, 6240, 4, 4, 1},
+    {96, 24960, 1, 1, 1},
+    {96, 24960, 4, 4, 1},
+    {96, 1597440, 4, 4, 1},
+    {129, 6, 2, 1, 1},
+    {129, 15, 1, 1, 1},
+    {129, 16, 4, 1, 1},
+    {129, 32, 4, 1, 1},
+    {129, 128, 1, 1, 1},
+    {129, 128, 4, 4, 1},
+    {129, 256, 4, 4, 1},
+    {129, 3120, 4, 4, 1},
+    {129, 6240, 4, 4, 1},
+    {129, 24960, 1, 1, 1},
+    {129, 24960, 4, 4, 1},
+    {192, 6, 2, 1, 1},
+    {192, 15, 1, 1, 1},
+    {192, 16, 4, 1, 1},
+    {192, 32, 4, 1, 1},
+    {192, 128, 1, 1, 1},
+    {192, 128, 4, 4, 1},
+    {192, 256, 4, 4, 1},
+    {192, 3120, 4, 4, 1},
+    {192, 6240, 4, 4, 1},
+    {192, 24960, 1, 1, 1},
+    {192, 24960, 4, 4, 1},
+    {192, 399360, 4, 4, 1},
+    {257, 6, 2, 128, 1},
+    {257, 15, 1, 64, 1},
+    {257, 16, 4, 32, 1},
+    {257, 32, 4, 16, 1},
+    {257, 128, 1, 16, 1},
+    {257, 128, 4, 4, 1},
+    {257, 256, 4, 4, 1},
+    {257, 3120, 4, 4, 1},
+    {257, 6240, 4, 4, 1},
+    {257, 24960, 1, 16, 1},
+    {257, 24960, 4, 4, 1},
+    {384, 6, 2, 128, 1},
+    {384, 15, 1, 64, 1},
+    {384, 16, 4, 32, 1},
+    {384, 32, 4, 16, 1},
+    {384, 128, 1, 16, 1},
+    {384, 128, 4, 4, 1},
+    {384, 256, 4, 4, 1},
+    {384, 3120, 4, 4, 1},
+    {384, 6240, 4, 4, 1},
+    {384, 24960, 1, 16, 1},
+    {384, 24960, 4, 4, 1},
+    {384, 99840, 4, 4, 1},
+    {512, 6, 2, 128, 1},
+    {512, 15, 1, 64, 1},
+    {512, 16, 4, 32, 1},
+    {512, 32, 4, 16, 1},
+    {512, 128, 1, 16, 1},
+    {512, 128, 4, 4, 1},
+    {512, 256, 4, 4, 1},
+    {512, 3120, 4, 4, 1},
+    {512, 6240, 4, 4, 1},
+    {512, 24960, 1, 16, 1},
+    {512, 24960, 4, 4, 1},
+    {1023, 6, 2, 128, 1},
+    {1023, 15, 1, 64, 1},
+    {1023, 16, 4, 32, 1},
+    {1023, 32, 4, 16, 1},
+    {1023, 128, 1, 16, 1},
+    {1023, 128, 4, 4, 16},
+    {1023, 256, 4, 4, 16},
+    {1023, 3120, 4, 4, 16},
+    {1023, 6240, 4, 4, 16},
+    {1023, 24960, 1, 16, 1},
+    {1023, 24960, 4, 4, 11},
+    {1024, 6, 2, 128, 1},
+    {1024, 15, 1, 64, 1},
+    {1024, 16, 4, 32, 1},
+    {1024, 32, 4, 16, 1},
+    {1024, 128, 1, 16, 1},
+    {1024, 128, 4, 4, 16},
+    {1024, 256, 4, 4, 16},
+    {1024, 1560, 4, 4, 16},
+    {1024, 3120, 4, 4, 16},
+    {1024, 6240, 4, 4, 16},
+    {1024, 24960, 1, 16, 1},
+    {1024, 24960, 4, 4, 11}
+};
+
+TEST(AtenReduceOuter, ConfigMatchesEveryProbedLaunch) {
+  for (const ProbedLaunch &p : kProbed) {
+    folds::AtenReduceConfig c =
+        folds::aten_reduce_outer_config(p.cols, p.outputs, p.outputVec);
+    EXPECT_EQ(c.blockWidth, 1);
+    EXPECT_EQ(c.blockHeight, p.lanes)
+        << "C " << p.cols << " outputs " << p.outputs << " ovs " << p.outputVec;
+    EXPECT_EQ(c.ctas, p.ctas)
+        << "C " << p.cols << " outputs " << p.outputs << " ovs " << p.outputVec;
+  }
+}
+
+TEST(AtenReduceOuter, OneOrderServesItsWholeRowRange) {
+  for (int ovs : {1, 2, 4})
+    for (int64_t C = 2; C <= 1100; ++C) {
+      FoldOrder o = folds::aten_reduce_outer(C, int64_t(1) << 30, ovs,
+                                             folds::aten_norm_kernel(DType::F32));
+      ASSERT_EQ(o.ctas, 1);
+      ASSERT_LT(o.minRows, o.maxRows) << "C " << C << " ovs " << ovs;
+      for (int64_t R : {o.minRows, o.minRows + ovs, 2 * o.minRows,
+                        o.minRows * 7 + ovs, int64_t(1) << 24}) {
+        folds::AtenReduceConfig c = folds::aten_reduce_outer_config(C, R, ovs);
+        EXPECT_EQ(c.blockHeight, o.threads) << "C " << C << " R " << R;
+        EXPECT_EQ(c.ctas, 1) << "C " << C << " R " << R;
+      }
+      // Below the range the order is built for exactly one row count.
+      FoldOrder below = folds::aten_reduce_outer(
+          C, o.minRows - ovs, ovs, folds::aten_norm_kernel(DType::F32));
+      EXPECT_EQ(below.minRows, below.maxRows);
+    }
+}
+
+/// Reduce.cuh's outer path for one output, thread by thread: block.y
+/// thread y of CTA c folds elements y + bh*c, + L, ... into vt0
+/// accumulators (thread_reduce_impl), block_y_reduce, then the last CTA's
+/// global reduce (partials y, y + bh, ..., then block_y_reduce).
+float transcribedOuter(const std::vector<float> &col, int64_t outputs,
+                       int ovs, bool norm) {
+  const int64_t C = int64_t(col.size());
+  folds::AtenReduceConfig cfg = folds::aten_reduce_outer_config(C, outputs, ovs);
+  const int bh = cfg.blockHeight, G = cfg.ctas, vt0 = 4;
+  const int64_t stride = int64_t(bh) * G;
+  auto reduce = [&](float acc, float v) {
+    return norm ? std::fma(v, v, acc) : acc + v;
+  };
+  auto yTree = [&](float *v) {
+    for (int o = bh / 2; o >= 1; o /= 2)
+      for (int y = 0; y < o; ++y)
+        v[y] = v[y] + v[y + o];
+  };
+  std::vector<float> partial(G);
+  for (int c = 0; c < G; ++c) {
+    std::vector<float> v(bh);
+    for (int y = 0; y < bh; ++y) {
+      float acc[4] = {};
+      int64_t idx = y + int64_t(bh) * c;
+      while (idx + (vt0 - 1) * stride < C) {
+        for (int i = 0; i < vt0; ++i)
+          acc[i] = reduce(acc[i], col[idx + i * stride]);
+        idx += stride * vt0;
+      }
+      for (int i = 0; i < vt0 && idx < C; ++i, idx += stride)
+        acc[i] = reduce(acc[i], col[idx]);
+      v[y] = ((acc[0] + acc[1]) + acc[2]) + acc[3];
+    }
+    yTree(v.data());
+    partial[c] = v[0];
+  }
+  if (G == 1)
+    return partial[0];
+  std::vector<float> g(bh, 0.0f);
+  for (int y = 0; y < bh; ++y)
+    for (int c = y; c < G; c += bh)
+      g[y] = g[y] + partial[c];
+  yTree(g.data());
+  return g[0];
+}
+
+/// A channels-first program whose output (every column of pixel r) is the
+/// fold's raw state over column r's C values.
+std::shared_ptr<const KernelDef> accumulatorProgram(const FoldOrder &order,
+                                                    bool norm) {
+  RowProgram p("aten_reduce_outer_probe");
+  Expr x = p.input("x", DType::F32, Layout::ChannelsFirst).row();
+  State s = p.fold(x, order, norm ? folds::norm_two_aten() : folds::sum());
+  p.output("y", DType::F32, Layout::ChannelsFirst, s[0]);
+  llvm::Expected<std::shared_ptr<const KernelDef>> def = p.build();
+  if (!def) {
+    ADD_FAILURE() << llvm::toString(def.takeError());
+    return nullptr;
+  }
+  return *def;
+}
+
+TEST(AtenReduceOuter, InterpreterOnNcsDataMatchesTheTranscription) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(-8, 7);
+  struct Case { int64_t N, C, S; };
+  // Splits across block.y (C = 96, 384 at ovs 4; 384 at ovs 2, 1), one
+  // thread per output (C = 12, odd S), CTA groups (C = 1024, S = 128).
+  for (Case k : {Case{1, 96, 64}, Case{2, 12, 35}, Case{1, 384, 130},
+                 Case{1, 384, 99}, Case{1, 1024, 128}, Case{3, 33, 24},
+                 Case{1, 257, 40}}) {
+    const int64_t R = k.N * k.S;
+    const int ovs = folds::aten_output_vec_size(k.S);
+    for (bool norm : {false, true}) {
+      FoldOrder o = folds::aten_reduce_outer(k.C, R, ovs,
+                                             folds::aten_norm_kernel(DType::F32));
+      auto def = accumulatorProgram(o, norm);
+      ASSERT_TRUE(def);
+      std::vector<float> x(size_t(R * k.C)), y(x.size(), NAN);
+      for (float &v : x)
+        v = std::ldexp(normal(rng), exponent(rng));
+      Binding b;
+      b.cols = k.C;
+      b.groupRows = {R};
+      HostTensor tx{DType::F32, x.data(), R, k.C * k.S, k.S};
+      HostTensor ty{DType::F32, y.data(), R, k.C * k.S, k.S};
+      b.tensors = {{tx, ty}};
+      ASSERT_FALSE(bool(interpret(*def, b))) << o.name;
+      for (int64_t r = 0; r < R; ++r) {
+        std::vector<float> col(k.C);
+        for (int64_t c = 0; c < k.C; ++c)
+          col[c] = x[size_t(tx.offset(r, c))];
+        float want = transcribedOuter(col, R, ovs, norm);
+        float got = y[size_t(ty.offset(r, 0))];
+        ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+            << o.name << (norm ? " norm" : " sum") << " N " << k.N << " C "
+            << k.C << " S " << k.S << " pixel " << r;
+        for (int64_t c = 1; c < k.C; ++c) // every column of the pixel
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(ty.offset(r, c))]),
+                    std::bit_cast<uint32_t>(got));
+      }
+    }
+  }
+}
+
+TEST(ChannelsFirst, TextRoundTripsWithTheLayoutAndOutputVector) {
+  FoldOrder o = folds::aten_reduce_outer(96, int64_t(1) << 30, 4,
+                                         folds::aten_norm_kernel(DType::BF16));
+  auto def = accumulatorProgram(o, true);
+  ASSERT_TRUE(def);
+  EXPECT_NE(def->canonicalText.find("channels_first"), std::string::npos);
+  EXPECT_NE(def->canonicalText.find(" outvec 4"), std::string::npos)
+      << def->canonicalText;
+  auto back = parseKernel(def->canonicalText);
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ((*back)->canonicalText, def->canonicalText);
+  EXPECT_EQ((*back)->folds[0].order, o);
+}
+
+TEST(ChannelsFirst, VerifierRefusesMixedLayoutsAndMisplacedOrders) {
+  FoldOrder outer = folds::aten_reduce_outer(96, int64_t(1) << 30, 4,
+                                             folds::aten_norm_kernel(DType::BF16));
+  { // a row-major per-element operand among channels-first ones
+    RowProgram p("mixed");
+    Expr x = p.input("x", DType::F32, Layout::ChannelsFirst).row();
+    Expr h = p.input("h", DType::F32, Layout::RowMajor).row();
+    State s = p.fold(x, outer, folds::sum());
+    p.output("y", DType::F32, Layout::ChannelsFirst, s[0] + h);
+    auto def = p.build();
+    ASSERT_FALSE(bool(def));
+    EXPECT_NE(llvm::toString(def.takeError()).find("rows must be the same "
+                                                   "pixels"),
+              std::string::npos);
+  }
+  { // a strided-axis order in a row-major program
+    RowProgram p("rowmajor_outer");
+    Expr x = p.input("x", DType::F32, Layout::RowMajor).row();
+    State s = p.fold(x, outer, folds::sum());
+    p.output("y", DType::F32, Layout::RowMajor, s[0]);
+    auto def = p.build();
+    ASSERT_FALSE(bool(def));
+    EXPECT_NE(llvm::toString(def.takeError()).find("has none"),
+              std::string::npos);
+  }
+  { // a row-axis order in a channels-first program
+    RowProgram p("chanfirst_inner");
+    Expr x = p.input("x", DType::F32, Layout::ChannelsFirst).row();
+    State s = p.fold(x, folds::aten_reduce(96, 16,
+                                           folds::aten_norm_kernel(DType::F32)),
+                     folds::sum());
+    p.output("y", DType::F32, Layout::ChannelsFirst, s[0]);
+    auto def = p.build();
+    ASSERT_FALSE(bool(def));
+    EXPECT_NE(llvm::toString(def.takeError()).find("needs an outvec"),
+              std::string::npos);
+  }
+}
+
+TEST(ChannelsFirst, InterpreterRefusesAViewWithoutTheSpatialSize) {
+  FoldOrder o = folds::aten_reduce_outer(12, 64, 4,
+                                         folds::aten_norm_kernel(DType::F32));
+  auto def = accumulatorProgram(o, false);
+  ASSERT_TRUE(def);
+  std::vector<float> x(64 * 12), y(64 * 12);
+  Binding b;
+  b.cols = 12;
+  b.groupRows = {64};
+  b.tensors = {{HostTensor{DType::F32, x.data(), 64, 12},
+                HostTensor{DType::F32, y.data(), 64, 12}}};
+  llvm::Error e = interpret(*def, b);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("the spatial size S"),
+            std::string::npos);
+}
+
+} // namespace

@@ -1,0 +1,208 @@
+"""Channels-first (contiguous NC[D]HW) kernels vs the live eager chains, bit
+for bit: wan_rmsnorm_silu (both eager forms, bias and conv bias, gamma f32
+under autocast) whose norm folds along the strided C axis in aten's
+outer-reduction order (docs/aten-reduce.md section 9), and the conv-bias
+epilogue. Several C (odd ones too), frames and spatial sizes (S % 4 == 0, 2,
+odd: the three output_vec_size cases), edge values, every legal config at
+the seed shape; layouts the kernels refuse raise instead of giving other
+bits; bitfold.torch serves NCDHW without a fallback.
+"""
+import random
+
+import pytest
+
+from conftest import torch
+from _bitfold_import import import_bitfold_torch
+import test_aten_norms as aten
+from test_aten_norms import expect_refused, wan_eager
+from test_kernels import TORCH_DT, check, list_configs, poison, randn
+import references as ref
+
+SEEDS = (0, 1, 2)
+
+
+def outvec(shape):
+    s = 1
+    for d in shape[2:]:
+        s *= d
+    return 4 if s % 4 == 0 else 2 if s % 2 == 0 else 1
+
+
+def wan_params(dt, form, gdt, bias, conv_bias, shape):
+    return (f"dtype={dt},form={form},gamma={gdt},bias={int(bias)},conv_bias={int(conv_bias)},"
+            f"layout=channels_first,outvec={outvec(shape)}")
+
+
+def wan_operands(shape, dt, gdt, bias, conv_bias, amp, gen, special):
+    """test_aten_norms' operands (and edge values), x as contiguous NC[D]HW."""
+    x, g, b, cb = aten.wan_operands(shape, dt, gdt, bias, conv_bias, amp, gen, special)
+    return x.contiguous(), g, b, cb
+
+
+def wan_launch(kernel, x, g, b, cb, out_dtype):
+    y = aten.wan_launch(kernel, x, g, b, cb, out_dtype)
+    assert y.is_contiguous()
+    return y
+
+
+def wan_cases():
+    cases = []
+    for shape in [(1, 96, 4, 480, 832), (1, 96, 1, 480, 832)]:
+        for form in ("x", "f32"):
+            for bias in (False, True):
+                for conv in (False, True):
+                    cases.append((shape, "bf16", form, "bf16", bias, conv, 0, 1.0, None, False))
+    # C (odd too) x frames x spatial (S % 4 == 0, S % 4 == 2, odd S), 4-D and 5-D.
+    for c in (2, 3, 12, 33, 64, 96, 97, 127, 128):
+        for sp in [(4, 30, 52), (1, 60, 104), (1, 15, 13), (2, 5, 7), (30, 52), (9, 14)]:
+            for form in ("x", "f32"):
+                cases.append(((1, c) + sp, "bf16", form, "bf16", c % 2 == 0, c % 3 == 0,
+                              1, 1.0, None, False))
+        cases.append(((2, c, 3, 8, 8), "bf16", "x", "bf16", True, False, 2, 1.0, None, False))
+    # gamma f32 under bf16 autocast (the Wan pipeline), diffusers' form.
+    for c in (12, 96, 128):
+        for bias in (False, True):
+            cases.append(((1, c, 2, 20, 24), "bf16", "f32", "f32", bias, False, 2, 1.0, None,
+                          True))
+    # Edge values.
+    for special in ("zero_rows", "neg_zero_rows", "signed_zeros"):
+        for c in (12, 96):
+            for form in ("x", "f32"):
+                cases.append(((1, c, 2, 9, 16), "bf16", form, "bf16", False, False, 0, 1.0,
+                              special, False))
+    for amp in (1e-20, 1e-4, 1e3, 1e18):
+        for c in (12, 96, 128):
+            for dt in ("bf16", "f16", "f32"):
+                a = min(amp, 3e3) if dt == "f16" else amp
+                cases.append(((1, c, 2, 8, 16), dt, "x", dt, True, False, 1, a, None, False))
+    rnd = random.Random(96)
+    for _ in range(60):
+        c = rnd.choice([2, 5, 12, 31, 33, 64, 65, 96, 100, 127, 128])
+        shape = (rnd.randint(1, 2), c, rnd.choice([1, 4]), rnd.randint(2, 24), rnd.randint(2, 24))
+        if shape[0] * shape[2] * shape[3] * shape[4] < 128 * 4:
+            shape = (1, c, 4, 12, 12)
+        dt = rnd.choice(["bf16", "bf16", "f16", "f32"])
+        cases.append((shape, dt, rnd.choice(["x", "f32"]), rnd.choice([dt, "f32"]),
+                      rnd.random() < 0.5, rnd.random() < 0.3, rnd.choice(SEEDS),
+                      rnd.choice([1e-2, 1.0, 30.0]), None, False))
+    # With the conv bias, one thread holds C bias values too: C <= 64.
+    return [c[:5] + (c[5] and c[0][1] <= 64,) + c[6:] for c in cases]
+
+
+@pytest.mark.parametrize("shape,dt,form,gdt,bias,conv_bias,seed,amp,special,autocast",
+                         wan_cases())
+def test_wan_rmsnorm_silu_channels_first(rt, shape, dt, form, gdt, bias, conv_bias, seed, amp,
+                                         special, autocast):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x, g, b, cb = wan_operands(shape, dt, gdt, bias, conv_bias, amp, gen, special)
+    expect = wan_eager(x, g, b, cb, form, autocast)
+    params = wan_params(dt, form, gdt, bias, conv_bias, shape)
+    y = wan_launch(rt.kernel("wan_rmsnorm_silu", params), x, g, b, cb, expect.dtype)
+    check("wan_rmsnorm_silu", y, expect,
+          f"NCDHW shape {shape} {params} seed {seed} amp {amp} special {special} "
+          f"autocast {autocast}")
+
+
+@pytest.mark.parametrize("form,bias,conv", [("x", False, False), ("x", True, False),
+                                            ("f32", False, False), ("f32", True, False)])
+def test_wan_channels_first_every_config_at_seed_shape(rt, form, bias, conv):
+    shape = (1, 96, 4, 480, 832)
+    params = wan_params("bf16", form, "bf16", bias, conv, shape)
+    configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
+    assert len(configs) >= 2
+    gen = torch.Generator(device="cuda").manual_seed(42)
+    x, g, b, cb = wan_operands(shape, "bf16", "bf16", bias, conv, 1.0, gen, None)
+    expect = wan_eager(x, g, b, cb, form)
+    kernel = rt.kernel("wan_rmsnorm_silu", params)
+    try:
+        for cfg in configs:
+            kernel.set_config(cfg)
+            y = wan_launch(kernel, x, g, b, cb, expect.dtype)
+            check("wan_rmsnorm_silu", y, expect, f"config {cfg} NCDHW {shape} {params}")
+    finally:
+        kernel.set_config(None)
+
+
+def conv_cases():
+    cases = []
+    for c in (3, 7, 33, 96, 192, 384):
+        for sp in [(4, 30, 52), (1, 15, 13), (9, 14)]:
+            for residual in (False, True):
+                cases.append(((1, c) + sp, "bf16", "bf16" if c % 2 else "f32", residual, 1, None))
+    cases.append(((1, 96, 4, 480, 832), "bf16", "bf16", False, 0, None))
+    cases.append(((1, 96, 4, 480, 832), "bf16", "f32", True, 0, None))
+    for dtype in ("bf16", "f16", "f32"):
+        for special in (None, "signed_zeros", "subnormal", "inf_nan"):
+            cases.append(((2, 12, 3, 8, 8), dtype, "f32", True, 2, special))
+    return cases
+
+
+@pytest.mark.parametrize("shape,dtype,bias_dtype,residual,seed,special", conv_cases())
+def test_conv_bias_channels_first(rt, shape, dtype, bias_dtype, residual, seed, special):
+    dt = getattr(torch, TORCH_DT[dtype])
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = randn(shape, dt, 1.0, gen, special)
+    bias = randn((shape[1],), getattr(torch, TORCH_DT[bias_dtype]), 1.0, gen)
+    h = randn(shape, dt, 1.0, gen, special) if residual else None
+    y = poison(torch.empty_like(x))
+    params = (f"dtype={dtype},bias_dtype={bias_dtype},residual={int(residual)},"
+              "layout=channels_first")
+    rt.kernel("conv_bias", params).launch([x, bias] + ([h] if residual else []) + [y], [])
+    check("conv_bias", y, ref.conv_bias(x, bias, h),
+          f"NCDHW shape {shape} {params} seed {seed} special {special}")
+
+
+@pytest.mark.parametrize("c,conv", [(192, False), (384, False), (96, True)])
+def test_wan_channels_first_wider_rows_are_refused_not_wrong(rt, c, conv):
+    # No one-pass config holds these rows (with the conv bias: the row and
+    # its C bias values) in one thread (docs/aten-reduce.md section 9): the
+    # launch fails to compile; bitfold.torch never asks.
+    shape = (1, c, 2, 16, 16)
+    gen = torch.Generator(device="cuda").manual_seed(c)
+    x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
+    k = rt.kernel("wan_rmsnorm_silu", wan_params("bf16", "x", "bf16", True, conv, shape))
+    ts = [x, g, b] + ([cb] if conv else []) + [torch.empty_like(x)]
+    expect_refused(k, ts, [c ** 0.5], [])
+
+
+def test_channels_first_refuses_other_layouts(rt):
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    shape = (1, 96, 2, 8, 16)
+    k = rt.kernel("wan_rmsnorm_silu", wan_params("bf16", "x", "bf16", True, False, shape))
+    x, g, b, _ = wan_operands(shape, "bf16", "bf16", True, False, 1.0, gen, None)
+    y = torch.empty_like(x)
+    # Channels-last, permuted, sliced, expanded: not dense NC[D]HW.
+    for bad in (x.contiguous(memory_format=torch.channels_last_3d), x.transpose(3, 4),
+                torch.cat([x, x], 4)[..., :16], x[:, :, :1].expand(-1, -1, 2, -1, -1)):
+        expect_refused(k, [bad, g, b, y], [96 ** 0.5], ["x"])
+    # A misaligned x: aten's output_vec_size would shrink.
+    base = torch.empty(x.numel() + 1, device="cuda", dtype=x.dtype)
+    xm = base[1:].view(shape)
+    xm.copy_(x)
+    expect_refused(k, [xm, g, b, y], [96 ** 0.5], ["x"])
+    # S % 4 == 2 with the kernel built for output_vec_size 4.
+    x2, g2, b2, _ = wan_operands((1, 96, 2, 5, 15), "bf16", "bf16", True, False, 1.0, gen, None)
+    expect_refused(k, [x2, g2, b2, torch.empty_like(x2)], [96 ** 0.5], ["outvec=2"])
+    # y over x.
+    expect_refused(k, [x, g, b, x], [96 ** 0.5], ["overlaps"])
+
+
+def test_torch_ops_serve_ncdhw_without_fallback():
+    bt = import_bitfold_torch()
+    bt.reset_stats()
+    bt.configure(mode="auto", verify="always")
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    for form in ("x", "f32"):
+        for c, conv in ((96, False), (64, True)):
+            x, g, b, cb = wan_operands((1, c, 4, 60, 104), "bf16", "bf16", True, conv, 1.0, gen,
+                                       None)
+            y = bt.wan_rmsnorm_silu(x, g.view(c, 1, 1, 1), b, cb, form)
+            check("wan_rmsnorm_silu", y, wan_eager(x, g, b, cb, form),
+                  f"bitfold.torch {form} C {c} conv bias {conv}")
+    x = randn((1, 96, 4, 60, 104), torch.bfloat16, 1.0, gen)
+    bias = randn((96,), torch.bfloat16, 1.0, gen)
+    check("conv_bias", bt.conv_bias(x, bias), ref.conv_bias(x, bias), "bitfold.torch NCDHW")
+    s = bt.stats()
+    for op in ("wan_rmsnorm_silu", "conv_bias"):
+        assert s[op]["fallbacks"] == {}, s[op]
+        assert s[op]["launches"] >= 1, s[op]

@@ -1,0 +1,75 @@
+"""bitfold.torch on CPU (skipped, visibly, without torch): which kernel
+variant serves a pixel tensor's layout. A dense NC[D]HW tensor with more than
+one pixel per image takes the channels-first variant with aten's
+output_vec_size for its D*H*W; channels-last tensors keep the channels-last
+variant; every other layout (permuted, sliced, expanded, one pixel per
+image, more than 128 channels) keeps the channels-last variant too, which
+the library's binding refuses, so the op serves it eagerly with eager's
+bits.
+"""
+import unittest
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+if torch is not None:
+    from test_torch_norm_ops import StubRuntime, channels_last, rand
+
+
+@unittest.skipIf(torch is None, "torch not installed: bitfold.torch tests skipped")
+class ChannelsFirstDispatch(unittest.TestCase):
+    def setUp(self):
+        from bitfold.torch import _ops
+        self.ops = _ops
+
+    def params(self, x):
+        return self.ops._channels_first_params(x)
+
+    def test_dense_ncdhw_takes_the_channels_first_variant_with_its_output_vector(self):
+        for shape, ovs in (((1, 96, 4, 8, 8), 4), ((2, 12, 1, 5, 6), 2),
+                           ((1, 33, 1, 3, 5), 1), ((1, 96, 30, 52), 4)):
+            self.assertEqual(self.params(rand(*shape)),
+                             f",layout=channels_first,outvec={ovs}", shape)
+
+    def test_other_layouts_keep_the_channels_last_variant(self):
+        x = rand(2, 96, 4, 8, 8)
+        cases = {
+            "channels-last": channels_last(x),
+            "permuted H/W": x.transpose(3, 4),
+            "sliced channels": x[:, ::2],
+            "sliced width": x[..., :5],
+            "expanded batch": x[:1].expand(3, -1, -1, -1, -1),
+            "one pixel per image": rand(2, 96, 1, 1, 1),
+            "one channel": rand(2, 1, 4, 8, 8),
+            "3-D": rand(2, 96, 64),
+            "more than 128 channels (no one-pass config)": rand(1, 192, 2, 4, 4),
+        }
+        for what, t in cases.items():
+            self.assertEqual(self.params(t), "", what)
+
+    def test_wan_asks_for_the_channels_first_kernel_for_ncdhw(self):
+        import bitfold
+        import bitfold.torch as bt
+        o = self.ops
+        saved = (bitfold.default_runtime, o._wan_k, o._ALLOW_HOST)
+        rt = StubRuntime()
+        try:
+            bitfold.default_runtime = lambda: rt
+            o._wan_k = o._kernels("wan_rmsnorm_silu", o._wan_params, o._wan_operands)
+            o._ALLOW_HOST = True
+            bt.configure(mode="auto", verify="off")
+            x = rand(1, 96, 2, 4, 6)
+            y = bt.wan_rmsnorm_silu(x, rand(96, 1, 1, 1, seed=1), None, None, "f32")
+            self.assertEqual(rt.kernels[-1].params,
+                             "dtype=bf16,form=f32,gamma=bf16,bias=0,conv_bias=0,"
+                             "layout=channels_first,outvec=4")
+            self.assertEqual(rt.kernels[-1].launches[-1]["tensors"][0][2], tuple(x.stride()))
+            self.assertTrue(y.is_contiguous())
+        finally:
+            bitfold.default_runtime, o._wan_k, o._ALLOW_HOST = saved
+
+
+if __name__ == "__main__":
+    unittest.main()

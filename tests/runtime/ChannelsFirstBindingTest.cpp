@@ -1,0 +1,179 @@
+//===- tests/runtime/ChannelsFirstBindingTest.cpp - NC[D]HW launches ------===//
+//
+// What the binding decides for channels-first kernels (wan_rmsnorm_silu and
+// conv_bias with layout=channels_first): dense NC[D]HW tensors bind as
+// pixel rows whose C elements lie S apart; every other stride pattern
+// (permuted, channels-last, sliced, expanded, overlapping, negative), one
+// pixel per image, images of different sizes, a misaligned x, an S whose
+// output_vec_size is not the order's, an output over its input: refused with
+// a status the caller falls back on. Host only: no GPU, no compile.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Status.h"
+#include "runtime/TensorBinding.h"
+
+#include "templates/Registry.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace bitfold;
+using namespace bitfold::runtime;
+
+namespace {
+
+std::shared_ptr<const dsl::KernelDef> build(const char *name,
+                                            const char *params, int64_t C) {
+  auto desc = templates::Registry::global().lookup(name);
+  EXPECT_TRUE(bool(desc));
+  if (!desc) {
+    llvm::consumeError(desc.takeError());
+    return nullptr;
+  }
+  auto values = (*desc)->parseParams(params);
+  EXPECT_TRUE(bool(values)) << llvm::toString(values.takeError());
+  auto def = (*desc)->build(*values, C);
+  EXPECT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  return def ? *def : nullptr;
+}
+
+struct Tensor {
+  std::vector<int64_t> shape, strides; ///< strides empty: compact NC[D]HW
+  uintptr_t address;
+  DLDataType dtype{kDLBfloat, 16, 1};
+  DLTensor dl{};
+  const DLTensor *get() {
+    dl.data = reinterpret_cast<void *>(address);
+    dl.device = {kDLCUDA, 0};
+    dl.ndim = int(shape.size());
+    dl.dtype = dtype;
+    dl.shape = shape.data();
+    dl.strides = strides.empty() ? nullptr : strides.data();
+    return &dl;
+  }
+};
+
+/// conv_bias (x, bias, y) with x as given and y dense at its own address.
+bitfold_status bindConv(Tensor x, std::string *msg = nullptr,
+                        LaunchBinding *out = nullptr) {
+  auto def = build("conv_bias", "layout=channels_first", x.shape[1]);
+  Tensor bias{{x.shape[1]}, {}, 0x7000000};
+  Tensor y{x.shape, {}, 0x9000000};
+  const DLTensor *ts[] = {x.get(), bias.get(), y.get()};
+  LaunchBinding b;
+  std::string m;
+  bitfold_status s = takeStatus(bindTensors(*def, ts, 3, b), m);
+  if (msg)
+    *msg = m;
+  if (out)
+    *out = b;
+  return s;
+}
+
+TEST(ChannelsFirstBinding, DenseNcdhwBindsPixelRowsWithTheSpatialStride) {
+  LaunchBinding b;
+  std::string msg;
+  ASSERT_EQ(bindConv(Tensor{{2, 96, 4, 6, 8}, {}, 0x1000000}, &msg, &b),
+            BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(b.cols, 96);
+  EXPECT_EQ(b.groupRows[0], 2 * 4 * 6 * 8);
+  EXPECT_EQ(b.views[0][0].spatial, 4 * 6 * 8);
+  EXPECT_EQ(b.views[0][0].rowStride, 4 * 6 * 8);
+  EXPECT_EQ(b.views[0][1].spatial, 0); // the per-channel bias
+  EXPECT_EQ(b.maxElementOffset, 2 * 96 * 4 * 6 * 8 - 1);
+  // Explicit strides that say the same, and size-1 dims with any stride.
+  EXPECT_EQ(bindConv(Tensor{{1, 8, 1, 4, 4}, {999, 16, 5, 4, 1}, 0x1000000}),
+            BITFOLD_SUCCESS);
+}
+
+TEST(ChannelsFirstBinding, EveryOtherStridePatternIsRefused) {
+  const std::vector<int64_t> shape{2, 8, 3, 4, 5};
+  struct Case {
+    const char *what;
+    std::vector<int64_t> strides;
+  };
+  for (const Case &c : {
+           Case{"channels-last", {480, 1, 160, 40, 8}},
+           Case{"H and W swapped", {480, 60, 20, 1, 4}},
+           Case{"sliced width (padded rows)", {768, 96, 32, 8, 1}},
+           Case{"expanded batch", {0, 60, 20, 5, 1}},
+           Case{"expanded channels", {60, 0, 20, 5, 1}},
+           Case{"overlapping channels", {480, 30, 20, 5, 1}},
+           Case{"negative width", {480, 60, 20, 5, -1}},
+           Case{"negative channels", {480, -60, 20, 5, 1}},
+       }) {
+    std::string msg;
+    EXPECT_EQ(bindConv(Tensor{shape, c.strides, 0x1000000}, &msg),
+              BITFOLD_ERROR_STRIDE)
+        << c.what << ": " << msg;
+  }
+}
+
+TEST(ChannelsFirstBinding, OnePixelPerImageIsLeftToTheChannelsLastKernel) {
+  std::string msg;
+  EXPECT_EQ(bindConv(Tensor{{4, 96, 1, 1, 1}, {}, 0x1000000}, &msg),
+            BITFOLD_ERROR_STRIDE);
+  EXPECT_NE(msg.find("channels-last"), std::string::npos) << msg;
+}
+
+TEST(ChannelsFirstBinding, ImagesOfDifferentSizesAreRefused) {
+  auto def = build("conv_bias", "layout=channels_first", 8);
+  Tensor x{{1, 8, 4, 4, 4}, {}, 0x1000000}, bias{{8}, {}, 0x7000000},
+      y{{2, 8, 2, 4, 4}, {}, 0x9000000};
+  const DLTensor *ts[] = {x.get(), bias.get(), y.get()};
+  LaunchBinding b;
+  std::string msg;
+  EXPECT_EQ(takeStatus(bindTensors(*def, ts, 3, b), msg), BITFOLD_ERROR_SHAPE)
+      << msg;
+}
+
+/// wan_rmsnorm_silu (x, gamma, y), form f32, no bias.
+bitfold_status bindWan(const char *params, Tensor x, uintptr_t yAddress,
+                       std::string &msg) {
+  auto def = build("wan_rmsnorm_silu", params, x.shape[1]);
+  Tensor gamma{{x.shape[1]}, {}, 0x7000000};
+  Tensor y{x.shape, {}, yAddress};
+  const DLTensor *ts[] = {x.get(), gamma.get(), y.get()};
+  LaunchBinding b;
+  return takeStatus(bindTensors(*def, ts, 3, b), msg);
+}
+
+TEST(ChannelsFirstBinding, WanBindsOnlyTheOutputVectorItsOrderWasBuiltFor) {
+  const char *ov4 = "layout=channels_first,form=f32,bias=0";
+  const char *ov2 = "layout=channels_first,form=f32,bias=0,outvec=2";
+  std::string msg;
+  EXPECT_EQ(bindWan(ov4, Tensor{{1, 96, 4, 8, 8}, {}, 0x1000000}, 0x9000000, msg),
+            BITFOLD_SUCCESS)
+      << msg;
+  // S = 150: aten's output_vec_size is 2, not the order's 4.
+  EXPECT_EQ(bindWan(ov4, Tensor{{1, 96, 2, 5, 15}, {}, 0x1000000}, 0x9000000, msg),
+            BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("outvec=2"), std::string::npos) << msg;
+  EXPECT_EQ(bindWan(ov2, Tensor{{1, 96, 1, 5, 14}, {}, 0x1000000}, 0x9000000, msg),
+            BITFOLD_SUCCESS)
+      << msg;
+}
+
+TEST(ChannelsFirstBinding, WanRefusesAMisalignedXAndFewPixels) {
+  const char *p = "layout=channels_first,bias=0";
+  std::string msg;
+  // x one element off a 4-element boundary: aten's vector size would shrink.
+  EXPECT_EQ(bindWan(p, Tensor{{1, 96, 4, 8, 8}, {}, 0x1000002}, 0x9000000, msg),
+            BITFOLD_ERROR_ALIGNMENT);
+  // 16 pixels: below the row range of the order (block.x is not a warp).
+  EXPECT_EQ(bindWan(p, Tensor{{1, 96, 1, 4, 4}, {}, 0x1000000}, 0x9000000, msg),
+            BITFOLD_ERROR_SHAPE);
+}
+
+TEST(ChannelsFirstBinding, WanOutputOverItsInputIsRefused) {
+  std::string msg;
+  EXPECT_EQ(bindWan("layout=channels_first,bias=0",
+                    Tensor{{1, 96, 4, 8, 8}, {}, 0x1000000}, 0x1000000, msg),
+            BITFOLD_ERROR_UNSUPPORTED)
+      << msg;
+}
+
+} // namespace
