@@ -21,8 +21,8 @@ if torch is not None:
 @unittest.skipIf(torch is None, "torch not installed: bitfold.torch tests skipped")
 class ChannelsFirstDispatch(unittest.TestCase):
     def setUp(self):
-        from bitfold.torch import _ops
-        self.ops = _ops
+        from bitfold.torch import _table
+        self.ops = _table
 
     def params(self, x):
         return self.ops._channels_first_params(x)
@@ -52,13 +52,15 @@ class ChannelsFirstDispatch(unittest.TestCase):
     def test_wan_asks_for_the_channels_first_kernel_for_ncdhw(self):
         import bitfold
         import bitfold.torch as bt
-        o = self.ops
-        saved = (bitfold.default_runtime, o._wan_k, o._ALLOW_HOST)
+        from bitfold.torch import _ops
+        wan = self.ops.WAN_RMSNORM_SILU
+        saved = (bitfold.default_runtime, _ops._ALLOW_HOST)
         rt = StubRuntime()
         try:
             bitfold.default_runtime = lambda: rt
-            o._wan_k = o._kernels("wan_rmsnorm_silu", o._wan_params, o._wan_operands)
-            o._ALLOW_HOST = True
+            wan.new_kernels()
+            _ops._ALLOW_HOST = True
+            bt.reset_stats()
             bt.configure(mode="auto", verify="off")
             x = rand(1, 96, 2, 4, 6)
             y = bt.wan_rmsnorm_silu(x, rand(96, 1, 1, 1, seed=1), None, None, "f32")
@@ -68,7 +70,8 @@ class ChannelsFirstDispatch(unittest.TestCase):
             self.assertEqual(rt.kernels[-1].launches[-1]["tensors"][0][2], tuple(x.stride()))
             self.assertTrue(y.is_contiguous())
         finally:
-            bitfold.default_runtime, o._wan_k, o._ALLOW_HOST = saved
+            bitfold.default_runtime, _ops._ALLOW_HOST = saved
+            wan.new_kernels()
 
 
 if __name__ == "__main__":
