@@ -85,10 +85,10 @@ int registerLimit(int ctaThreads);
 /// A channels-first program runs one row per thread, one element per
 /// access, one pass (t1.v1.p1); other programs pass.
 llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def,
-                                   const TileConfig &config);
+                                   const spec::TileConfig &config);
 /// The config space of a channels-first program (rows per CTA).
-std::vector<TileConfig> stridedAxisConfigs(const dsl::KernelDef &def,
-                                           const ShapeSpec &shape);
+std::vector<spec::TileConfig> stridedAxisConfigs(const dsl::KernelDef &def,
+                                                 const spec::ShapeSpec &shape);
 
 } // namespace bitfold::codegen
 

@@ -24,6 +24,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
+using namespace bitfold::spec;
 
 namespace {
 

@@ -17,6 +17,7 @@
 
 #include "autotune/TuneDB.h"
 #include "autotune/TuneTasks.h"
+#include "capi/Compose.h"
 #include "fileio/File.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Runtime.h"
@@ -132,8 +133,9 @@ std::vector<Loader> loaders() {
          runtime::RuntimeOptions o;
          o.cache.disk = false;
          o.cache.warn = [&](llvm::StringRef m) { warned += m.str(); };
-         o.tuneDb = p;
-         { runtime::Runtime rt(std::move(o)); }
+         capi::TuneDbOptions db;
+         db.path = p;
+         { auto rt = capi::makeRuntime(std::move(o), db); }
          return warned.empty() ? std::string("accepted") : warned;
        }},
       {"loadShapesFile",
