@@ -136,14 +136,14 @@ class Runtime:
         self._lock = threading.Lock()
         _check(self.lib, self.lib.bitfold_runtime_create(ctypes.byref(opts),
                                                          ctypes.byref(self.handle)))
+        if async_compile:
+            self.set_async_compile(True)
 
     def _live(self):
         """The runtime's handle; BitfoldError once it is closed."""
         if not self.handle:
             raise _closed_error()
         return self.handle
-        if async_compile:
-            self.set_async_compile(True)
 
     def set_async_compile(self, on):
         """Turns async compile mode on or off (see __init__)."""

@@ -327,7 +327,7 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
             cmd = [CLI, "interp", kernel, "--shape", shape, "--print-text"]
             out = subprocess.run(cmd + (["--params", params] if params else []), check=True,
                                  capture_output=True, text=True).stdout
-            text = out.split("\nhash ")[0] + "\n"
+            text = out.split("\n# hash ")[0] + "\n"  # the text, then its hash as a comment
             self.same.assert_same(build().text(), text, kernel)
 
 
