@@ -3,9 +3,10 @@
 # the CPU suite there:
 #   asan  BITFOLD_SANITIZE=address,undefined in build-asan/: every target
 #         and every CPU test (CTest, fuzz targets included; not the
-#         installed-package, example and Python tests, which load the
-#         sanitized library into unsanitized programs), UBSan fatal on the
-#         first report.
+#         installed-package, example, release-probe and Python tests, which
+#         load the sanitized library into unsanitized programs, nor, unless
+#         SANITIZE_ALL=1, the two exhaustive codegen sweeps), UBSan fatal on
+#         the first report.
 #   tsan  BITFOLD_SANITIZE=thread in build-tsan/: the threading tests,
 #         found by name: every gtest case whose "Suite, Name" matches
 #         TSAN_TESTS (default: Concurren|ManyThreads|PerThread|Racing|Parallel|Background|Prewarm|AsyncCompile).
@@ -42,7 +43,9 @@ configure() { # dir sanitizers [cmake args...]
   shift 2
   if [[ ! -f $dir/build.ninja ]]; then
     # shellcheck disable=SC2086
-    cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    # Release (no -g): debug info would double the compile time of CI's
+    # two sanitizer builds; frame pointers keep the reports' stacks named.
+    cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=${SANITIZE_BUILD_TYPE:-Release} \
       -DBITFOLD_SANITIZE="$sanitizers" -DBITFOLD_BUILD_BENCH=OFF "$@" \
       ${BITFOLD_SANITIZE_CMAKE_ARGS:-} >/dev/null
   fi
@@ -75,7 +78,16 @@ print("\n".join(sorted(targets)))
 PY
 }
 
-asan_excluded='InstalledPackage|^examples\.|^python\.'
+# They load the sanitized library into unsanitized programs (a C consumer,
+# the Python interpreter, a plain link probe, a Python script).
+asan_unloadable='InstalledPackage|^examples\.|^python\.|^release\.|^docs\.'
+# The exhaustive codegen sweeps (every stock kernel x seed shape x legal
+# config through LLVM, minutes each under ASan): the plain CTest run covers
+# them, and under ASan the codegen stage tests and the bounded codegen fuzz
+# target exercise the same emitters. SANITIZE_ALL=1 runs them too.
+asan_slow='SeedShapes/AllConfigs|AtenConfigs\.EveryConfigCompiles'
+asan_excluded=$asan_unloadable
+[[ ${SANITIZE_ALL:-0} == 1 ]] || asan_excluded="$asan_unloadable|$asan_slow"
 status=0
 for step in "${steps[@]}"; do
   step_start=$SECONDS
@@ -90,7 +102,7 @@ for step in "${steps[@]}"; do
       # Python tests load the sanitized libbitfold.so into plain
       # (unsanitized) programs (a C consumer, the Python interpreter), which
       # ASan refuses (its runtime must be the first library loaded).
-      echo "sanitize.sh: asan excludes (they load the sanitized library into unsanitized programs):"
+      echo "sanitize.sh: asan excludes ($asan_excluded; see the comments above asan_excluded):"
       (cd "$dir" && ctest -N -R "$asan_excluded" | sed -n 's/^ *Test *#[0-9]*: /  /p')
       (cd "$dir" && "${nice_cmd[@]}" ctest -j"$jobs" --output-on-failure \
          -E "$asan_excluded" ${SANITIZE_TESTS:+-R "$SANITIZE_TESTS"} \
