@@ -85,6 +85,10 @@ torch_step() {
   # A user's install: a fresh venv (seeing the host's torch), plain pip
   # install of the wheel (and of --wheels' extra wheels, e.g. diffusers).
   python3 -m venv --system-site-packages "$venv" || return 1
+  # When python3 is itself a venv's (torch installed there), its packages
+  # are not the base interpreter's "system" ones: make them visible too.
+  python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
+    > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-site.pth" || return 1
   "$venv/bin/python" -m pip install -q --no-index --no-deps --disable-pip-version-check \
     "$whl" $(ls "$wheels"/*.whl 2>/dev/null) || return 1
   (

@@ -9,7 +9,6 @@ Also the decode row counts through the ops: served, no fallback.
 import pytest
 
 from conftest import HAVE_CUDA, torch
-from _bitfold_import import import_bitfold_torch
 from test_aten_norms import hf_eager, wan_eager
 from test_kernels import randn, same_bits
 
@@ -17,7 +16,7 @@ if not HAVE_CUDA:
     pytest.skip("no CUDA device visible to torch: GPU torch-op tests skipped",
                 allow_module_level=True)
 
-bt = import_bitfold_torch()
+import bitfold.torch as bt  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

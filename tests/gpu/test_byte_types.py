@@ -83,7 +83,7 @@ def check_dtype(rt, bitfold, name):
         result["differ"] += n
         result["compared"] += CHUNK
         if start == 0:  # every code widened, against torch's .float()
-            wz = b.view(dtype).to(torch.float32) if name != "i8" else b.to(torch.float32)
+            wz = b.view(dtype).to(torch.float32)  # i8: the codes as signed bytes
             zb, wb = z.view(torch.int32), wz.view(torch.int32)
             nan = torch.isnan(z) & torch.isnan(wz)
             result["extend_differ"] = int(((zb != wb) & ~nan).sum())

@@ -115,9 +115,9 @@ def test_ln_modulate(rt, shape, seed, amp, eps, special, strided):
 
 
 def test_relaunch_reuses_arguments_but_not_data(rt):
-    """Kernel.launch caches its ctypes arguments per tensors and scalar bits:
-    new data in the same tensors, another eps, a view with other strides,
-    and eps back again must each give their own reference's bits."""
+    """Relaunching one kernel: new data in the same tensors, another eps, a
+    view with other strides, and eps back again must each give their own
+    reference's bits (nothing of an earlier launch's arguments is reused)."""
     gen = torch.Generator(device="cuda").manual_seed(7)
     x = randn((2, 64, 512), torch.bfloat16, 1.0, gen)
     proj = randn((2, 4 * 512), torch.bfloat16, 0.1, gen)
@@ -133,7 +133,6 @@ def test_relaunch_reuses_arguments_but_not_data(rt):
         k.launch([x, scale, shift, y], [eps])
         check("ln_modulate", y, ref.ln_modulate(x, scale, shift, eps),
               f"relaunch step {step} eps {eps}")
-    assert len(k._args) <= k.ARG_CACHE_LIMIT
 
 
 def qk_cases():

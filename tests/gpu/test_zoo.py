@@ -130,7 +130,7 @@ CASES = [
     ("rope_neox", rope_inputs, ["x1", "x2", "cos", "sin"], ["o1", "o2"], [], rope_neox,
      {"o1": 0, "o2": 0}),
     ("fused_add_rms_norm", rms_inputs, ["x", "residual", "w"], ["h", "y"], [1e-6],
-     fused_add_rms_norm, {"h": 0, "y": 1}),
+     fused_add_rms_norm, {"h": 0, "y": 2}),
 ]
 
 
