@@ -131,7 +131,7 @@ def cases(bt, bitfold, ref, t):
     user = user_op(bt)
     ug, uu = t["proj"][:, :1024], t["proj"][:, 1024:2048]
     rows.append(("user op silu_and_mul (1,1024) (op_from_source, docs/torch-tutorial.md)",
-                 lambda: user(ug, uu), lambda: ops.host_cost.silu_and_mul(ug, uu),
+                 lambda: user(ug, uu), lambda: torch.ops.host_cost.silu_and_mul(ug, uu),
                  lambda: torch.nn.functional.silu(ug) * uu))
     if has_template(bitfold, "hf_rmsnorm", "dtype=bf16,weight=bf16,residual=0,modulate=0"):
         rows.append(("hf_rmsnorm (1,16,1024)", lambda: bt.hf_rmsnorm(x, t["w4"], 1e-6),

@@ -27,8 +27,9 @@
 #             pkg/prebuilt-cache (scripts/prebuild-fleet.sh, built on a
 #             machine without a GPU); each must say "0 compiled"
 #                                                       -> prebuilt.txt
-#   fleet     bitfold.fleet on a local Ray cluster of this host: tunes the
-#             seed shapes on its GPU, prebuilds its arch, then the
+#   fleet     bitfold.fleet on a local Ray cluster of this host (FLEET_LOCAL=N:
+#             N local processes instead): tunes the seed shapes on its GPU
+#             (FLEET_TUNE_BUDGET_S per shape), prebuilds its arch, then the
 #             `prebuilt` check on the merged cache    -> fleet.log, fleet-prebuilt.txt
 #   compile-latency
 #             bin/compile_latency (in the package when it was built with
@@ -203,8 +204,11 @@ fleet_step() {
   arch=sm_$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
   rm -rf "$out"
   ( export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+    # FLEET_LOCAL=N: the same plan on N local processes instead of Ray.
+    local where=()
+    [[ -n ${FLEET_LOCAL:-} ]] && where=(--local "$FLEET_LOCAL" --local-gpu-types "$gpu")
     python3 -m bitfold.fleet run --shapes "$shapes" --gpu-types "$gpu" --archs "$arch" \
-      --out "$out" --cli /tmp/bf/bin/bitfold --prebuild-jobs 4 \
+      --out "$out" --cli /tmp/bf/bin/bitfold --prebuild-jobs 4 "${where[@]}" \
       --tune-budget-s "${FLEET_TUNE_BUDGET_S:-5}" ) 2>&1 | tee "$OUT/fleet.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || return 1
   prebuilt_step "$out/cache/$arch" "$shapes" "$out/tune-db.json" fleet-prebuilt.txt

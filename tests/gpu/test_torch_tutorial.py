@@ -5,6 +5,8 @@ against eager over shapes and strided views, and the tutorial's model
 captured in a CUDA graph and replayed."""
 import os
 import re
+import sys
+import types
 
 import pytest
 
@@ -25,7 +27,10 @@ def tutorial():
         pytest.skip(f"the bitfold package is not importable ({e})")
     with open(os.path.join(ROOT, "docs", "torch-tutorial.md")) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
-    scope = {"__name__": "tutorial"}
+    # A real module (torch.compile's guards import the globals' module by name).
+    module = types.ModuleType("bitfold_torch_tutorial")
+    sys.modules[module.__name__] = module
+    scope = module.__dict__
     exec(compile(blocks[0], "torch-tutorial.md[0]", "exec"), scope)
     return scope, blocks
 

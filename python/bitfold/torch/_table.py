@@ -114,7 +114,7 @@ QK_LAYERNORM = Op(
 
 # ---- conv_bias, residual_gate: elementwise epilogues ----------------------------
 
-def _channels_first_params(x, max_c=128):
+def _channels_first_params(x, max_c=128, outvec=True):
     """The kernel parameters that serve x in its own layout: for a dense
     NC[D]HW x with more than one pixel per image, the channels-first variant
     (the fold runs along the strided C axis in aten's outer-reduction order,
@@ -126,6 +126,8 @@ def _channels_first_params(x, max_c=128):
     s = x[0, 0].numel()
     if s < 2:  # one pixel per image: aten reduces C innermost (channels-last)
         return ""
+    if not outvec:  # an elementwise kernel: no reduction order to match
+        return ",layout=channels_first"
     return f",layout=channels_first,outvec={4 if s % 4 == 0 else 2 if s % 2 == 0 else 1}"
 
 
@@ -144,7 +146,7 @@ CONV_BIAS = Op(
     ins=_conv_ins, tag=lambda a: a[2] is None,
     refuse=lambda a: None if a[1].dtype in _DT_WORD else ("dtype", f"bias {a[1].dtype}"),
     variant=lambda a: (a[0].dtype, a[1].dtype, a[2] is not None,
-                       _channels_first_params(a[0])),
+                       _channels_first_params(a[0], outvec=False)),
     params=lambda k: (f"dtype={_DT_NAME[k[0]]},bias_dtype={_DT_NAME[k[1]]},"
                       f"residual={int(k[2])}{k[3]}"),
     alloc=_conv_alloc, width=_channels, custom_result=_identity,
