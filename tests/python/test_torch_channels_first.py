@@ -33,6 +33,15 @@ class ChannelsFirstDispatch(unittest.TestCase):
             self.assertEqual(self.params(rand(*shape)),
                              f",layout=channels_first,outvec={ovs}", shape)
 
+    def test_conv_bias_asks_for_the_layout_only(self):
+        # An elementwise epilogue has no reduction order: no outvec (the
+        # template would refuse the parameter).
+        self.assertEqual(self.ops._channels_first_params(rand(1, 96, 4, 8, 8), outvec=False),
+                         ",layout=channels_first")
+        self.assertEqual(self.ops.CONV_BIAS.params(self.ops.CONV_BIAS.variant(
+            (rand(1, 96, 4, 8, 8), rand(96, seed=2), None))),
+            "dtype=bf16,bias_dtype=bf16,residual=0,layout=channels_first")
+
     def test_other_layouts_keep_the_channels_last_variant(self):
         x = rand(2, 96, 4, 8, 8)
         cases = {

@@ -50,7 +50,7 @@ class _Progress:
         left = self.total - self.finished
         eta = f", ETA {el / self.finished * left:.0f} s" if self.finished and left else ""
         print(f"[fleet] {self.phase}: {self.finished}/{self.total} finished, {failed} failed, "
-              f"{running} running, {el:.0f} s{eta}", file=self.out, flush=True)
+              f"{running} submitted, {el:.0f} s{eta}", file=self.out, flush=True)
 
 
 def _need_for(task, opts):
