@@ -4,7 +4,7 @@
 
 #include "cuda/Driver.h"
 
-#include "spec/KernelABI.h"
+#include "keys/KernelABI.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -57,7 +57,7 @@ private:
   Event start, stop;
   cuda::Module module;
   CUfunction fn = nullptr;
-  spec::TileConfig config;
+  keys::TileConfig config;
 };
 
 llvm::Error GpuRunner::init(const dsl::KernelDef &d,
@@ -140,9 +140,9 @@ llvm::Error GpuRunner::fillSet(BufferSet &s,
         return e;
       s.buffers[g].push_back(std::move(*buf));
     }
-  // The parameter list of spec/KernelABI.h.
+  // The parameter list of keys/KernelABI.h.
   const dsl::Binding &b = problem.binding;
-  const spec::KernelABI abi = spec::KernelABI::of(*def);
+  const keys::KernelABI abi = keys::KernelABI::of(*def);
   if (b.groupRows.size() != size_t(abi.numGroups) ||
       b.tensors.size() != size_t(abi.numGroups) ||
       b.dims.size() != size_t(abi.numDims) ||
@@ -153,11 +153,11 @@ llvm::Error GpuRunner::fillSet(BufferSet &s,
     return gpuError(def->name + ": the problem does not bind the kernel's "
                                 "groups, dims and scalars");
   s.values.assign(abi.paramCount(), 0);
-  spec::ParamPacker pack(abi, s.values.data());
+  keys::ParamPacker pack(abi, s.values.data());
   for (int g = 0; g < abi.numGroups; ++g) {
     for (int i = 0; i < abi.numOperands; ++i) {
       pack.pointer(g, i, uint64_t(s.buffers[g][i].ptr()));
-      // Channels-first operands: the slot holds S (spec/KernelABI.h).
+      // Channels-first operands: the slot holds S (keys/KernelABI.h).
       pack.rowStride(g, i, b.tensors[g][i].spatial > 0
                                ? b.tensors[g][i].spatial
                                : b.tensors[g][i].rowStride);

@@ -3,7 +3,7 @@
 #include "autotune/Policy.h"
 
 #include "autotune/ShapeClass.h"
-#include "spec/TuneKey.h"
+#include "keys/TuneKey.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -78,7 +78,7 @@ std::optional<Choice> TunePolicy::fromDatabase(const ChooseRequest &req,
         winnerText = w->config;
   }
   if (!winnerText.empty()) {
-    auto parsed = spec::TileConfig::parse(winnerText);
+    auto parsed = keys::TileConfig::parse(winnerText);
     llvm::Error bad = parsed ? (req.check ? req.check(*parsed)
                                           : llvm::Error::success())
                              : parsed.takeError();
@@ -155,7 +155,7 @@ Choice TunePolicy::tuneNow(const ChooseRequest &req, const Choice &fallback) {
         winner = w->config;
   }
   persist();
-  auto parsed = spec::TileConfig::parse(winner);
+  auto parsed = keys::TileConfig::parse(winner);
   if (!parsed)
     return Choice{fallback.config, Provenance::DefaultTuneFailed,
                   llvm::toString(parsed.takeError())};
@@ -189,8 +189,8 @@ Choice TunePolicy::tuneInBackground(const ChooseRequest &req, Choice fallback) {
 policy::ConfigAnswer
 TunePolicy::configFor(const policy::ConfigRequest &r) {
   ChooseRequest req;
-  req.key = spec::tuneKeyFor(*r.def, r.shapeClass.str(),
-                       spec::currentEnvironment(r.gpuName, r.arch, r.toolchain));
+  req.key = keys::tuneKeyFor(*r.def, r.shapeClass.str(),
+                       keys::currentEnvironment(r.gpuName, r.arch, r.toolchain));
   req.defaultConfig = r.defaultConfig;
   req.check = r.check;
   if (opts.tuner && opts.onMiss != OnMiss::UseDefault) {

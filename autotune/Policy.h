@@ -87,17 +87,17 @@ enum class Provenance {
 llvm::StringRef provenanceName(Provenance p);
 
 struct Choice {
-  spec::TileConfig config;
+  keys::TileConfig config;
   Provenance from = Provenance::Default;
   std::string detail;
 };
 
 struct ChooseRequest {
   TuneKey key;
-  spec::TileConfig defaultConfig;
+  keys::TileConfig defaultConfig;
   /// Legality of a config from the DB (e.g. codegen::checkConfig bound to
   /// the KernelDef and ShapeSpec). Optional.
-  std::function<llvm::Error(const spec::TileConfig &)> check;
+  std::function<llvm::Error(const keys::TileConfig &)> check;
   /// Tunes `key` (e.g. autotune::searchConfigs on the current GPU).
   /// Needed unless onMiss is UseDefault. Background tunes run it on the
   /// policy's thread: it must own what it captures.

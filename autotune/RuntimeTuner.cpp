@@ -43,9 +43,9 @@ problemFor(const policy::ConfigRequest &r) {
 
 llvm::Expected<TuneOutcome> tuneOnGpu(const policy::ConfigRequest &r,
                                       double seconds) {
-  const spec::ShapeSpec spec = r.shapeClass.shapeSpec();
-  std::vector<spec::TileConfig> configs{r.defaultConfig};
-  for (const spec::TileConfig &c : codegen::enumerateConfigs(*r.def, spec)) {
+  const keys::ShapeSpec spec = r.shapeClass.shapeSpec();
+  std::vector<keys::TileConfig> configs{r.defaultConfig};
+  for (const keys::TileConfig &c : codegen::enumerateConfigs(*r.def, spec)) {
     if (c == r.defaultConfig)
       continue;
     if (llvm::Error e = codegen::checkConfig(*r.def, spec, c))
@@ -63,7 +63,7 @@ llvm::Expected<TuneOutcome> tuneOnGpu(const policy::ConfigRequest &r,
     return llvm::createStringError("tune-on-miss needs the runtime's compile");
   // Through the runtime's cache and Compiler: the winner is then a cache
   // hit for the launch.
-  CompileConfigFn compile = [&](const spec::TileConfig &c) {
+  CompileConfigFn compile = [&](const keys::TileConfig &c) {
     return r.compile(c);
   };
   SearchOptions so;

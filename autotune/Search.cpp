@@ -2,7 +2,7 @@
 
 #include "autotune/Search.h"
 
-#include "spec/Errors.h"
+#include "keys/Errors.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ThreadPool.h"
@@ -79,7 +79,7 @@ namespace {
 /// results in order while later configs are still compiling.
 class Compiles {
 public:
-  Compiles(llvm::ArrayRef<spec::TileConfig> configs,
+  Compiles(llvm::ArrayRef<keys::TileConfig> configs,
            const CompileConfigFn &compile, const SearchOptions &opts)
       : slots(configs.size()),
         pool(llvm::hardware_concurrency(opts.compileThreads)) {
@@ -186,7 +186,7 @@ llvm::Error noneTimed(const SearchResult &result) {
 } // namespace
 
 llvm::Expected<SearchResult>
-autotune::searchConfigs(llvm::ArrayRef<spec::TileConfig> configs,
+autotune::searchConfigs(llvm::ArrayRef<keys::TileConfig> configs,
                         const CompileConfigFn &compile, ConfigRunner &runner,
                         const SearchOptions &opts) {
   auto start = std::chrono::steady_clock::now();
@@ -211,7 +211,7 @@ autotune::searchConfigs(llvm::ArrayRef<spec::TileConfig> configs,
       fail(out.takeError());
     } else if (!referenceConfig.empty() && *out != reference) {
       compiles.cancelRest();
-      return spec::makeError<spec::ErrorKind::BitsDiffer>(
+      return keys::makeError<keys::ErrorKind::BitsDiffer>(
           differenceText(referenceConfig, reference, text, *out));
     } else {
       if (referenceConfig.empty()) {

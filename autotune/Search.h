@@ -62,7 +62,7 @@ struct SearchOptions {
 /// Compiles one config (called from pool threads, concurrently).
 using CompileConfigFn =
     std::function<llvm::Expected<codegen::CompiledKernel>(
-        const spec::TileConfig &)>;
+        const keys::TileConfig &)>;
 
 struct SearchResult {
   std::vector<Measurement> measurements; ///< in timing order.
@@ -84,7 +84,7 @@ Measurement summarise(llvm::StringRef config, std::vector<double> samples);
 /// Times `configs` (the first is the reference for bit identity; put the
 /// default config first). Fails on a bit difference (both configs named)
 /// or when no config could be timed at all.
-llvm::Expected<SearchResult> searchConfigs(llvm::ArrayRef<spec::TileConfig> configs,
+llvm::Expected<SearchResult> searchConfigs(llvm::ArrayRef<keys::TileConfig> configs,
                                            const CompileConfigFn &compile,
                                            ConfigRunner &runner,
                                            const SearchOptions &options);

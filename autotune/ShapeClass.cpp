@@ -5,9 +5,9 @@
 using namespace bitfold;
 using namespace bitfold::autotune;
 
-spec::ShapeClass
+keys::ShapeClass
 autotune::tunedShapeClass(const dsl::KernelDef &def,
                           const templates::ProblemShape &shape) {
-  return spec::denseShapeClass(def, shape.cols, shape.groupRows,
+  return keys::denseShapeClass(def, shape.cols, shape.groupRows,
                                shape.rowsPerBatch, /*bucketRows=*/true);
 }

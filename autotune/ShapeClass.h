@@ -1,9 +1,9 @@
 //===- autotune/ShapeClass.h - The shape class a problem is tuned in -*- C++ -*-===//
 //
 // `bitfold tune` times a problem in the shape class of dense, freshly
-// allocated tensors of its shape (spec::denseShapeClass, rows bucketed):
+// allocated tensors of its shape (keys::denseShapeClass, rows bucketed):
 // the class a launch on such tensors looks up. Tune keys are
-// spec/TuneKey.h's (spec::tuneKeyFor, currentEnvironment, dtypesText):
+// keys/TuneKey.h's (keys::tuneKeyFor, currentEnvironment, dtypesText):
 // include it where they are used.
 //
 // See autotune/README.md for the policy.
@@ -14,13 +14,13 @@
 
 #include "autotune/TuneDB.h"
 
-#include "spec/ShapeSpec.h"
+#include "keys/ShapeSpec.h"
 #include "templates/Problem.h"
 
 namespace bitfold::autotune {
 
 /// The class `bitfold tune` times a problem of `shape` in.
-spec::ShapeClass tunedShapeClass(const dsl::KernelDef &def,
+keys::ShapeClass tunedShapeClass(const dsl::KernelDef &def,
                                  const templates::ProblemShape &shape);
 
 } // namespace bitfold::autotune

@@ -3,7 +3,7 @@
 #include "autotune/TuneDB.h"
 
 #include "fileio/File.h"
-#include "spec/TileConfig.h"
+#include "keys/TileConfig.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -137,7 +137,7 @@ llvm::Expected<Measurement> readMeasurement(const json &jm,
   if (llvm::Error e = field(jm, "config", m.config, where))
     return std::move(e);
   where += " '" + m.config + "'";
-  if (auto c = spec::TileConfig::parse(m.config); !c)
+  if (auto c = keys::TileConfig::parse(m.config); !c)
     return dbError(where + ": not a tile config: " +
                    llvm::toString(c.takeError()));
   for (auto [name, out] : {std::pair{"medianUs", &m.medianUs},
@@ -337,7 +337,7 @@ llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
       if (llvm::Error e = field(je, "defaultConfig", defaultConfig, where))
         return std::move(e);
       if (!defaultConfig.empty())
-        if (auto c = spec::TileConfig::parse(defaultConfig); !c)
+        if (auto c = keys::TileConfig::parse(defaultConfig); !c)
           return dbError(where + ": defaultConfig '" + defaultConfig +
                          "' is not a tile config: " +
                          llvm::toString(c.takeError()));

@@ -26,7 +26,7 @@
 #ifndef BITFOLD_AUTOTUNE_TUNEDB_H
 #define BITFOLD_AUTOTUNE_TUNEDB_H
 
-#include "spec/TuneKey.h"
+#include "keys/TuneKey.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -41,9 +41,9 @@ namespace bitfold::autotune {
 /// Format version of the DB file ("version" field).
 constexpr int kTuneDBFormat = 1;
 
-/// The DB's key (spec/TuneKey.h).
-using spec::TuneEnvironment;
-using spec::TuneKey;
+/// The DB's key (keys/TuneKey.h).
+using keys::TuneEnvironment;
+using keys::TuneKey;
 
 /// One config's timing on one key.
 struct Measurement {

@@ -1,6 +1,6 @@
 # CUDA libdevice, the bitcode nvcc links for expf/logf/tanhf/erff. codegen
 # embeds it (codegen/LinkLibdevice.cpp, .incbin) because a GPU host has
-# no toolkit, and its hash enters every cache key (spec/CacheKey.cpp), so a
+# no toolkit, and its hash enters every cache key (keys/CacheKey.cpp), so a
 # build with another libdevice never reuses a cubin.
 #   BITFOLD_LIBDEVICE_FILE    the bitcode's path (FindCUDAToolkit's root)
 #   BITFOLD_LIBDEVICE_SHA256  its SHA-256, hex

@@ -13,10 +13,10 @@
 #define BITFOLD_CODEGEN_CODEGEN_H
 
 #include "dsl/IR.h"
-#include "spec/CompileOptions.h"
-#include "spec/KernelABI.h"
-#include "spec/ShapeSpec.h"
-#include "spec/TileConfig.h"
+#include "keys/CompileOptions.h"
+#include "keys/KernelABI.h"
+#include "keys/ShapeSpec.h"
+#include "keys/TileConfig.h"
 
 #include <optional>
 #include <string>
@@ -34,8 +34,8 @@ struct CompiledKernel {
   std::string ptx;
   std::vector<char> cubin; ///< empty when emitCubin was false.
   std::string cubinTool;   ///< "nvJitLink", "driver" or "ptxas".
-  spec::TileConfig config;
-  spec::KernelABI abi;
+  keys::TileConfig config;
+  keys::KernelABI abi;
   unsigned sharedBytes = 0; ///< static shared memory the kernel declares.
   /// The kernel waits (griddepcontrol.wait) before its first memory access
   /// for the grids it depends on, so it may be launched with programmatic
@@ -56,13 +56,13 @@ struct CompiledKernel {
 };
 
 /// Legal configs of a shape (the autotuner's space), in a stable order.
-std::vector<spec::TileConfig> enumerateConfigs(const dsl::KernelDef &def,
-                                         const spec::ShapeSpec &shape);
+std::vector<keys::TileConfig> enumerateConfigs(const dsl::KernelDef &def,
+                                         const keys::ShapeSpec &shape);
 /// A sensible default (no tuning).
-spec::TileConfig defaultConfig(const dsl::KernelDef &def, const spec::ShapeSpec &shape);
+keys::TileConfig defaultConfig(const dsl::KernelDef &def, const keys::ShapeSpec &shape);
 /// Why `config` is not legal for `shape`, or success.
-llvm::Error checkConfig(const dsl::KernelDef &def, const spec::ShapeSpec &shape,
-                        const spec::TileConfig &config);
+llvm::Error checkConfig(const dsl::KernelDef &def, const keys::ShapeSpec &shape,
+                        const keys::TileConfig &config);
 
 /// Oldest target codegen supports: sm_80. The lowering rounds to bf16 with
 /// cvt.rn.bf16{,x2}.f32, which PTX has from sm_80; CUDA 13's ptxas (and
@@ -78,9 +78,9 @@ llvm::Error checkTargetArch(llvm::StringRef arch);
 /// Lower and assemble. Errors name the failing stage; with dumpDir set, the
 /// failing IR is kept there for a repro.
 llvm::Expected<CompiledKernel> compile(const dsl::KernelDef &def,
-                                       const spec::ShapeSpec &shape,
-                                       const spec::TileConfig &config,
-                                       const spec::CompileOptions &options);
+                                       const keys::ShapeSpec &shape,
+                                       const keys::TileConfig &config,
+                                       const keys::CompileOptions &options);
 
 /// Versions that belong in a cache key: LLVM, and the PTX -> cubin tool.
 std::string toolchainVersion();

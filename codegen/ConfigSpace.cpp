@@ -19,7 +19,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 using dsl::ExprNode;
 using dsl::KernelDef;
 using dsl::Op;

@@ -61,7 +61,7 @@ bool matchRowDivision(const dsl::ExprNode *n,
 inline constexpr float kRowDivMin = 0x1p-60f, kRowDivMax = 0x1p60f;
 /// The rewrite is opt-in until the GPU oracle and the Wan bench have run it
 /// on hardware: BITFOLD_ROW_DIVISION=1 (recorded in the cache key, like
-/// every code-changing variable: spec::codegenEnvVars) turns it on.
+/// every code-changing variable: keys::codegenEnvVars) turns it on.
 bool rowDivisionEnabled();
 /// The rewrite's per-element arithmetic given y = RN(1/d), on the host.
 float rowDivisionFast(float x, float d, float y);

@@ -25,7 +25,7 @@
 using namespace mlir;
 using namespace bitfold;
 using namespace bitfold::codegen;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 using dsl::DType;
 using dsl::ExprNode;
 using DOp = dsl::Op;
@@ -254,7 +254,7 @@ Value KernelBuilder::rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
   case dsl::IndexMap::PerElement:
     if (o.layout == dsl::Layout::ChannelsFirst) {
       // Pixel r of an N C S tensor: (r / S) * C * S + r % S; the ABI's
-      // row-stride slot holds S (spec/KernelABI.h).
+      // row-stride slot holds S (keys/KernelABI.h).
       Value s = toIdx(stride), r = toIdx(local);
       Value n = arith::DivUIOp::create(b, loc, r, s);
       Value batch = arith::MulIOp::create(
@@ -282,7 +282,7 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
   const int G = def.groups, N = int(def.operands.size());
   const TileConfig &c = plan.config;
   auto arg = [&](int i) { return entry->getArgument(i); };
-  const spec::KernelABI abi = spec::KernelABI::of(def);
+  const keys::KernelABI abi = keys::KernelABI::of(def);
 
   tid = NVVM::ThreadIdXOp::create(b, loc, i32);
   Value cta = NVVM::BlockIdXOp::create(b, loc, i32);
@@ -335,13 +335,13 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
 }
 
 LLVM::LLVMFuncOp KernelBuilder::declareKernel(StringRef entryName) {
-  // The parameter list of spec/KernelABI.h.
-  const spec::KernelABI abi = spec::KernelABI::of(def);
+  // The parameter list of keys/KernelABI.h.
+  const keys::KernelABI abi = keys::KernelABI::of(def);
   llvm::SmallVector<Type> params;
   for (int p = 0; p < int(abi.paramCount()); ++p) {
-    spec::KernelABI::Param kind = abi.kindOf(p);
-    params.push_back(kind == spec::KernelABI::Param::Pointer  ? Type(ptrGen)
-                     : kind == spec::KernelABI::Param::Scalar ? Type(f32)
+    keys::KernelABI::Param kind = abi.kindOf(p);
+    params.push_back(kind == keys::KernelABI::Param::Pointer  ? Type(ptrGen)
+                     : kind == keys::KernelABI::Param::Scalar ? Type(f32)
                                                               : Type(i64));
   }
   auto fnTy = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(&ctx), params);

@@ -50,7 +50,7 @@ struct FoldPlan {
 };
 
 struct Plan {
-  spec::TileConfig config;
+  keys::TileConfig config;
   int64_t cols = 0;
   std::vector<FoldPlan> folds;
   /// One pass with folds: the output phase walks fold 0's element mapping
@@ -71,8 +71,8 @@ struct Plan {
 };
 
 /// Checks `config` against the program and shape; on success, the plan.
-llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const spec::ShapeSpec &shape,
-                              const spec::TileConfig &config);
+llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const keys::ShapeSpec &shape,
+                              const keys::TileConfig &config);
 
 /// Adds the operands whose loads appear in `root`'s cone (not looking
 /// through folds) to `out`.
@@ -85,10 +85,10 @@ int registerLimit(int ctaThreads);
 /// A channels-first program runs one row per thread, one element per
 /// access, one pass (t1.v1.p1); other programs pass.
 llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def,
-                                   const spec::TileConfig &config);
+                                   const keys::TileConfig &config);
 /// The config space of a channels-first program (rows per CTA).
-std::vector<spec::TileConfig> stridedAxisConfigs(const dsl::KernelDef &def,
-                                                 const spec::ShapeSpec &shape);
+std::vector<keys::TileConfig> stridedAxisConfigs(const dsl::KernelDef &def,
+                                                 const keys::ShapeSpec &shape);
 
 } // namespace bitfold::codegen
 

@@ -20,7 +20,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 llvm::Error codegen::checkStridedAxisConfig(const dsl::KernelDef &def,
                                             const TileConfig &c) {

@@ -1,7 +1,7 @@
 //===- dsl/Limits.h - What a program's header admits ------------*- C++ -*-===//
 //
 // The tensor-group limit the verifier enforces (the launch structures are
-// fixed size: spec::KernelABI asserts it agrees) and the column guard
+// fixed size: keys::KernelABI asserts it agrees) and the column guard
 // check every consumer of a shape applies (the interpreter's host problems,
 // codegen's plan).
 //

@@ -13,8 +13,8 @@
 #ifndef BITFOLD_POLICY_CONFIGSOURCE_H
 #define BITFOLD_POLICY_CONFIGSOURCE_H
 
-#include "spec/ShapeSpec.h"
-#include "spec/TileConfig.h"
+#include "keys/ShapeSpec.h"
+#include "keys/TileConfig.h"
 
 #include "codegen/Codegen.h"
 
@@ -32,26 +32,26 @@ namespace bitfold::policy {
 /// What the runtime knows when a shape class needs a config.
 struct ConfigRequest {
   std::shared_ptr<const dsl::KernelDef> def;
-  spec::ShapeClass shapeClass; ///< rows bucketed (bucketsRows() was true).
+  keys::ShapeClass shapeClass; ///< rows bucketed (bucketsRows() was true).
   std::string gpuName;         ///< "NVIDIA H200".
   int device = 0;              ///< CUDA ordinal of the launch.
   std::string arch;            ///< "sm_90".
   std::string toolchain;       ///< codegen::toolchainVersion().
-  spec::TileConfig defaultConfig;
+  keys::TileConfig defaultConfig;
   /// Why a config is not legal for this shape (codegen::checkConfig), or
   /// success. Valid during configFor() only.
-  std::function<llvm::Error(const spec::TileConfig &)> check;
+  std::function<llvm::Error(const keys::TileConfig &)> check;
   /// Compiles a config for this kernel and class through the runtime's
   /// cache, with the key a launch of it uses. Owns what it needs: valid
   /// after configFor() returns, while the runtime lives (a tuner runs it
   /// on its own threads).
   std::function<llvm::Expected<codegen::CompiledKernel>(
-      const spec::TileConfig &)>
+      const keys::TileConfig &)>
       compile;
 };
 
 struct ConfigAnswer {
-  spec::TileConfig config;
+  keys::TileConfig config;
   /// Where it came from, for logs: "tune DB", "default (stale DB entry)"...
   std::string from;
   /// The answer may change: a background tune of this class is running.

@@ -298,7 +298,7 @@ llvm::Error decodeMeta(CacheEntry &e) {
   k.cubinTool = m.str("cubinTool");
   // The config is stored once, as TileConfig text (its parser checks it).
   std::string configText = m.str("config");
-  if (auto config = spec::TileConfig::parse(configText))
+  if (auto config = keys::TileConfig::parse(configText))
     k.config = *config;
   else
     m.fail("config", llvm::toString(config.takeError()));

@@ -10,7 +10,7 @@
 #include "cuda/Driver.h"
 
 #include "codegen/Assemble.h"
-#include "spec/CacheKey.h"
+#include "keys/CacheKey.h"
 #include "templates/Problem.h"
 
 using namespace bitfold;
@@ -43,13 +43,13 @@ void warmUpCodegen() {
     llvm::consumeError(p.takeError());
     return;
   }
-  spec::ShapeSpec shape =
-      spec::denseShapeClass(*p->def, p->shape.cols, p->shape.groupRows,
+  keys::ShapeSpec shape =
+      keys::denseShapeClass(*p->def, p->shape.cols, p->shape.groupRows,
                             p->shape.rowsPerBatch, /*bucketRows=*/false)
           .shapeSpec();
   auto arch = deviceArch(/*ordinal=*/0);
-  spec::CompileOptions options =
-      spec::launchOptions(arch ? llvm::StringRef(*arch) : "sm_90", false);
+  keys::CompileOptions options =
+      keys::launchOptions(arch ? llvm::StringRef(*arch) : "sm_90", false);
   if (!arch) {
     llvm::consumeError(arch.takeError());
     options.emitCubin = false;
@@ -65,17 +65,17 @@ void warmUpCodegen() {
 Compiler bitfold::runtime::defaultCompiler() {
   installDriverLinker();
   Compiler c;
-  c.compile = [](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
-                 const spec::TileConfig &config,
-                 const spec::CompileOptions &options) {
+  c.compile = [](const dsl::KernelDef &def, const keys::ShapeSpec &shape,
+                 const keys::TileConfig &config,
+                 const keys::CompileOptions &options) {
     return codegen::compile(def, shape, config, options);
   };
   c.defaultConfig = [](const dsl::KernelDef &def,
-                       const spec::ShapeSpec &shape) {
+                       const keys::ShapeSpec &shape) {
     return codegen::defaultConfig(def, shape);
   };
-  c.checkConfig = [](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
-                     const spec::TileConfig &config) {
+  c.checkConfig = [](const dsl::KernelDef &def, const keys::ShapeSpec &shape,
+                     const keys::TileConfig &config) {
     return codegen::checkConfig(def, shape, config);
   };
   c.toolchainVersion = [] { return codegen::toolchainVersion(); };

@@ -45,7 +45,7 @@
 #define BITFOLD_RUNTIME_KERNELCACHE_H
 
 #include "codegen/Codegen.h"
-#include "spec/CacheKey.h"
+#include "keys/CacheKey.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -64,10 +64,10 @@ namespace bitfold::runtime {
 /// Entry file format version (the first header line).
 constexpr int kCacheFormat = 2;
 
-/// The key (spec/CacheKey.h: everything that determines a cubin).
-using spec::CacheKey;
-using spec::codegenEnvironment;
-using spec::makeCacheKey;
+/// The key (keys/CacheKey.h: everything that determines a cubin).
+using keys::CacheKey;
+using keys::codegenEnvironment;
+using keys::makeCacheKey;
 
 /// $BITFOLD_CACHE_DIR, else $XDG_CACHE_HOME/bitfold, else ~/.cache/bitfold.
 std::string defaultCacheDir();

@@ -48,7 +48,7 @@ struct Kernel::Specialisation {
   std::shared_ptr<const KernelDef> def;
   CompiledKernelRef kernel;
   std::string keyText, configText;
-  spec::KernelABI abi;
+  keys::KernelABI abi;
   int rowsPerCta = 1;
   unsigned blockX = 0;
   bool gridDependencyWait = false;
@@ -130,9 +130,9 @@ Kernel::defFor(int64_t cols, int64_t rows) {
   return defsByCols.emplace(key, *def).first->second;
 }
 
-llvm::Expected<spec::TileConfig>
+llvm::Expected<keys::TileConfig>
 Kernel::parseConfig(llvm::StringRef text) const {
-  auto c = spec::TileConfig::parse(text);
+  auto c = keys::TileConfig::parse(text);
   if (!c)
     return runtimeError(BITFOLD_ERROR_INVALID_ARGUMENT,
                         templateName + ": bad config '" + text +
@@ -140,7 +140,7 @@ Kernel::parseConfig(llvm::StringRef text) const {
   return *c;
 }
 
-llvm::Error Kernel::setConfig(std::optional<spec::TileConfig> config) {
+llvm::Error Kernel::setConfig(std::optional<keys::TileConfig> config) {
   std::unique_lock<std::shared_mutex> lock(mu);
   pinned = config;
   ++configSerial;
@@ -166,13 +166,13 @@ Kernel::LastLaunch Kernel::lastSpecialisation() const {
   return l;
 }
 
-llvm::Expected<spec::TileConfig>
+llvm::Expected<keys::TileConfig>
 Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
                      const SpecKey &key, const std::string &arch,
                      ClassEntry &entry) {
   const Compiler &comp = rt.compiler();
-  const spec::ShapeSpec shape = key.shape.shapeSpec();
-  std::optional<spec::TileConfig> pin;
+  const keys::ShapeSpec shape = key.shape.shapeSpec();
+  std::optional<keys::TileConfig> pin;
   {
     std::shared_lock<std::shared_mutex> lock(mu);
     pin = pinned;
@@ -204,14 +204,14 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
   req.arch = arch;
   req.toolchain = rt.toolchain();
   req.defaultConfig = comp.defaultConfig(*def, shape);
-  req.check = [&](const spec::TileConfig &c) {
+  req.check = [&](const keys::TileConfig &c) {
     return comp.checkConfig(*def, shape, c);
   };
   // Tuners compile through the cache with the launch's key: the winner is
   // then a hit when the class resolves again.
   req.compile = [rt = &rt, def, shape,
-                 options = spec::launchOptions(arch, key.pdl)](
-                    const spec::TileConfig &c)
+                 options = keys::launchOptions(arch, key.pdl)](
+                    const keys::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
     auto k = rt->compileCached(*def, shape, c, options);
     if (!k)
@@ -228,9 +228,9 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
 }
 
 llvm::Error Kernel::checkCompiled(const KernelDef &def,
-                                  const spec::TileConfig &config,
+                                  const keys::TileConfig &config,
                                   const codegen::CompiledKernel &k) const {
-  const spec::KernelABI want = spec::KernelABI::of(def);
+  const keys::KernelABI want = keys::KernelABI::of(def);
   if (k.abi == want && k.abi.paramCount() <= size_t(kMaxParams) &&
       k.config == config && k.config.ctaThreads() > 0 &&
       k.config.rowsPerCta > 0)
@@ -304,7 +304,7 @@ Kernel::specialise(const SpecKey &key, int64_t cols, bool replace) {
   std::string keyText;
   auto compiled =
       rt.compileCached(**def, key.shape.shapeSpec(), *config,
-                       spec::launchOptions(*arch, key.pdl), &keyText,
+                       keys::launchOptions(*arch, key.pdl), &keyText,
                        &entry->origin, matches);
   if (!compiled)
     return runtimeError(BITFOLD_ERROR_COMPILE,
@@ -388,7 +388,7 @@ llvm::Error Kernel::enqueue(const DriverApi &api, const Specialisation &s,
                                       s.rowsPerCta));
   uint64_t values[kMaxParams];
   void *params[kMaxParams];
-  spec::ParamPacker pack(s.abi, values);
+  keys::ParamPacker pack(s.abi, values);
   for (int g = 0; g < s.abi.numGroups; ++g) {
     for (int i = 0; i < s.abi.numOperands; ++i) {
       pack.pointer(g, i, uint64_t(b.views[g][i].base));
@@ -492,7 +492,7 @@ llvm::Error Kernel::prewarm(llvm::ArrayRef<std::vector<int64_t>> shapes,
     if (!def)
       return def.takeError();
     SpecKey key{};
-    key.shape = spec::denseShapeClass(**def, shape->cols, shape->groupRows,
+    key.shape = keys::denseShapeClass(**def, shape->cols, shape->groupRows,
                                       shape->rowsPerBatch, rt.bucketsRows());
     key.device = device;
     key.pdl = programmatic.load(std::memory_order_relaxed);
@@ -550,10 +550,10 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
   // Read once: the specialisation and the launch must agree.
   const bool wantPdl = programmatic.load(std::memory_order_relaxed);
   SpecKey key{};
-  key.shape = spec::classifyShape(
+  key.shape = keys::classifyShape(
       b.cols, llvm::ArrayRef<int>(b.alignBytes, (*def)->operands.size()),
       b.maxElementOffset, b.totalRows, rt.bucketsRows());
-  key.shape.rowClass = spec::definitionRowClass(**def);
+  key.shape.rowClass = keys::definitionRowClass(**def);
   key.device = b.device;
   key.pdl = wantPdl;
   auto entry = lookup(key, b);
@@ -608,10 +608,10 @@ Runtime::~Runtime() {
 }
 
 llvm::Expected<CompiledKernelRef> Runtime::compileCached(
-    const KernelDef &def, const spec::ShapeSpec &shape,
-    const spec::TileConfig &config, const spec::CompileOptions &options,
+    const KernelDef &def, const keys::ShapeSpec &shape,
+    const keys::TileConfig &config, const keys::CompileOptions &options,
     std::string *keyText, CacheOrigin *origin, const ValidateFn &validate) {
-  CacheKey ck = spec::makeCacheKey(def, shape, config, options, toolchain());
+  CacheKey ck = keys::makeCacheKey(def, shape, config, options, toolchain());
   if (keyText)
     *keyText = ck.text();
   return kernelCache.getOrCompile(

@@ -7,11 +7,11 @@
 // parameters, and owns its specialisations.
 //
 // Launch path: bind the tensors (TensorBinding.h: validation, rows, cols,
-// alignments) -> SpecKey (the spec::ShapeClass of the binding, with a row
+// alignments) -> SpecKey (the keys::ShapeClass of the binding, with a row
 // bucket only when the config source asks for one; device; PDL; config pin)
 // -> hash lookup of the specialisation under a shared lock -> the
 // CUfunction loaded in the current context (a scan of a few slots) -> pack
-// the parameters with spec::ParamPacker into stack arrays -> one
+// the parameters with keys::ParamPacker into stack arrays -> one
 // cuLaunchKernel. No heap allocation unless something fails or a shape
 // class is met for the first time (then: choose the config, compile or
 // cache load, module load).
@@ -59,14 +59,14 @@ namespace bitfold::runtime {
 /// Codegen as the runtime uses it.
 struct Compiler {
   std::function<llvm::Expected<codegen::CompiledKernel>(
-      const dsl::KernelDef &, const spec::ShapeSpec &,
-      const spec::TileConfig &, const spec::CompileOptions &)>
+      const dsl::KernelDef &, const keys::ShapeSpec &,
+      const keys::TileConfig &, const keys::CompileOptions &)>
       compile;
-  std::function<spec::TileConfig(const dsl::KernelDef &,
-                                    const spec::ShapeSpec &)>
+  std::function<keys::TileConfig(const dsl::KernelDef &,
+                                    const keys::ShapeSpec &)>
       defaultConfig;
-  std::function<llvm::Error(const dsl::KernelDef &, const spec::ShapeSpec &,
-                            const spec::TileConfig &)>
+  std::function<llvm::Error(const dsl::KernelDef &, const keys::ShapeSpec &,
+                            const keys::TileConfig &)>
       checkConfig;
   /// codegen::toolchainVersion(): probes the PTX -> cubin tools (dlopen,
   /// `ptxas --version`), so a Runtime asks it only when a cache key is
@@ -149,9 +149,9 @@ public:
   llvm::Error prewarm(llvm::ArrayRef<std::vector<int64_t>> shapes, int device);
 
   /// Parses config text ("r1.t128.v8.p1").
-  llvm::Expected<spec::TileConfig> parseConfig(llvm::StringRef text) const;
+  llvm::Expected<keys::TileConfig> parseConfig(llvm::StringRef text) const;
   /// Pins the TileConfig of later specialisations; nullopt = default.
-  llvm::Error setConfig(std::optional<spec::TileConfig> config);
+  llvm::Error setConfig(std::optional<keys::TileConfig> config);
 
   /// Launch with programmatic stream serialization (PDL) from now on: the
   /// kernel may start while its predecessor on the stream finishes and
@@ -201,7 +201,7 @@ private:
   struct ClassEntry;
   /// What the warm path looks a launch up by.
   struct SpecKey {
-    spec::ShapeClass shape;
+    keys::ShapeClass shape;
     int device;
     int configSerial;
     bool pdl; ///< compiled for programmatic dependent launch
@@ -225,11 +225,11 @@ private:
   llvm::Expected<const ClassEntry *> specialiseAsync(const SpecKey &key,
                                                      int64_t cols);
   void compileInBackground(const SpecKey &key, int64_t cols);
-  llvm::Expected<spec::TileConfig>
+  llvm::Expected<keys::TileConfig>
   chooseConfig(const std::shared_ptr<const dsl::KernelDef> &def,
                const SpecKey &key, const std::string &arch, ClassEntry &entry);
   llvm::Error checkCompiled(const dsl::KernelDef &def,
-                            const spec::TileConfig &config,
+                            const keys::TileConfig &config,
                             const codegen::CompiledKernel &k) const;
   ClassEntry *publish(const SpecKey &key, std::string keyText,
                       std::shared_ptr<const dsl::KernelDef> def,
@@ -264,7 +264,7 @@ private:
   /// (cols, row class) -> definition.
   std::map<std::pair<int64_t, int64_t>, std::shared_ptr<const dsl::KernelDef>>
       defsByCols;
-  std::optional<spec::TileConfig> pinned;
+  std::optional<keys::TileConfig> pinned;
   int configSerial = 0;
   std::atomic<const ClassEntry *> last{nullptr};
   /// Async mode: classes compiling in the background (no error) or whose
@@ -304,12 +304,12 @@ public:
   llvm::Expected<std::string> gpuName(int device);
 
   /// The kernel of (def, shape, config, options) from the cache, compiled
-  /// on a miss; keyed by spec::makeCacheKey with toolchain(). `keyText`
+  /// on a miss; keyed by keys::makeCacheKey with toolchain(). `keyText`
   /// receives the key's text. Thread safe.
   llvm::Expected<CompiledKernelRef>
-  compileCached(const dsl::KernelDef &def, const spec::ShapeSpec &shape,
-                const spec::TileConfig &config,
-                const spec::CompileOptions &options,
+  compileCached(const dsl::KernelDef &def, const keys::ShapeSpec &shape,
+                const keys::TileConfig &config,
+                const keys::CompileOptions &options,
                 std::string *keyText = nullptr, CacheOrigin *origin = nullptr,
                 const ValidateFn &validate = {});
 

@@ -4,7 +4,7 @@
 
 #include "dsl/Folds.h"
 #include "runtime/Status.h"
-#include "spec/ShapeSpec.h"
+#include "keys/ShapeSpec.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -347,7 +347,7 @@ llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
                               "with different bits)",
                               uint64_t(v.base), ref, def.name));
   v.alignBytes =
-      spec::viewAlignBytes(v.base, v.rows, uint64_t(v.rowStride) * elem);
+      keys::viewAlignBytes(v.base, v.rows, uint64_t(v.rowStride) * elem);
   return llvm::Error::success();
 }
 
@@ -476,7 +476,7 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
     int64_t last = 0;
     if (v.spatial > 0) // dense N C S: checked not to overflow
       last = rowsStored > 0 && C > 0 ? rowsStored * C - 1 : 0;
-    else if (!spec::lastElementOffset(rowsStored, v.rowStride, C, last))
+    else if (!keys::lastElementOffset(rowsStored, v.rowStride, C, last))
       return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
                   "addresses beyond 2^63 elements");
     uint64_t bytes = 0, end = 0;

@@ -12,7 +12,7 @@
 #define BITFOLD_RUNTIME_TENSORBINDING_H
 
 #include "dsl/IR.h"
-#include "spec/KernelABI.h"
+#include "keys/KernelABI.h"
 
 #include <dlpack/dlpack.h>
 
@@ -22,11 +22,11 @@
 
 namespace bitfold::runtime {
 
-using spec::kMaxDims;
-using spec::kMaxGroups;
-using spec::kMaxOperands;
-using spec::kMaxParams;
-using spec::kMaxScalars;
+using keys::kMaxDims;
+using keys::kMaxGroups;
+using keys::kMaxOperands;
+using keys::kMaxParams;
+using keys::kMaxScalars;
 /// Most dimensions a tensor may have.
 constexpr int kMaxNdim = 8;
 

@@ -70,7 +70,7 @@ struct CompileCommandOptions {
   ProblemArgs problem;
   std::string config; ///< empty: the heuristic's default.
   bool listConfigs = false;
-  spec::CompileOptions codegen;
+  keys::CompileOptions codegen;
 };
 int compileCommand(const CompileCommandOptions &o, llvm::raw_ostream &out,
                    llvm::raw_ostream &err);

@@ -13,8 +13,8 @@ using namespace bitfold::tools;
 namespace {
 
 void printCompiled(const codegen::CompiledKernel &k, const dsl::KernelDef &def,
-                   const spec::ShapeSpec &shape,
-                   const spec::TileConfig &tc, llvm::StringRef arch,
+                   const keys::ShapeSpec &shape,
+                   const keys::TileConfig &tc, llvm::StringRef arch,
                    llvm::raw_ostream &out) {
   out << llvm::formatv("kernel   {0}\nprogram  {1} ({2})\nshape    {3}\n"
                        "config   {4}\narch     {5}\n",
@@ -46,13 +46,13 @@ int tools::compileCommand(const CompileCommandOptions &o,
   tools::ShapedTemplate st = tools::shapeProblem(*p);
   const dsl::KernelDef &def = *st.def;
   if (o.listConfigs) {
-    for (const spec::TileConfig &c : codegen::enumerateConfigs(def, st.shape))
+    for (const keys::TileConfig &c : codegen::enumerateConfigs(def, st.shape))
       out << c.str() << "\n";
     return kOk;
   }
-  spec::TileConfig tc = codegen::defaultConfig(def, st.shape);
+  keys::TileConfig tc = codegen::defaultConfig(def, st.shape);
   if (!o.config.empty()) {
-    auto c = spec::TileConfig::parse(o.config);
+    auto c = keys::TileConfig::parse(o.config);
     if (!c)
       return report(err, "compile", c.takeError(), kUsage);
     tc = *c;

@@ -6,7 +6,7 @@
 // config source answers (autotune::openTuneDbSource over --tune-db): for each
 // GPU of the arch the DB was tuned on (or each --gpu), its winner, else the
 // default; without a DB, the default. The key and the compile come from
-// spec::launchCompile, the runtime's own, so a process pointed at the
+// keys::launchCompile, the runtime's own, so a process pointed at the
 // directory ($BITFOLD_CACHE_DIR) on such a GPU compiles nothing. Compiles run
 // on a thread pool; the cache's per-key lock makes a concurrent prebuild of
 // the same directory safe.
@@ -50,8 +50,8 @@ llvm::Error usage(const llvm::Twine &msg) {
 struct Job {
   const ShapeTask *task;
   std::string arch, configFrom;
-  spec::TileConfig config;
-  spec::LaunchCompile compile;
+  keys::TileConfig config;
+  keys::LaunchCompile compile;
 
   /// "conv_bias 1,96,1,4,4 dtype=bf16 sm_90 r1.t128.v8.p1 (default)".
   std::string label() const {
@@ -90,16 +90,16 @@ struct PrebuildPlan {
 
 /// The configs a launch of `t` on `arch` uses: the runtime's request to its
 /// config source, once per GPU name.
-std::vector<std::pair<spec::TileConfig, std::string>>
+std::vector<std::pair<keys::TileConfig, std::string>>
 configsFor(PrebuildPlan &p, const ShapeTask &t, llvm::StringRef arch) {
   const dsl::KernelDef &def = *t.problem.def;
-  spec::TileConfig dflt = p.comp.defaultConfig(def, t.spec);
+  keys::TileConfig dflt = p.comp.defaultConfig(def, t.spec);
   std::vector<std::string> gpus =
       p.source ? gpusFor(p.opts, p.db ? &*p.db : nullptr, arch)
                : std::vector<std::string>{};
   if (gpus.empty())
     return {{dflt, "default"}};
-  std::vector<std::pair<spec::TileConfig, std::string>> out;
+  std::vector<std::pair<keys::TileConfig, std::string>> out;
   for (const std::string &gpu : gpus) {
     policy::ConfigRequest req;
     req.def = t.problem.def;
@@ -108,7 +108,7 @@ configsFor(PrebuildPlan &p, const ShapeTask &t, llvm::StringRef arch) {
     req.arch = arch.str();
     req.toolchain = p.toolchain;
     req.defaultConfig = dflt;
-    req.check = [&](const spec::TileConfig &c) {
+    req.check = [&](const keys::TileConfig &c) {
       return p.comp.checkConfig(def, t.spec, c);
     };
     policy::ConfigAnswer a = p.source->configFor(req);
@@ -126,7 +126,7 @@ void planJobs(PrebuildPlan &p, const std::vector<ShapeTask> &tasks) {
       for (auto &[config, from] : configsFor(p, t, arch))
         for (bool pdl : pdlModes) {
           Job j{&t, arch, from, config,
-                spec::launchCompile(*t.problem.def, t.cls, config, arch, pdl,
+                keys::launchCompile(*t.problem.def, t.cls, config, arch, pdl,
                                     p.toolchain)};
           if (p.keys.insert(j.compile.key.hash()).second)
             p.jobs.push_back(std::move(j));

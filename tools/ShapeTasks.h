@@ -14,7 +14,7 @@
 
 #include "autotune/TuneTasks.h"
 
-#include "spec/ShapeSpec.h"
+#include "keys/ShapeSpec.h"
 #include "templates/Problem.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -28,8 +28,8 @@ namespace bitfold::tools {
 struct ShapeTask {
   autotune::ShapeRequest request;
   templates::Problem problem;
-  spec::ShapeClass cls;    ///< rows bucketed (the tune DB's class).
-  spec::ShapeSpec spec;    ///< cls.shapeSpec().
+  keys::ShapeClass cls;    ///< rows bucketed (the tune DB's class).
+  keys::ShapeSpec spec;    ///< cls.shapeSpec().
   std::string shapeClass;  ///< cls.str().
   std::string error;       ///< planning failed: why.
 };

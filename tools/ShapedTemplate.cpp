@@ -2,7 +2,7 @@
 
 #include "tools/ShapedTemplate.h"
 
-#include "spec/ShapeSpec.h"
+#include "keys/ShapeSpec.h"
 
 #include <numeric>
 
@@ -15,7 +15,7 @@ ShapedTemplate tools::shapeProblem(const templates::Problem &p) {
   out.dims.assign(p.def->dims.size(), p.shape.rowsPerBatch);
   out.groupRows = p.shape.groupRows;
   // What a launch on dense tensors of this shape compiles.
-  out.shape = spec::denseShapeClass(*out.def, p.shape.cols, p.shape.groupRows,
+  out.shape = keys::denseShapeClass(*out.def, p.shape.cols, p.shape.groupRows,
                                     p.shape.rowsPerBatch, /*bucketRows=*/false)
                   .shapeSpec();
   return out;

@@ -9,7 +9,7 @@
 #ifndef BITFOLD_TOOLS_SHAPEDTEMPLATE_H
 #define BITFOLD_TOOLS_SHAPEDTEMPLATE_H
 
-#include "spec/ShapeSpec.h"
+#include "keys/ShapeSpec.h"
 
 #include "templates/Problem.h"
 
@@ -18,7 +18,7 @@ namespace bitfold::tools {
 /// A template instance at a tensor shape.
 struct ShapedTemplate {
   std::shared_ptr<const dsl::KernelDef> def;
-  spec::ShapeSpec shape;
+  keys::ShapeSpec shape;
   std::vector<int64_t> groupRows; ///< rows per group.
   std::vector<int64_t> dims;      ///< named dim values.
 };

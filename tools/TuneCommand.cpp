@@ -16,8 +16,8 @@
 #include "autotune/ShapeClass.h"
 #include "autotune/TuneDB.h"
 #include "autotune/TuneTasks.h"
-#include "spec/Errors.h"
-#include "spec/TuneKey.h"
+#include "keys/Errors.h"
+#include "keys/TuneKey.h"
 
 #include "fileio/File.h"
 
@@ -102,15 +102,15 @@ runtime::CacheOptions cacheIn(const std::string &out) {
 
 /// The default config first (the bit-identity reference), then the rest
 /// of the enumeration, each checked legal again.
-std::vector<spec::TileConfig> legalConfigs(const Task &t, ReportRow &row) {
+std::vector<keys::TileConfig> legalConfigs(const Task &t, ReportRow &row) {
   const dsl::KernelDef &def = *t.problem.def;
-  spec::TileConfig dflt = codegen::defaultConfig(def, t.spec);
-  std::vector<spec::TileConfig> configs{dflt};
-  for (const spec::TileConfig &c : codegen::enumerateConfigs(def, t.spec))
+  keys::TileConfig dflt = codegen::defaultConfig(def, t.spec);
+  std::vector<keys::TileConfig> configs{dflt};
+  for (const keys::TileConfig &c : codegen::enumerateConfigs(def, t.spec))
     if (!(c == dflt))
       configs.push_back(c);
-  std::vector<spec::TileConfig> legal;
-  for (const spec::TileConfig &c : configs) {
+  std::vector<keys::TileConfig> legal;
+  for (const keys::TileConfig &c : configs) {
     if (llvm::Error e = codegen::checkConfig(def, t.spec, c))
       llvm::errs() << "bitfold tune: warning: " << row.label
                    << ": enumerated config " << c.str()
@@ -153,7 +153,7 @@ SearchOptions searchOptions(DeviceTuning &d, const ReportRow &row,
 std::string recordResult(const DeviceTuning &d, const Task &t,
                          const std::string &dflt, const SearchResult &result,
                          TuneDB &db, ReportRow &row) {
-  TuneKey key = spec::tuneKeyFor(*t.problem.def, t.shapeClass, d.env);
+  TuneKey key = keys::tuneKeyFor(*t.problem.def, t.shapeClass, d.env);
   db.record(key, dflt, result.measurements);
   for (const Measurement &m : result.measurements)
     row.cut += m.cut ? 1 : 0;
@@ -191,7 +191,7 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
     row.status = "skipped: budget spent";
     return kOk;
   }
-  std::vector<spec::TileConfig> legal = legalConfigs(t, row);
+  std::vector<keys::TileConfig> legal = legalConfigs(t, row);
   if (legal.empty())
     return fail("no legal config", kFailed);
   auto problem = templates::HostProblem::make(t.problem, /*seed=*/0);
@@ -205,9 +205,9 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
   const dsl::KernelDef &def = *t.problem.def;
   // Compiles go through the disk cache with the runtime's own key: each
   // config is an entry a launch finds when it is pinned or wins.
-  CompileConfigFn compile = [&](const spec::TileConfig &c)
+  CompileConfigFn compile = [&](const keys::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
-    spec::LaunchCompile lc = spec::launchCompile(
+    keys::LaunchCompile lc = keys::launchCompile(
         def, t.cls, c, d.env.arch, /*pdl=*/false, d.env.toolchain);
     auto k = d.cache.getOrCompile(
         lc.key, [&] { return d.comp.compile(def, lc.shape, c, lc.options); });
@@ -221,7 +221,7 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
   d.secondsDone += row.seconds;
   ++d.shapesDone;
   if (!result) {
-    bool bits = result.errorIsA<spec::BitsDifferError>();
+    bool bits = result.errorIsA<keys::BitsDifferError>();
     return fail(llvm::toString(result.takeError()), bits ? kDiffer : kFailed);
   }
   row.status = recordResult(d, t, row.defaultConfig, *result, db, row);
@@ -238,7 +238,7 @@ int tuneHere(const TuneOptions &args, const Shard &shard,
   runtime::Compiler comp = runtime::defaultCompiler();
   DeviceTuning d{args,
                  device,
-                 spec::currentEnvironment(ident->first, ident->second,
+                 keys::currentEnvironment(ident->first, ident->second,
                                     comp.toolchainVersion()),
                  comp,
                  runtime::KernelCache(cacheIn(args.out)),

@@ -17,7 +17,7 @@
 
 #include "codegen/Codegen.h"
 #include "tools/ShapedTemplate.h"
-#include "spec/ShapeSpec.h"
+#include "keys/ShapeSpec.h"
 #include "templates/Problem.h"
 #include "templates/Registry.h"
 
@@ -33,7 +33,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 using namespace bitfold::tools;
 
 namespace {

@@ -74,11 +74,11 @@ llvm::Error interpret(const dsl::KernelDef &def, HostData &d) {
 }
 
 llvm::Error printPtx(const dsl::KernelDef &def) {
-  spec::ShapeSpec shape;
+  keys::ShapeSpec shape;
   shape.cols = kCols;
   shape.alignBytes.assign(def.operands.size(), 16);
   shape.maxElementOffset = kRows * kCols;
-  spec::CompileOptions opts;
+  keys::CompileOptions opts;
   opts.emitCubin = false;
   auto k = codegen::compile(def, shape, codegen::defaultConfig(def, shape),
                             opts);

@@ -4,7 +4,7 @@
 
 #include "autotune/Policy.h"
 #include "autotune/ShapeClass.h"
-#include "spec/TuneKey.h"
+#include "keys/TuneKey.h"
 
 #include "templates/Templates.h"
 
@@ -16,7 +16,7 @@
 using namespace bitfold;
 using namespace bitfold::autotune;
 using namespace bitfold::autotune::test;
-using spec::TileConfig;
+using keys::TileConfig;
 
 namespace {
 
@@ -212,7 +212,7 @@ policy::ConfigRequest runtimeRequest(int64_t cols, int64_t rows = 4096) {
   EXPECT_TRUE(bool(def)) << llvm::toString(def.takeError());
   policy::ConfigRequest req;
   req.def = *def;
-  req.shapeClass = spec::denseShapeClass(**def, cols, {rows}, rows, true);
+  req.shapeClass = keys::denseShapeClass(**def, cols, {rows}, rows, true);
   req.gpuName = "NVIDIA H200";
   req.arch = "sm_90";
   req.toolchain = "tc 1";
@@ -242,8 +242,8 @@ TEST(Policy, AsTheRuntimesConfigSourceItKeysTheRequestAndTunesThroughItsTuner) {
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0], "c4096.a16-16-16-16.o32/r4096");
   // Recorded under the key the tuner would use for this class.
-  TuneKey key = spec::tuneKeyFor(*def, asked[0],
-                           spec::currentEnvironment("NVIDIA H200", "sm_90", "tc 1"));
+  TuneKey key = keys::tuneKeyFor(*def, asked[0],
+                           keys::currentEnvironment("NVIDIA H200", "sm_90", "tc 1"));
   EXPECT_EQ(policy.snapshot().lookup(key).kind, Lookup::Hit);
   EXPECT_EQ(source.configFor(req).from, "tune DB");
   EXPECT_EQ(asked.size(), 1u);

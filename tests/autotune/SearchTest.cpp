@@ -4,7 +4,7 @@
 
 #include "autotune/Search.h"
 #include "autotune/ShapeClass.h"
-#include "spec/Errors.h"
+#include "keys/Errors.h"
 
 #include "templates/Problem.h"
 #include "templates/Templates.h"
@@ -16,7 +16,7 @@
 
 using namespace bitfold;
 using namespace bitfold::autotune;
-using spec::TileConfig;
+using keys::TileConfig;
 
 namespace {
 
@@ -74,7 +74,7 @@ TEST(Search, EveryTimedConfigPassesCheckConfig) {
   for (const char *shapeText : {"1,4096,4096", "2,1024,2240", "1,1,128"}) {
     auto shape = templates::parseShape("ln_modulate", shapeText);
     ASSERT_TRUE(bool(shape));
-    spec::ShapeSpec spec = tunedShapeClass(**def, *shape).shapeSpec();
+    keys::ShapeSpec spec = tunedShapeClass(**def, *shape).shapeSpec();
     std::vector<TileConfig> configs = codegen::enumerateConfigs(**def, spec);
     ASSERT_FALSE(configs.empty()) << shapeText;
     FakeRunner runner;
@@ -141,7 +141,7 @@ TEST(Search, DifferentOutputBitsFailNamingBothConfigs) {
   auto r = searchConfigs(fakeConfigs(), fakeCompile(), runner, {});
   ASSERT_FALSE(bool(r));
   // Callers (bitfold tune's exit 3) branch on the kind, not the text.
-  EXPECT_TRUE(r.errorIsA<spec::BitsDifferError>());
+  EXPECT_TRUE(r.errorIsA<keys::BitsDifferError>());
   std::string msg = llvm::toString(r.takeError());
   EXPECT_NE(msg.find("r1.t128.v8.p1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("r4.t32.v8.p1"), std::string::npos) << msg;

@@ -4,7 +4,7 @@
 
 #include "autotune/ShapeClass.h"
 #include "autotune/TuneTasks.h"
-#include "spec/TuneKey.h"
+#include "keys/TuneKey.h"
 
 #include "templates/Problem.h"
 #include "templates/Templates.h"
@@ -106,8 +106,8 @@ TEST(ShapeClass, TunedClassBucketsRowsAndMatchesTheRuntimesAlignment) {
   ASSERT_TRUE(bool(def));
   auto shape = templates::parseShape("ln_modulate", "2,1024,2240");
   ASSERT_TRUE(bool(shape));
-  spec::ShapeClass cls = tunedShapeClass(**def, *shape);
-  spec::ShapeSpec s = cls.shapeSpec();
+  keys::ShapeClass cls = tunedShapeClass(**def, *shape);
+  keys::ShapeSpec s = cls.shapeSpec();
   EXPECT_EQ(s.cols, 2240);
   ASSERT_EQ(s.alignBytes.size(), (*def)->operands.size());
   for (int a : s.alignBytes)
@@ -127,23 +127,23 @@ TEST(ShapeClass, TunedClassBucketsRowsAndMatchesTheRuntimesAlignment) {
   auto big = templates::parseShape("conv_bias", "1,96,4,480,832");
   ASSERT_TRUE(bool(big)); // 153M elements: still 32-bit offsets
   EXPECT_FALSE(tunedShapeClass(**conv, *big).index64);
-  EXPECT_EQ(spec::dtypesText(**def).substr(0, 7), "x:bf16,");
+  EXPECT_EQ(keys::dtypesText(**def).substr(0, 7), "x:bf16,");
 }
 
 TEST(ShapeClass, TuneKeyIsWhatTheTunerRecordsAndTheRuntimeLooksUp) {
   auto def = templates::lnModulate();
   ASSERT_TRUE(bool(def));
-  TuneEnvironment env = spec::currentEnvironment("NVIDIA H200", "sm_90", "tc 1");
+  TuneEnvironment env = keys::currentEnvironment("NVIDIA H200", "sm_90", "tc 1");
   EXPECT_EQ(env.gpuName, "NVIDIA H200");
   EXPECT_EQ(env.arch, "sm_90");
   EXPECT_EQ(env.bitfoldVersion, BITFOLD_VERSION);
   EXPECT_EQ(env.llvmVersion, BITFOLD_LLVM_VERSION);
   EXPECT_EQ(env.toolchain, "tc 1");
-  TuneKey k = spec::tuneKeyFor(**def, "c4096.a16.o32/r4096", env);
+  TuneKey k = keys::tuneKeyFor(**def, "c4096.a16.o32/r4096", env);
   EXPECT_EQ(k.kernelName, "ln_modulate");
   EXPECT_EQ(k.kernelHash, (*def)->hash);
   EXPECT_EQ(k.shapeClass, "c4096.a16.o32/r4096");
-  EXPECT_EQ(k.dtypes, spec::dtypesText(**def));
+  EXPECT_EQ(k.dtypes, keys::dtypesText(**def));
   EXPECT_EQ(k.env, env);
 }
 

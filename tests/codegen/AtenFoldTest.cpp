@@ -26,7 +26,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 using namespace bitfold::tools;
 
 namespace {

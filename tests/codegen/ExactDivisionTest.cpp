@@ -24,7 +24,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 namespace {
 

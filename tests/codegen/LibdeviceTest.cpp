@@ -12,7 +12,7 @@
 #include "codegen/Codegen.h"
 #include "codegen/LinkLibdevice.h"
 #include "codegen/PtxAudit.h"
-#include "spec/CacheKey.h"
+#include "keys/CacheKey.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -24,7 +24,7 @@
 
 using namespace bitfold;
 using namespace bitfold::codegen;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 using namespace bitfold::dsl;
 
 namespace {
@@ -124,10 +124,10 @@ TEST(Libdevice, EmbeddedBitcodeIsTheOneInTheCacheKey) {
       << "not LLVM bitcode";
   std::string hash = llvm::toHex(
       llvm::SHA256::hash(llvm::arrayRefFromStringRef(bc)), /*LowerCase=*/true);
-  EXPECT_EQ(spec::libdeviceIdentity(), "sha256:" + hash);
+  EXPECT_EQ(keys::libdeviceIdentity(), "sha256:" + hash);
   std::shared_ptr<const KernelDef> def = oneOp("key", tanh_libdevice);
   ASSERT_TRUE(def);
-  spec::CacheKey key = spec::makeCacheKey(*def, shape256(), TileConfig{},
+  keys::CacheKey key = keys::makeCacheKey(*def, shape256(), TileConfig{},
                                           CompileOptions{}, "toolchain");
   EXPECT_NE(key.text().find("libdevice: sha256:" + hash + "\n"),
             std::string::npos)

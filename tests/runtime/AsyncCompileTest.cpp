@@ -51,9 +51,9 @@ protected:
     o.compiler = gatedCompiler(gate, slowCols, &probes);
     auto inner = o.compiler->compile;
     o.compiler->compile = [=, this](const dsl::KernelDef &def,
-                                    const spec::ShapeSpec &shape,
-                                    const spec::TileConfig &config,
-                                    const spec::CompileOptions &options)
+                                    const keys::ShapeSpec &shape,
+                                    const keys::TileConfig &config,
+                                    const keys::CompileOptions &options)
         -> llvm::Expected<codegen::CompiledKernel> {
       if (shape.cols == failCols) {
         ++failures;

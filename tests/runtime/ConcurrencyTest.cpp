@@ -437,10 +437,10 @@ TEST(TunePolicyConcurrency, TwoPoliciesOfOneProcessPersistingToOneFileNeverCorru
               "residual_gate", "h" + std::to_string(t),
               "c" + std::to_string(64 * (i + 1)), "r:bf16",
               {"Fake H200", "sm_90", "0.1.0", "22", "fake"}};
-          req.defaultConfig = spec::TileConfig{2, 64, 4, false};
+          req.defaultConfig = keys::TileConfig{2, 64, 4, false};
           req.tune = [] {
             ConfigRequest r;
-            r.defaultConfig = spec::TileConfig{2, 64, 4, false};
+            r.defaultConfig = keys::TileConfig{2, 64, 4, false};
             return llvm::Expected<autotune::TuneOutcome>(tunedOutcome(r));
           };
           autotune::Choice c = policies[t % 2]->choose(req);

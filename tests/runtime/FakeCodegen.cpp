@@ -11,9 +11,9 @@ std::atomic<int> bitfold::runtime::fake::fakeCompiles{0};
 
 Compiler bitfold::runtime::fake::fakeCompiler() {
   Compiler c;
-  c.compile = [](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
-                 const spec::TileConfig &config,
-                 const spec::CompileOptions &options)
+  c.compile = [](const dsl::KernelDef &def, const keys::ShapeSpec &shape,
+                 const keys::TileConfig &config,
+                 const keys::CompileOptions &options)
       -> llvm::Expected<codegen::CompiledKernel> {
     ++fakeCompiles;
     codegen::CompiledKernel k;
@@ -31,15 +31,15 @@ Compiler bitfold::runtime::fake::fakeCompiler() {
     k.abi.numScalars = int(def.scalars.size());
     return k;
   };
-  c.defaultConfig = [](const dsl::KernelDef &, const spec::ShapeSpec &) {
-    spec::TileConfig t;
+  c.defaultConfig = [](const dsl::KernelDef &, const keys::ShapeSpec &) {
+    keys::TileConfig t;
     t.rowsPerCta = 2;
     t.threadsPerRow = 64;
     t.vectorElems = 4;
     return t;
   };
-  c.checkConfig = [](const dsl::KernelDef &, const spec::ShapeSpec &,
-                     const spec::TileConfig &t) -> llvm::Error {
+  c.checkConfig = [](const dsl::KernelDef &, const keys::ShapeSpec &,
+                     const keys::TileConfig &t) -> llvm::Error {
     if (t.threadsPerRow > 1024)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "too many threads");

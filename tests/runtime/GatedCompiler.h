@@ -79,9 +79,9 @@ inline Compiler gatedCompiler(Gate *gate, int64_t slowCols,
                        std::atomic<int> *probes) {
   Compiler c = fake::fakeCompiler();
   auto inner = c.compile;
-  c.compile = [=](const dsl::KernelDef &def, const spec::ShapeSpec &shape,
-                  const spec::TileConfig &config,
-                  const spec::CompileOptions &options) {
+  c.compile = [=](const dsl::KernelDef &def, const keys::ShapeSpec &shape,
+                  const keys::TileConfig &config,
+                  const keys::CompileOptions &options) {
     if (gate && shape.cols == slowCols)
       gate->pass();
     return inner(def, shape, config, options);

@@ -179,7 +179,7 @@ TEST(CacheKey, TextNamesEveryFieldAndHashFollowsIt) {
   EXPECT_TRUE(changed([](CacheKey &c) { c.environment = ""; }));
 }
 
-// The environment allow-list of keys: tests/spec/SpecTest.cpp.
+// The environment allow-list of keys: tests/keys/KeysTest.cpp.
 
 TEST(CacheEntry, EncodeDecodeRoundTrips) {
   CacheKey key = makeKey();

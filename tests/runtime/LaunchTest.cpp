@@ -551,9 +551,9 @@ autotune::TuneKey lnKey(Runtime &rt, int64_t rows,
   EXPECT_TRUE(bool(k));
   auto def = (*k)->defFor(64);
   EXPECT_TRUE(bool(def));
-  return spec::tuneKeyFor(
-      **def, std::string(kLnShape) + "/r" + std::to_string(spec::rowBucket(rows)),
-      spec::currentEnvironment(gpu, "sm_90", "fake-toolchain"));
+  return keys::tuneKeyFor(
+      **def, std::string(kLnShape) + "/r" + std::to_string(keys::rowBucket(rows)),
+      keys::currentEnvironment(gpu, "sm_90", "fake-toolchain"));
 }
 
 class TuneDbLaunch : public ::testing::Test {
@@ -800,7 +800,7 @@ struct CountingSource : ConfigSource {
   ConfigAnswer configFor(const ConfigRequest &r) override {
     asked.push_back(r.shapeClass.str() + " " + r.gpuName + " " + r.arch);
     EXPECT_FALSE(bool(r.check(r.defaultConfig)));
-    return ConfigAnswer{spec::TileConfig{4, 32, 8, false}, "counting"};
+    return ConfigAnswer{keys::TileConfig{4, 32, 8, false}, "counting"};
   }
   bool bucketsRows() const override { return buckets; }
 };

@@ -190,7 +190,7 @@ public:
     ++asked;
     if (gen.load() == 0)
       return {r.defaultConfig, "default (tuning in background)", true};
-    spec::TileConfig w = r.defaultConfig;
+    keys::TileConfig w = r.defaultConfig;
     w.threadsPerRow = 128;
     return {w, "tune DB", false};
   }

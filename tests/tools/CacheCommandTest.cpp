@@ -69,7 +69,7 @@ protected:
       CacheKey k = key(kernel, config);
       auto r = c.getOrCompile(k, [cfg = std::string(config)] {
         codegen::CompiledKernel ck;
-        ck.config = llvm::cantFail(spec::TileConfig::parse(cfg));
+        ck.config = llvm::cantFail(keys::TileConfig::parse(cfg));
         ck.entryName = "e";
         ck.ptx = "ptx";
         ck.cubin = {'c', 'u', 'b'};

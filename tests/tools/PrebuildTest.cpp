@@ -132,19 +132,19 @@ std::string writeTuneDb(const std::string &path) {
   auto p = templates::makeProblem("residual_gate", "", "2,4,64");
   EXPECT_TRUE(bool(p)) << llvm::toString(p.takeError());
   const dsl::KernelDef &def = *p->def;
-  spec::ShapeClass cls = autotune::tunedShapeClass(def, p->shape);
-  spec::TileConfig dflt = codegen::defaultConfig(def, cls.shapeSpec());
+  keys::ShapeClass cls = autotune::tunedShapeClass(def, p->shape);
+  keys::TileConfig dflt = codegen::defaultConfig(def, cls.shapeSpec());
   std::string winner;
-  for (const spec::TileConfig &c :
+  for (const keys::TileConfig &c :
        codegen::enumerateConfigs(def, cls.shapeSpec()))
     if (!(c == dflt) && winner.empty())
       winner = c.str();
   EXPECT_FALSE(winner.empty()) << "residual_gate 2,4,64 has one config only";
   std::string toolchain = runtime::defaultCompiler().toolchainVersion();
   autotune::TuneDB db;
-  db.record(spec::tuneKeyFor(
+  db.record(keys::tuneKeyFor(
                 def, cls.str(),
-                spec::currentEnvironment("Fake H200 #0", "sm_90", toolchain)),
+                keys::currentEnvironment("Fake H200 #0", "sm_90", toolchain)),
             dflt.str(),
             {{winner, 1.0, 0.1, 0.9, 1.1, 20, false},
              {dflt.str(), 2.0, 0.1, 1.9, 2.1, 20, false}});

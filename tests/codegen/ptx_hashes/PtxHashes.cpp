@@ -99,8 +99,8 @@ std::string sha256(llvm::StringRef text) {
 
 /// One line; errors are printed in place of the hash so they compare too.
 void emit(llvm::raw_ostream &os, llvm::StringRef prefix,
-          const tools::ShapedTemplate &st, const spec::TileConfig &cfg,
-          const spec::CompileOptions &opts, llvm::StringRef suffix) {
+          const tools::ShapedTemplate &st, const keys::TileConfig &cfg,
+          const keys::CompileOptions &opts, llvm::StringRef suffix) {
   os << prefix << ' ' << cfg.str() << suffix << ' ';
   llvm::Expected<codegen::CompiledKernel> k =
       codegen::compile(*st.def, st.shape, cfg, opts);
@@ -142,18 +142,18 @@ int main(int argc, char **argv) {
              << '\n';
           continue;
         }
-        spec::CompileOptions opts;
+        keys::CompileOptions opts;
         opts.emitCubin = false;
-        for (const spec::TileConfig &c :
+        for (const keys::TileConfig &c :
              codegen::enumerateConfigs(*st->def, st->shape))
           emit(os, prefix, *st, c, opts, "");
-        spec::TileConfig def = codegen::defaultConfig(*st->def, st->shape);
+        keys::TileConfig def = codegen::defaultConfig(*st->def, st->shape);
         for (const char *arch : {"sm_80", "sm_100"}) {
-          spec::CompileOptions o = opts;
+          keys::CompileOptions o = opts;
           o.arch = arch;
           emit(os, prefix, *st, def, o, std::string(":") + arch);
         }
-        spec::CompileOptions pdl = opts;
+        keys::CompileOptions pdl = opts;
         pdl.gridDependencyControl = true;
         emit(os, prefix, *st, def, pdl, ":sm_90:pdl");
         os.flush();

@@ -55,8 +55,8 @@ uint64_t take(uint64_t &h, int bits) {
   return v;
 }
 
-spec::ShapeSpec shapeFor(const dsl::KernelDef &def, uint64_t &h) {
-  spec::ShapeSpec shape;
+keys::ShapeSpec shapeFor(const dsl::KernelDef &def, uint64_t &h) {
+  keys::ShapeSpec shape;
   shape.cols = kCols[take(h, 4) % (sizeof(kCols) / sizeof(kCols[0]))];
   for (size_t i = 0; i < def.operands.size(); ++i)
     shape.alignBytes.push_back(take(h, 1) ? 16 : kAligns[take(h, 3) % 5]);
@@ -64,17 +64,17 @@ spec::ShapeSpec shapeFor(const dsl::KernelDef &def, uint64_t &h) {
   return shape;
 }
 
-spec::TileConfig configFor(const dsl::KernelDef &def,
-                              const spec::ShapeSpec &shape, uint64_t &h) {
+keys::TileConfig configFor(const dsl::KernelDef &def,
+                              const keys::ShapeSpec &shape, uint64_t &h) {
   if (take(h, 2) == 0) { // raw: compile() must vet it
-    spec::TileConfig c;
+    keys::TileConfig c;
     c.rowsPerCta = int(take(h, 4));
     c.threadsPerRow = 1 << take(h, 4);
     c.vectorElems = int(take(h, 4));
     c.twoPass = take(h, 1);
     return c;
   }
-  std::vector<spec::TileConfig> legal = codegen::enumerateConfigs(def, shape);
+  std::vector<keys::TileConfig> legal = codegen::enumerateConfigs(def, shape);
   if (legal.empty())
     return codegen::defaultConfig(def, shape);
   return legal[take(h, 8) % legal.size()];
@@ -95,12 +95,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   uint64_t h = llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(data, size));
-  spec::CompileOptions options;
+  keys::CompileOptions options;
   options.arch = kArchs[take(h, 6) % kNumArchs];
   options.emitCubin = false; // PTX -> cubin is NVIDIA's, not LLVM's
   options.gridDependencyControl = take(h, 1);
-  spec::ShapeSpec shape = shapeFor(**def, h);
-  spec::TileConfig config = configFor(**def, shape, h);
+  keys::ShapeSpec shape = shapeFor(**def, h);
+  keys::TileConfig config = configFor(**def, shape, h);
   auto k = codegen::compile(**def, shape, config, options);
   if (!k) {
     std::string why = llvm::toString(k.takeError());

@@ -65,7 +65,7 @@ std::vector<std::string> nvptxProcessors() {
 struct Shaped {
   std::string name;
   templates::KernelDefRef def;
-  spec::ShapeSpec shape;
+  keys::ShapeSpec shape;
 };
 
 /// `desc` with its default parameters at its first seed shape.
@@ -101,7 +101,7 @@ Shaped shaped(const templates::KernelDescriptor &desc) {
 /// Compiles `s` to PTX for `arch` with PDL; "" on success, else the error.
 std::string compileFor(const Shaped &s, const std::string &arch) {
   currentCase = s.name + " for '" + arch + "' with PDL";
-  spec::CompileOptions options;
+  keys::CompileOptions options;
   options.arch = arch;
   options.emitCubin = false;
   options.gridDependencyControl = true;

@@ -1,11 +1,11 @@
-//===- spec/Errors.h - Error kinds a caller branches on ----------*- C++ -*-===//
+//===- keys/Errors.h - Error kinds a caller branches on ----------*- C++ -*-===//
 //
 // Errors are types, not strings: a caller that must tell failures apart
 // checks the kind (`E.errorIsA<BitsDifferError>()`, llvm::handleErrors),
 // never the message text. Each kind is an llvm::ErrorInfo subclass of
 // BitfoldError carrying its message; one place maps kinds to the CLI's exit
 // codes (tools/) and one to the C API's status codes (runtime/Status.h).
-// In spec/, the lowest folder every layer includes.
+// In keys/, the lowest folder every layer includes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_SPEC_ERRORS_H
@@ -16,7 +16,7 @@
 
 #include <string>
 
-namespace bitfold::spec {
+namespace bitfold::keys {
 
 enum class ErrorKind {
   Usage,      ///< the caller's input is wrong (CLI exit 2).
@@ -59,6 +59,6 @@ template <ErrorKind K> llvm::Error makeError(const llvm::Twine &message) {
   return llvm::make_error<KindError<K>>(message.str());
 }
 
-} // namespace bitfold::spec
+} // namespace bitfold::keys
 
 #endif // BITFOLD_SPEC_ERRORS_H

@@ -1,4 +1,4 @@
-//===- spec/CompileOptions.h - Options of one compile ------------*- C++ -*-===//
+//===- keys/CompileOptions.h - Options of one compile ------------*- C++ -*-===//
 //
 // What a compile is asked for besides the program, shape and config. Every
 // field is listed in fields(), which forEachField() and keyText() (and so
@@ -16,7 +16,7 @@
 #include <tuple>
 #include <utility>
 
-namespace bitfold::spec {
+namespace bitfold::keys {
 
 struct CompileOptions {
   std::string arch = "sm_90"; ///< sm_80, sm_90, sm_100 ...
@@ -75,6 +75,6 @@ static_assert(detail::fieldCount<CompileOptions>() ==
               "CompileOptions::fields() must list every field: cache "
               "keys are built from it");
 
-} // namespace bitfold::spec
+} // namespace bitfold::keys
 
 #endif // BITFOLD_SPEC_COMPILEOPTIONS_H

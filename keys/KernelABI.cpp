@@ -1,14 +1,14 @@
-//===- spec/KernelABI.cpp - A kernel's parameter list ---------------------===//
+//===- keys/KernelABI.cpp - A kernel's parameter list ---------------------===//
 
-#include "spec/KernelABI.h"
+#include "keys/KernelABI.h"
 
 #include "dsl/Limits.h"
 
-static_assert(bitfold::spec::kMaxGroups == bitfold::dsl::kMaxTensorGroups,
+static_assert(bitfold::keys::kMaxGroups == bitfold::dsl::kMaxTensorGroups,
               "the verifier admits what a launch serves");
 
 using namespace bitfold;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 KernelABI KernelABI::of(const dsl::KernelDef &def) {
   KernelABI abi;

@@ -1,8 +1,8 @@
-//===- tests/spec/SpecTest.cpp - The specialisation layer -----------------===//
+//===- tests/keys/KeysTest.cpp - The specialisation layer -----------------===//
 
-#include "spec/CacheKey.h"
-#include "spec/KernelABI.h"
-#include "spec/ShapeSpec.h"
+#include "keys/CacheKey.h"
+#include "keys/KernelABI.h"
+#include "keys/ShapeSpec.h"
 
 #include "templates/Problem.h"
 #include "templates/Templates.h"
@@ -14,7 +14,7 @@
 #include <type_traits>
 
 using namespace bitfold;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 namespace {
 

@@ -1,4 +1,4 @@
-//===- spec/KernelABI.h - A kernel's parameter list, written once -*- C++ -*-===//
+//===- keys/KernelABI.h - A kernel's parameter list, written once -*- C++ -*-===//
 //
 // The one definition of a kernel's parameters: codegen declares them from
 // it (codegen/LowerToMLIR.cpp) and every launcher packs them with it
@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace bitfold::spec {
+namespace bitfold::keys {
 
 /// Limits of the fixed-size launch structures (no allocation per launch).
 constexpr int kMaxGroups = 4;
@@ -80,6 +80,6 @@ private:
   uint64_t *slots;
 };
 
-} // namespace bitfold::spec
+} // namespace bitfold::keys
 
 #endif // BITFOLD_SPEC_KERNELABI_H

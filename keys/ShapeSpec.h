@@ -1,4 +1,4 @@
-//===- spec/ShapeSpec.h - What a kernel is specialised on --------*- C++ -*-===//
+//===- keys/ShapeSpec.h - What a kernel is specialised on --------*- C++ -*-===//
 //
 // A kernel is compiled for a ShapeSpec: the column count, each operand's
 // alignment and the index width. Row counts are launch arguments and never
@@ -22,7 +22,7 @@
 #ifndef BITFOLD_SPEC_SHAPESPEC_H
 #define BITFOLD_SPEC_SHAPESPEC_H
 
-#include "spec/KernelABI.h"
+#include "keys/KernelABI.h"
 
 #include "llvm/ADT/ArrayRef.h"
 
@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-namespace bitfold::spec {
+namespace bitfold::keys {
 
 struct ShapeSpec {
   int64_t cols = 0;
@@ -139,6 +139,6 @@ ShapeClass denseShapeClass(const dsl::KernelDef &def, int64_t cols,
                            llvm::ArrayRef<int64_t> groupRows,
                            int64_t rowsPerBatch, bool bucketRows);
 
-} // namespace bitfold::spec
+} // namespace bitfold::keys
 
 #endif // BITFOLD_SPEC_SHAPESPEC_H

@@ -1,6 +1,6 @@
-//===- spec/CacheKey.cpp - Everything that determines a cubin -------------===//
+//===- keys/CacheKey.cpp - Everything that determines a cubin -------------===//
 
-#include "spec/CacheKey.h"
+#include "keys/CacheKey.h"
 
 #include "bitfold/Config.h"
 
@@ -12,7 +12,7 @@
 #include <cstdlib>
 
 using namespace bitfold;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 std::string CacheKey::text() const {
   std::string s;
@@ -41,7 +41,7 @@ std::string CacheKey::hash() const {
   return llvm::toHex(digest, /*LowerCase=*/true);
 }
 
-CacheKey spec::makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
+CacheKey keys::makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
                             const TileConfig &config,
                             const CompileOptions &options,
                             llvm::StringRef toolchain) {
@@ -60,18 +60,18 @@ CacheKey spec::makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
   return ck;
 }
 
-llvm::StringRef spec::libdeviceIdentity() {
+llvm::StringRef keys::libdeviceIdentity() {
   return "sha256:" BITFOLD_LIBDEVICE_SHA256;
 }
 
-CompileOptions spec::launchOptions(llvm::StringRef arch, bool pdl) {
+CompileOptions keys::launchOptions(llvm::StringRef arch, bool pdl) {
   CompileOptions options;
   options.arch = arch.str();
   options.gridDependencyControl = pdl;
   return options;
 }
 
-LaunchCompile spec::launchCompile(const dsl::KernelDef &def,
+LaunchCompile keys::launchCompile(const dsl::KernelDef &def,
                                   const ShapeClass &cls,
                                   const TileConfig &config,
                                   llvm::StringRef arch, bool pdl,
@@ -83,7 +83,7 @@ LaunchCompile spec::launchCompile(const dsl::KernelDef &def,
   return lc;
 }
 
-llvm::ArrayRef<const char *> spec::codegenEnvVars() {
+llvm::ArrayRef<const char *> keys::codegenEnvVars() {
   static const char *vars[] = {
       "BITFOLD_CUBIN_TOOL", // the PTX -> cubin tool (codegen/Assemble.cpp)
       "BITFOLD_PTXAS",      // which ptxas binary (codegen/Assemble.cpp)
@@ -92,7 +92,7 @@ llvm::ArrayRef<const char *> spec::codegenEnvVars() {
   return vars;
 }
 
-std::string spec::codegenEnvironment() {
+std::string keys::codegenEnvironment() {
   std::string out;
   for (const char *name : codegenEnvVars())
     if (const char *value = std::getenv(name))

@@ -1,4 +1,4 @@
-//===- spec/TuneKey.h - What a tuning result is keyed on ---------*- C++ -*-===//
+//===- keys/TuneKey.h - What a tuning result is keyed on ---------*- C++ -*-===//
 //
 // A tune DB entry is keyed on the kernel (hash of its canonical text), its
 // shape class (ShapeClass::str(), rows bucketed: "c4096.a16-16-16-16.o32/
@@ -18,7 +18,7 @@
 
 #include <string>
 
-namespace bitfold::spec {
+namespace bitfold::keys {
 
 /// Where a tuning ran: a DB entry is only used under the same environment.
 struct TuneEnvironment {
@@ -62,6 +62,6 @@ TuneEnvironment currentEnvironment(llvm::StringRef gpuName,
 TuneKey tuneKeyFor(const dsl::KernelDef &def, llvm::StringRef shapeClass,
                    const TuneEnvironment &env);
 
-} // namespace bitfold::spec
+} // namespace bitfold::keys
 
 #endif // BITFOLD_SPEC_TUNEKEY_H

@@ -1,4 +1,4 @@
-//===- spec/CacheKey.h - Everything that determines a cubin ------*- C++ -*-===//
+//===- keys/CacheKey.h - Everything that determines a cubin ------*- C++ -*-===//
 //
 // The kernel cache's key: the program (name, hash of its canonical text),
 // the ShapeSpec, the TileConfig, the target arch, every CompileOptions field
@@ -15,9 +15,9 @@
 #ifndef BITFOLD_SPEC_CACHEKEY_H
 #define BITFOLD_SPEC_CACHEKEY_H
 
-#include "spec/CompileOptions.h"
-#include "spec/ShapeSpec.h"
-#include "spec/TileConfig.h"
+#include "keys/CompileOptions.h"
+#include "keys/ShapeSpec.h"
+#include "keys/TileConfig.h"
 
 #include "dsl/IR.h"
 
@@ -26,7 +26,7 @@
 
 #include <string>
 
-namespace bitfold::spec {
+namespace bitfold::keys {
 
 /// Version of the key text (its first line); bumped when the text changes.
 constexpr int kCacheKeyFormat = 3;
@@ -90,6 +90,6 @@ llvm::ArrayRef<const char *> codegenEnvVars();
 /// "NAME=value\n" for each set variable of codegenEnvVars(), in list order.
 std::string codegenEnvironment();
 
-} // namespace bitfold::spec
+} // namespace bitfold::keys
 
 #endif // BITFOLD_SPEC_CACHEKEY_H

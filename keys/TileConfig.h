@@ -1,4 +1,4 @@
-//===- spec/TileConfig.h - How a row program runs ----------------*- C++ -*-===//
+//===- keys/TileConfig.h - How a row program runs ----------------*- C++ -*-===//
 //
 // A tile configuration: how a row program is mapped onto CTAs and threads.
 // It never changes what the program computes (every legal config gives the
@@ -15,7 +15,7 @@
 
 #include <string>
 
-namespace bitfold::spec {
+namespace bitfold::keys {
 
 struct TileConfig {
   int rowsPerCta = 1;    ///< rows handled by one CTA.
@@ -31,6 +31,6 @@ struct TileConfig {
   bool operator==(const TileConfig &) const = default;
 };
 
-} // namespace bitfold::spec
+} // namespace bitfold::keys
 
 #endif // BITFOLD_SPEC_TILECONFIG_H

@@ -1,6 +1,6 @@
-//===- spec/TuneKey.cpp - What a tuning result is keyed on ----------------===//
+//===- keys/TuneKey.cpp - What a tuning result is keyed on ----------------===//
 
-#include "spec/TuneKey.h"
+#include "keys/TuneKey.h"
 
 #include "bitfold/Config.h"
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 using namespace bitfold;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 std::string TuneEnvironment::mismatch(const TuneEnvironment &cur) const {
   if (gpuName != cur.gpuName || arch != cur.arch)
@@ -42,7 +42,7 @@ std::string TuneKey::text() const {
          "\ntoolchain: " + env.toolchain + "\n";
 }
 
-std::string spec::dtypesText(const dsl::KernelDef &def) {
+std::string keys::dtypesText(const dsl::KernelDef &def) {
   std::string s;
   for (size_t i = 0; i < def.operands.size(); ++i)
     s += (i ? "," : "") + def.operands[i].name + ":" +
@@ -50,14 +50,14 @@ std::string spec::dtypesText(const dsl::KernelDef &def) {
   return s;
 }
 
-TuneEnvironment spec::currentEnvironment(llvm::StringRef gpuName,
+TuneEnvironment keys::currentEnvironment(llvm::StringRef gpuName,
                                         llvm::StringRef arch,
                                         llvm::StringRef toolchain) {
   return TuneEnvironment{gpuName.str(), arch.str(), BITFOLD_VERSION,
                          BITFOLD_LLVM_VERSION, toolchain.str()};
 }
 
-TuneKey spec::tuneKeyFor(const dsl::KernelDef &def, llvm::StringRef shapeClass,
+TuneKey keys::tuneKeyFor(const dsl::KernelDef &def, llvm::StringRef shapeClass,
                          const TuneEnvironment &env) {
   return TuneKey{def.name, def.hash, shapeClass.str(), dtypesText(def), env};
 }

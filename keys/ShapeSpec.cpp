@@ -1,6 +1,6 @@
-//===- spec/ShapeSpec.cpp - What a kernel is specialised on ---------------===//
+//===- keys/ShapeSpec.cpp - What a kernel is specialised on ---------------===//
 
-#include "spec/ShapeSpec.h"
+#include "keys/ShapeSpec.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -8,7 +8,7 @@
 #include <climits>
 
 using namespace bitfold;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 std::string ShapeSpec::str() const {
   std::string s = llvm::formatv("c{0}.a", cols);
@@ -36,7 +36,7 @@ std::string ShapeClass::str() const {
   return s;
 }
 
-int64_t spec::definitionRowClass(const dsl::KernelDef &def) {
+int64_t keys::definitionRowClass(const dsl::KernelDef &def) {
   int64_t cls = 0;
   for (const dsl::FoldDecl &f : def.folds)
     if (f.order.hasRowRange())
@@ -44,7 +44,7 @@ int64_t spec::definitionRowClass(const dsl::KernelDef &def) {
   return cls;
 }
 
-ShapeClass spec::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
+ShapeClass keys::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
                                  llvm::ArrayRef<int64_t> groupRows,
                                  int64_t rowsPerBatch, bool bucketRows) {
   std::vector<int> align(def.operands.size(), 16);

@@ -1,12 +1,12 @@
-//===- spec/TileConfig.cpp - Tile config text -----------------------------===//
+//===- keys/TileConfig.cpp - Tile config text -----------------------------===//
 
-#include "spec/TileConfig.h"
+#include "keys/TileConfig.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace bitfold;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 std::string TileConfig::str() const {
   return llvm::formatv("r{0}.t{1}.v{2}.p{3}", rowsPerCta, threadsPerRow,

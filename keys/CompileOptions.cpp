@@ -1,13 +1,13 @@
-//===- spec/CompileOptions.cpp - Options as key text ----------------------===//
+//===- keys/CompileOptions.cpp - Options as key text ----------------------===//
 
-#include "spec/CompileOptions.h"
+#include "keys/CompileOptions.h"
 
 #include "llvm/Support/raw_ostream.h"
 
 #include <type_traits>
 
 using namespace bitfold;
-using namespace bitfold::spec;
+using namespace bitfold::keys;
 
 std::string CompileOptions::keyText() const {
   std::string s;
