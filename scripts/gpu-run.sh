@@ -30,7 +30,9 @@
 #   fleet     bitfold.fleet on a local Ray cluster of this host (FLEET_LOCAL=N:
 #             N local processes instead): tunes the seed shapes on its GPU
 #             (FLEET_TUNE_BUDGET_S per shape), prebuilds its arch, then the
-#             `prebuilt` check on the merged cache    -> fleet.log, fleet-prebuilt.txt
+#             `prebuilt` check on the merged cache; FLEET_ARGS: more
+#             `bitfold.fleet run` arguments (e.g. --tune-resources)
+#                                                       -> fleet.log, fleet-prebuilt.txt
 #   compile-latency
 #             bin/compile_latency (in the package when it was built with
 #             BITFOLD_PACKAGE_COMPILE_LATENCY=1): every stock kernel x seed
@@ -209,7 +211,7 @@ fleet_step() {
     [[ -n ${FLEET_LOCAL:-} ]] && where=(--local "$FLEET_LOCAL" --local-gpu-types "$gpu")
     python3 -m bitfold.fleet run --shapes "$shapes" --gpu-types "$gpu" --archs "$arch" \
       --out "$out" --cli /tmp/bf/bin/bitfold --prebuild-jobs 4 "${where[@]}" \
-      --tune-budget-s "${FLEET_TUNE_BUDGET_S:-5}" ) 2>&1 | tee "$OUT/fleet.log" | tail -40
+      --tune-budget-s "${FLEET_TUNE_BUDGET_S:-5}" ${FLEET_ARGS:-} ) 2>&1 | tee "$OUT/fleet.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || return 1
   prebuilt_step "$out/cache/$arch" "$shapes" "$out/tune-db.json" fleet-prebuilt.txt
 }

@@ -71,6 +71,14 @@ def _body(task, opts, db_bytes):
         "jobs": opts.prebuild_jobs, "timeout": opts.task_timeout_s}
 
 
+def _why(log):
+    """The line of a failed command's log that says why: its first error
+    line (bitfold's tools print `...: error: ...`), else its last line."""
+    lines = [l for l in log.splitlines() if l.strip()]
+    errors = [l for l in lines if "error:" in l or "BIT MISMATCH" in l]
+    return (errors or lines[-1:] or [""])[0]
+
+
 def _accept(store, task, result):
     """Writes a finished task's files and records it; returns None or why
     it failed (and whether a retry may help)."""
@@ -79,8 +87,7 @@ def _accept(store, task, result):
         retry = rc not in (_exec.USAGE, _exec.BITS_DIFFER)
         kind = {_exec.USAGE: "rejected", _exec.BITS_DIFFER: "configs disagree",
                 124: "timed out"}.get(rc, f"exit {rc}")
-        last = [l for l in result["log"].splitlines() if l.strip()][-1:] or [""]
-        return f"{kind}: {last[0][:300]}", retry
+        return f"{kind}: {_why(result['log'])[:300]}", retry
     if task.kind == "tune":
         if not result["db"]:
             return "tune wrote no DB", True

@@ -179,6 +179,18 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(sum(s.retried for s in res.stats), 2)
         self.assertEqual(len(bfk_names(res.caches["sm_90"])), 1)
 
+    def test_failure_names_the_error_line_not_the_summary_line(self):
+        fail = os.path.join(self.dir, "fail.sh")
+        with open(fail, "w") as f:
+            f.write('#!/bin/sh\necho "bitfold prebuild: error: no legal config (x)"\n'
+                    'echo "cubins: /somewhere (0 entries)"\nexit 1\n')
+        os.chmod(fail, 0o755)
+        plan = fleet.make_plan([write(os.path.join(self.dir, "g.json"), ENTRIES[:1])], archs=["sm_90"])
+        res = fleet.run(plan, os.path.join(self.dir, "out"), ray_executor(),
+                        self.opts(cli=fail, retries=0))
+        self.assertEqual(len(res.failures), 1)
+        self.assertIn("error: no legal config (x)", res.failures[0][3])
+
     def test_unreachable_ray_address_is_a_clear_error(self):
         r = subprocess.run([sys.executable, "-m", "bitfold.fleet", "run", "--address",
                             "127.0.0.1:1", "--shapes", self.shapes, "--archs", "sm_90",
