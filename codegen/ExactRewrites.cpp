@@ -87,7 +87,7 @@ bool codegen::matchRowDivision(
 
 bool codegen::rowDivisionEnabled() {
   const char *v = std::getenv("BITFOLD_ROW_DIVISION");
-  return v && llvm::StringRef(v) == "1";
+  return !(v && llvm::StringRef(v) == "0");
 }
 
 float codegen::rowDivisionFast(float x, float d, float y) {
