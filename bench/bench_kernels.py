@@ -269,6 +269,7 @@ def main():
     ap.add_argument("--only", default="",
                     help="comma-separated substrings: time only the cases named so")
     args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     rt = bitfold.torch.Runtime()
     bw = copy_bandwidth()
