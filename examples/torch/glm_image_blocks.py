@@ -1,9 +1,10 @@
 """diffusers' GlmImageTransformer2DModel, patched with bitfold.torch.patch vs
-unpatched: torch.equal of the forward output and the per-block time.
+unpatched: torch.equal of the forward output, the per-block and the
+whole-model time, kernel launches and fallbacks (stats()).
 
 Random weights (seeded; nothing is downloaded), bf16, on the GPU:
-    python3 examples/torch/glm_image_blocks.py            small config + real width
-    python3 examples/torch/glm_image_blocks.py --small    small config only
+    python3 examples/torch/glm_image_blocks.py            small, odd and real width
+    python3 examples/torch/glm_image_blocks.py --small    small and odd configs only
 
 How to use bitfold in a model is the three lines marked USE below.
 """
@@ -65,9 +66,11 @@ def run(name, heads, head_dim, layers, latent_hw, text_len, seed=0):
         args, bkw = block_inputs(model, kw)
         block = model.transformer_blocks[0]
         t_eager = time_ms(lambda: block(*args, **bkw), reps=20)
+        m_eager = time_ms(lambda: model(**kw), reps=10)
         patched = bt.patch(model)                     # USE: swap the sites
         out = model(**kw)[0]                          # USE: run as before
         t_bitfold = time_ms(lambda: block(*args, **bkw), reps=20)
+        m_bitfold = time_ms(lambda: model(**kw), reps=10)
         bt.unpatch(model)                             # USE: restore
         again = model(**kw)[0]
     res = {"config": name, "hidden": heads * head_dim, "heads": heads, "head_dim": head_dim,
@@ -75,9 +78,11 @@ def run(name, heads, head_dim, layers, latent_hw, text_len, seed=0):
            "torch_equal": bool(torch.equal(out, eager)),
            "unpatched_again_equal": bool(torch.equal(again, eager)),
            "block_ms_eager": round(t_eager, 3), "block_ms_bitfold": round(t_bitfold, 3),
+           "model_ms_eager": round(m_eager, 3), "model_ms_bitfold": round(m_bitfold, 3),
            "patched_sites": len(patched), "stats": bt.stats(),
            # torch.equal alone would also hold if every site fell back:
            "kernel_launches": sum(s["launches"] for s in bt.stats().values()),
+           "fallbacks": sum(sum(s["fallbacks"].values()) for s in bt.stats().values()),
            "verify_mismatches": sum(s["mismatches"] for s in bt.stats().values())}
     print(json.dumps(res, indent=1, default=str))
     return res
@@ -88,7 +93,9 @@ def main():
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args()
-    results = [run("small", heads=4, head_dim=32, layers=2, latent_hw=32, text_len=16)]
+    results = [run("small", heads=4, head_dim=32, layers=2, latent_hw=32, text_len=16),
+               # an odd width: 5 heads x 48 = 240, 12x12 patches, 10 text tokens
+               run("odd", heads=5, head_dim=48, layers=2, latent_hw=24, text_len=10)]
     if not a.small:  # GLM-Image's width: hidden 4096 = 32 heads x 128, 1024x1024 image
         results.append(run("glm-image width", heads=32, head_dim=128, layers=2, latent_hw=128,
                            text_len=64))
