@@ -305,10 +305,18 @@ def main():
     ap.add_argument("--fake-cuda", help="libbitfold_fake_cuda.so (CPU run)")
     ap.add_argument("--calls", type=int, default=N, help="calls per repetition")
     ap.add_argument("--no-eager", action="store_true", help="skip the eager column")
+    ap.add_argument("--refusal-only", action="store_true",
+                    help="print only a remembered refusal's pieces")
     ARGS = ap.parse_args()
     bt, bitfold, ref = setup()
     warnings.simplefilter("ignore")  # the refused row's fallback warning
     t = tensors()
+    if ARGS.refusal_only:
+        pieces_us = refusal_pieces(bt, t)
+        pieces_us["refused call: the direct call"] = per_call_us(
+            lambda: bt.ln_modulate(t["x_refused"], t["sc"], t["sh"], 1e-6))
+        print("\n".join(f"| {k} | {fmt(v)} |" for k, v in pieces_us.items()))
+        return
     rows = measure_rows(bt, cases(bt, bitfold, ref, t), t)
     info = {"torch": torch.__version__, "python": sys.version.split()[0],
             "gpu": None if ARGS.fake_lib else torch.cuda.get_device_name(0),
