@@ -218,6 +218,30 @@ def pieces(bt, bitfold, t):
     return out
 
 
+def refusal_pieces(bt, t):
+    """What a remembered refusal adds to its eager chain: the refused row's
+    call minus its eager column is these, plus the direct function's own
+    call. The fallback runs _eager's chain, which may cost other than the
+    eager column's (references.py)."""
+    from bitfold.torch import _ops, _table
+    op = _table.LN_MODULATE
+    xr, sc, sh = t["x_refused"], t["sc"], t["sh"]
+    bt.ln_modulate(xr, sc, sh, 1e-6)
+    key = _ops._key((xr, sc, sh), 1e-6)
+    ent = op.sites.get(key)
+    if ent is None or ent[0] is not None:
+        return {"refused call": "n/a: the refused layout was not remembered"}
+    return {
+        "refused call: layout key": per_call_us(lambda: _ops._key((xr, sc, sh), 1e-6)),
+        "refused call: counted (_count_refusal)": per_call_us(
+            lambda: _ops._count_refusal(op, ent, None)),
+        "refused call: the fallback's chain alone (_eager.ln_modulate)": per_call_us(
+            lambda: bt._eager.ln_modulate(xr, sc, sh, 1e-6)),
+        "refused call: the same through op.eager (looked up per call)": per_call_us(
+            lambda: op.eager(xr, sc, sh, 1e-6)),
+    }
+
+
 def gpu_us(fn, n=50):
     for _ in range(5):
         fn()
@@ -281,15 +305,24 @@ def main():
     ap.add_argument("--fake-cuda", help="libbitfold_fake_cuda.so (CPU run)")
     ap.add_argument("--calls", type=int, default=N, help="calls per repetition")
     ap.add_argument("--no-eager", action="store_true", help="skip the eager column")
+    ap.add_argument("--refusal-only", action="store_true",
+                    help="print only a remembered refusal's pieces")
     ARGS = ap.parse_args()
     bt, bitfold, ref = setup()
     warnings.simplefilter("ignore")  # the refused row's fallback warning
     t = tensors()
+    if ARGS.refusal_only:
+        pieces_us = refusal_pieces(bt, t)
+        pieces_us["refused call: the direct call"] = per_call_us(
+            lambda: bt.ln_modulate(t["x_refused"], t["sc"], t["sh"], 1e-6))
+        print("\n".join(f"| {k} | {fmt(v)} |" for k, v in pieces_us.items()))
+        return
     rows = measure_rows(bt, cases(bt, bitfold, ref, t), t)
     info = {"torch": torch.__version__, "python": sys.version.split()[0],
             "gpu": None if ARGS.fake_lib else torch.cuda.get_device_name(0),
             "bitfold_lib": bitfold.default_runtime().lib.bitfold_path,
-            "method": __doc__.strip(), "rows": rows, "pieces_us": pieces(bt, bitfold, t),
+            "method": __doc__.strip(), "rows": rows,
+            "pieces_us": {**pieces(bt, bitfold, t), **refusal_pieces(bt, t)},
             "copy": None if ARGS.fake_lib else copy_cost(bt), "stats": bt.stats()}
     os.makedirs(ARGS.out, exist_ok=True)
     with open(os.path.join(ARGS.out, "host_cost.json"), "w") as f:

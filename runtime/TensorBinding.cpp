@@ -40,6 +40,29 @@ std::string shapeText(const DLTensor &t) {
   return t.shape ? listText(t.shape, t.ndim) : "(NULL shape)";
 }
 
+/// The strides of a dense tensor whose dims, fastest first, are `order`
+/// (a permutation of 0..ndim-1): the pixel layouts' one rule. False when a
+/// stride overflows (the slowest dim's size enters none).
+bool denseStrides(const DLTensor &t, const int *order, int64_t *expected) {
+  int64_t acc = 1;
+  for (int k = 0; k < t.ndim; ++k) {
+    expected[order[k]] = acc;
+    if (k + 1 < t.ndim &&
+        __builtin_mul_overflow(acc, t.shape[order[k]], &acc))
+      return false;
+  }
+  return true;
+}
+
+/// Whether every dim of more than one element has its `expected` stride
+/// (a size-1 dim's stride addresses nothing).
+bool stridesAre(const DLTensor &t, const int64_t *st, const int64_t *expected) {
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.shape[d] != 1 && st[d] != expected[d])
+      return false;
+  return true;
+}
+
 /// A tensor's (rows, cols) view as one operand sees it.
 struct Extent {
   int64_t rows = 0, cols = 0, rowStride = 0;
@@ -59,6 +82,16 @@ private:
   llvm::Error fail(bitfold_status code, int g, int i, const llvm::Twine &msg) {
     return runtimeError(code, def.name + ": " + tensorName(def, g, i) + ": " +
                                   msg);
+  }
+  /// Whether operand i may have rows that overlap or repeat (a row stride
+  /// below the column count; 0 for a row broadcast with expand): an input
+  /// that enters the kernel elementwise reads the same values wherever they
+  /// lie. An output may not, nor a reduced input (its reference may take
+  /// another path on such a view).
+  bool mayRepeatRows(int i) const {
+    const OperandDecl &op = def.operands[i];
+    return !op.isOutput &&
+           (op.map != IndexMap::PerElement || def.folds.empty());
   }
   llvm::Error checkTensor(int g, int i, Extent &ext);
   llvm::Error checkDevice(int g, int i, const DLTensor &t);
@@ -144,7 +177,7 @@ llvm::Error Binder::rowMajorExtent(int g, int i, const DLTensor &t,
                 llvm::formatv("negative row stride {0} is not supported; "
                               "strides {1}",
                               ext.rowStride, listText(st, n)));
-  if (ext.rows > 1 && ext.rowStride < ext.cols)
+  if (ext.rows > 1 && ext.rowStride < ext.cols && !mayRepeatRows(i))
     return fail(BITFOLD_ERROR_STRIDE, g, i,
                 llvm::formatv("row stride {0} is smaller than the {1} columns "
                               "(rows would overlap); shape {2}, strides {3}",
@@ -170,30 +203,27 @@ llvm::Error Binder::channelsLastExtent(int g, int i, const DLTensor &t,
     return e;
   ext.cols = t.shape[1];
   ext.rowStride = ext.cols;
+  int order[kMaxNdim] = {1};
+  for (int d = n - 1; d >= 2; --d)
+    order[n - d] = d;
+  order[n - 1] = 0;
   int64_t expected[kMaxNdim];
-  expected[1] = 1;
-  int64_t acc = ext.cols;
-  for (int d = n - 1; d >= 2; --d) {
-    expected[d] = acc;
-    if (__builtin_mul_overflow(acc, t.shape[d], &acc))
-      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
-  }
-  expected[0] = acc;
+  if (!denseStrides(t, order, expected))
+    return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
   ext.rows = t.shape[0];
   for (int d = 2; d < n; ++d)
     if (__builtin_mul_overflow(ext.rows, t.shape[d], &ext.rows))
       return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
   if (ext.numel == 0)
     return llvm::Error::success();
-  for (int d = 0; d < n; ++d)
-    if (t.shape[d] != 1 && st[d] != expected[d])
-      return fail(BITFOLD_ERROR_STRIDE, g, i,
-                  llvm::formatv("is not dense channels-last: shape {0} has "
-                                "strides {1}, channels-last needs {2} (e.g. "
-                                "torch's .contiguous(memory_format="
-                                "torch.channels_last{3})",
-                                shapeText(t), listText(st, n),
-                                listText(expected, n), n == 5 ? "_3d" : ""));
+  if (!stridesAre(t, st, expected))
+    return fail(BITFOLD_ERROR_STRIDE, g, i,
+                llvm::formatv("is not dense channels-last: shape {0} has "
+                              "strides {1}, channels-last needs {2} (e.g. "
+                              "torch's .contiguous(memory_format="
+                              "torch.channels_last{3})",
+                              shapeText(t), listText(st, n),
+                              listText(expected, n), n == 5 ? "_3d" : ""));
   return llvm::Error::success();
 }
 
@@ -206,27 +236,25 @@ llvm::Error Binder::channelsFirstExtent(int g, int i, const DLTensor &t,
   if (llvm::Error e = pixelRank(g, i, t, "channels-first"))
     return e;
   ext.cols = t.shape[1];
+  int order[kMaxNdim];
+  for (int d = n - 1; d >= 0; --d)
+    order[n - 1 - d] = d;
   int64_t expected[kMaxNdim];
-  int64_t acc = 1;
-  for (int d = n - 1; d >= 0; --d) {
-    expected[d] = acc;
-    if (__builtin_mul_overflow(acc, t.shape[d], &acc))
-      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
-  }
+  if (!denseStrides(t, order, expected))
+    return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
   ext.spatial = expected[1];
   ext.rowStride = ext.spatial;
   if (__builtin_mul_overflow(t.shape[0], ext.spatial, &ext.rows))
     return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
   if (ext.numel == 0)
     return llvm::Error::success();
-  for (int d = 0; d < n; ++d)
-    if (t.shape[d] != 1 && st[d] != expected[d])
-      return fail(BITFOLD_ERROR_STRIDE, g, i,
-                  llvm::formatv("is not dense channels-first (contiguous "
-                                "NC[D]HW): shape {0} has strides {1}, needs "
-                                "{2}",
-                                shapeText(t), listText(st, n),
-                                listText(expected, n)));
+  if (!stridesAre(t, st, expected))
+    return fail(BITFOLD_ERROR_STRIDE, g, i,
+                llvm::formatv("is not dense channels-first (contiguous "
+                              "NC[D]HW): shape {0} has strides {1}, needs "
+                              "{2}",
+                              shapeText(t), listText(st, n),
+                              listText(expected, n)));
   if (ext.spatial == 1)
     return fail(BITFOLD_ERROR_STRIDE, g, i,
                 llvm::formatv("has one pixel per image (shape {0}): aten "

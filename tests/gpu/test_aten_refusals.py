@@ -100,3 +100,44 @@ def test_wan_width_with_head_and_tail_falls_back_exactly():
     ok, detail = same_bits(y, wan_eager(x, g, None, None, "x"))
     assert ok, detail
     served_or_fell_back("wan_rmsnorm_silu")
+
+
+def at_offset(shape, dt, off, gen):
+    """A (shape) view starting `off` elements into a fresh buffer: the row
+    starts' residues mod 4 that aten's vectorized head depends on."""
+    n = 1
+    for s in shape:
+        n *= s
+    buf = randn((n + 4,), dt, 1.0, gen)
+    return buf[off:off + n].view(shape)
+
+
+@pytest.mark.parametrize("d", [129, 130, 131, 1001, 4097, 5123])
+@pytest.mark.parametrize("off", [0, 1, 2, 3])
+def test_hf_head_and_tail_widths_at_every_base_offset_are_exact(d, off):
+    # Each row r of the f32 h*h copy starts at r*D: its head is
+    # (4 - r*D % 4) % 4 elements whatever x's own offset is.
+    gen = torch.Generator(device="cuda").manual_seed(d * 4 + off)
+    for rows in (1, 3, 17):
+        x = at_offset((1, rows, d), torch.bfloat16, off, gen)
+        w = randn((d,), torch.bfloat16, 1.0, gen)
+        y = bt.hf_rmsnorm(x, w, 1e-6)
+        y = y[0] if isinstance(y, (list, tuple)) else y
+        ok, detail = same_bits(y, hf_eager(x, w, 1e-6)[0])
+        assert ok, f"hf_rmsnorm D {d} offset {off} rows {rows}: {detail}"
+    served_or_fell_back("hf_rmsnorm")
+
+
+@pytest.mark.parametrize("c", [129, 130, 131, 1001])
+@pytest.mark.parametrize("off", [0, 1, 2, 3])
+@pytest.mark.parametrize("form", ["x", "f32"])
+def test_wan_head_and_tail_channels_at_every_base_offset_are_exact(c, off, form):
+    # form x reduces x itself: the head follows x's address (offset).
+    from bitfold.torch import _eager
+    gen = torch.Generator(device="cuda").manual_seed(c * 8 + off)
+    x = at_offset((1, 4, 4, c), torch.bfloat16, off, gen).permute(0, 3, 1, 2)
+    g = randn((c,), torch.bfloat16, 1.0, gen)
+    y = bt.wan_rmsnorm_silu(x, g, None, None, form)
+    ok, detail = same_bits(y, _eager.wan_rmsnorm_silu(x, g, None, None, form))
+    assert ok, f"wan C {c} offset {off} form {form}: {detail}"
+    served_or_fell_back("wan_rmsnorm_silu")

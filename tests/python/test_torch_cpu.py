@@ -158,6 +158,23 @@ class TorchOnFakeDriver(unittest.TestCase):
             self.assertEqual(s["fallbacks"], {}, op)
             self.assertGreater(s["launches"], 0, op)
 
+    def test_inputs_broadcast_over_rows_launch_where_read_elementwise(self):
+        """A gate or a modulation expanded over the batch (stride 0 between
+        its rows) launches; a reduced input expanded over its rows is
+        refused (stride) and served by eager with its bits."""
+        bf = torch.bfloat16
+        x, scale, shift = inputs()
+        gate = torch.randn(1, 1, 64).to(bf).expand(2, 1, 64)
+        self.bt.residual_gate(x, x, gate)
+        self.bt.ln_modulate(x, scale[:1].expand(2, 64), shift[:1].expand(2, 64), 1e-6)
+        for op in ("residual_gate", "ln_modulate"):
+            s = self.bt.stats()[op]
+            self.assertEqual((s["launches"], s["fallbacks"]), (1, {}), op)
+        xe = x[:, :1].expand(2, 8, 64)
+        y = self.bt.ln_modulate(xe, scale, shift, 1e-6)
+        self.assertTrue(torch.equal(y, self.bt._eager.ln_modulate(xe, scale, shift, 1e-6)))
+        self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"stride": 1})
+
     def test_out_is_written_by_the_kernel_or_by_the_fallback(self):
         x, scale, shift = inputs()
         buf = torch.empty_like(x)

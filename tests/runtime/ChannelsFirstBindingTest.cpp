@@ -13,7 +13,7 @@
 #include "runtime/Status.h"
 #include "runtime/TensorBinding.h"
 
-#include "templates/Registry.h"
+#include "TemplateDef.h"
 
 #include <gtest/gtest.h>
 
@@ -26,17 +26,7 @@ namespace {
 
 std::shared_ptr<const dsl::KernelDef> build(const char *name,
                                             const char *params, int64_t C) {
-  auto desc = templates::Registry::global().lookup(name);
-  EXPECT_TRUE(bool(desc));
-  if (!desc) {
-    llvm::consumeError(desc.takeError());
-    return nullptr;
-  }
-  auto values = (*desc)->parseParams(params);
-  EXPECT_TRUE(bool(values)) << llvm::toString(values.takeError());
-  auto def = (*desc)->build(*values, C);
-  EXPECT_TRUE(bool(def)) << llvm::toString(def.takeError());
-  return def ? *def : nullptr;
+  return bitfold::testutil::buildTemplate(name, params, C);
 }
 
 struct Tensor {
