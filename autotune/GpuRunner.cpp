@@ -2,6 +2,8 @@
 
 #include "autotune/GpuRunner.h"
 
+#include "keys/Errors.h"
+
 #include "cuda/Driver.h"
 
 #include "keys/KernelABI.h"
@@ -18,10 +20,6 @@ using cuda::DeviceBuffer;
 using cuda::Event;
 
 namespace {
-
-llvm::Error gpuError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 class GpuRunner final : public ConfigRunner {
 public:
@@ -150,8 +148,9 @@ llvm::Error GpuRunner::fillSet(BufferSet &s,
       llvm::any_of(s.buffers, [&](const auto &group) {
         return group.size() != size_t(abi.numOperands);
       }))
-    return gpuError(def->name + ": the problem does not bind the kernel's "
-                                "groups, dims and scalars");
+    return keys::driverError(def->name +
+                             ": the problem does not bind the kernel's "
+                             "groups, dims and scalars");
   s.values.assign(abi.paramCount(), 0);
   keys::ParamPacker pack(abi, s.values.data());
   for (int g = 0; g < abi.numGroups; ++g) {
@@ -175,7 +174,7 @@ llvm::Error GpuRunner::fillSet(BufferSet &s,
 
 llvm::Error GpuRunner::load(const codegen::CompiledKernel &k) {
   if (size_t(k.abi.paramCount()) != sets.front().params.size())
-    return gpuError(llvm::formatv(
+    return keys::driverError(llvm::formatv(
         "{0}: the kernel takes {1} parameters, the problem binds {2}",
         k.config.str(), k.abi.paramCount(), sets.front().params.size()));
   std::vector<char> image(k.cubin.begin(), k.cubin.end());
@@ -199,7 +198,7 @@ llvm::Error GpuRunner::load(const codegen::CompiledKernel &k) {
 
 llvm::Error GpuRunner::launch(BufferSet &s) {
   if (!fn)
-    return gpuError("no kernel loaded");
+    return keys::driverError("no kernel loaded");
   int64_t rpc = std::max(config.rowsPerCta, 1);
   unsigned grid = unsigned((totalRows + rpc - 1) / rpc);
   return checkCuda(api->cuLaunchKernel(fn, grid, 1, 1,
@@ -283,8 +282,8 @@ autotune::gpuIdentity(int ordinal) {
   for (const cuda::DeviceInfo &d : info->devices)
     if (d.ordinal == ordinal)
       return std::make_pair(d.name, d.arch());
-  return gpuError(llvm::formatv("no CUDA device {0} ({1} found)", ordinal,
-                                info->devices.size()));
+  return keys::driverError(llvm::formatv("no CUDA device {0} ({1} found)",
+                                         ordinal, info->devices.size()));
 }
 
 llvm::Expected<std::unique_ptr<ConfigRunner>>

@@ -2,6 +2,8 @@
 
 #include "autotune/Policy.h"
 
+#include "keys/Errors.h"
+
 #include "autotune/ShapeClass.h"
 #include "keys/TuneKey.h"
 
@@ -149,7 +151,7 @@ Choice TunePolicy::tuneNow(const ChooseRequest &req, const Choice &fallback) {
   std::string winner;
   {
     std::lock_guard<std::mutex> lock(mu);
-    db.record(req.key, outcome->defaultConfig, outcome->measurements);
+    db.record(req.key, *outcome);
     if (const TuneEntry *e = db.lookup(req.key).entry)
       if (const Measurement *w = e->winner())
         winner = w->config;
@@ -213,11 +215,9 @@ void TunePolicy::backgroundLoop() {
     queue.erase(queue.begin());
     lock.unlock();
     std::string keyText = req.key.text();
-    auto outcome = budgetSpent()
-                       ? llvm::Expected<TuneOutcome>(llvm::createStringError(
-                             llvm::inconvertibleErrorCode(),
-                             "the tuning budget is spent"))
-                       : timedTune(req);
+    auto outcome = budgetSpent() ? llvm::Expected<TuneOutcome>(keys::tuneError(
+                                       "the tuning budget is spent"))
+                                 : timedTune(req);
     const bool failed = !outcome;
     if (failed) {
       warnOnce("tune\n" + keyText, "background tuning of " +
@@ -227,7 +227,7 @@ void TunePolicy::backgroundLoop() {
     } else {
       {
         std::lock_guard<std::mutex> g(mu);
-        db.record(req.key, outcome->defaultConfig, outcome->measurements);
+        db.record(req.key, *outcome);
       }
       persist();
       recorded.fetch_add(1, std::memory_order_acq_rel);

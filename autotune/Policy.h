@@ -48,12 +48,6 @@ namespace bitfold::autotune {
 
 enum class OnMiss { UseDefault, TuneNow, TuneInBackground };
 
-/// What a tune produced: every timed config, and the default's text.
-struct TuneOutcome {
-  std::string defaultConfig;
-  std::vector<Measurement> measurements;
-};
-
 struct PolicyOptions {
   OnMiss onMiss = OnMiss::UseDefault;
   /// Tune DB file: read by open(), and where tuned results are persisted.

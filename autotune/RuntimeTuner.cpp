@@ -1,11 +1,12 @@
 //===- autotune/RuntimeTuner.cpp - Tune-on-miss for the runtime -----------===//
 //
 // openTuneDbSource(): the runtime's tune DB source (a TunePolicy). With
-// tune-on-miss on, a missed shape class is tuned the way `bitfold tune`
-// tunes one shape: every legal config of the class is compiled and timed
-// on the request's GPU (GpuRunner, its own seeded buffers: the caller's
-// tensors are never touched), the default first as the bit reference, for
-// at most TuneOnMissOptions::perTuneSeconds.
+// tune-on-miss on, a missed shape class is tuned by tuneShape(), as
+// `bitfold tune` tunes one shape: every legal config of the class is
+// compiled and timed on the request's GPU (GpuRunner, its own seeded
+// buffers: the caller's tensors are never touched), the default first as
+// the bit reference, within TuneOnMissOptions::perTuneSeconds (soft for the
+// first measurement).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,9 @@
 
 #include "autotune/GpuRunner.h"
 #include "autotune/Policy.h"
+#include "autotune/TuneShape.h"
+
+#include "keys/Errors.h"
 
 #include "templates/Problem.h"
 
@@ -43,39 +47,31 @@ problemFor(const policy::ConfigRequest &r) {
 
 llvm::Expected<TuneOutcome> tuneOnGpu(const policy::ConfigRequest &r,
                                       double seconds) {
-  const keys::ShapeSpec spec = r.shapeClass.shapeSpec();
-  std::vector<keys::TileConfig> configs{r.defaultConfig};
-  for (const keys::TileConfig &c : codegen::enumerateConfigs(*r.def, spec)) {
-    if (c == r.defaultConfig)
-      continue;
-    if (llvm::Error e = codegen::checkConfig(*r.def, spec, c))
-      llvm::consumeError(std::move(e)); // not legal for this class
-    else
-      configs.push_back(c);
-  }
-  auto problem = problemFor(r);
-  if (!problem)
-    return problem.takeError();
-  auto runner = makeGpuRunner(*r.def, *problem, GpuRunnerOptions{r.device});
-  if (!runner)
-    return runner.takeError();
   if (!r.compile)
-    return llvm::createStringError("tune-on-miss needs the runtime's compile");
+    return keys::usageError("tune-on-miss needs the runtime's compile");
+  ShapeTuneRequest t;
+  t.def = r.def.get();
+  t.spec = r.shapeClass.shapeSpec();
+  t.defaultConfig = r.defaultConfig;
   // Through the runtime's cache and Compiler: the winner is then a cache
   // hit for the launch.
-  CompileConfigFn compile = [&](const keys::TileConfig &c) {
-    return r.compile(c);
+  t.compile = r.compile;
+  t.makeRunner = [&r]() -> llvm::Expected<std::unique_ptr<ConfigRunner>> {
+    auto problem = problemFor(r);
+    if (!problem)
+      return problem.takeError();
+    return makeGpuRunner(*r.def, *problem, GpuRunnerOptions{r.device});
   };
-  SearchOptions so;
-  so.compileThreads = 2; // launches keep the other cores
+  t.search.compileThreads = 2; // launches keep the other cores
   if (seconds > 0)
-    so.deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double>(seconds));
-  auto result = searchConfigs(configs, compile, **runner, so);
-  if (!result)
-    return result.takeError();
-  return TuneOutcome{r.defaultConfig.str(), std::move(result->measurements)};
+    t.search.deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(seconds));
+  auto tune = tuneShape(t);
+  if (!tune)
+    return tune.takeError();
+  return std::move(tune->outcome);
 }
 
 } // namespace

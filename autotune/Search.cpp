@@ -20,10 +20,6 @@ ConfigRunner::~ConfigRunner() = default;
 
 namespace {
 
-llvm::Error searchError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
 /// Linear-interpolated quantile of sorted data.
 double quantile(const std::vector<double> &s, double q) {
   if (s.empty())
@@ -57,20 +53,11 @@ Measurement autotune::summarise(llvm::StringRef config,
 }
 
 const Measurement *SearchResult::winner() const {
-  const Measurement *best = nullptr;
-  for (const Measurement &m : measurements)
-    if (!m.cut && m.samples > 0 &&
-        (!best || m.medianUs < best->medianUs ||
-         (m.medianUs == best->medianUs && m.config < best->config)))
-      best = &m;
-  return best;
+  return fastestOf(measurements);
 }
 
 const Measurement *SearchResult::find(llvm::StringRef config) const {
-  for (const Measurement &m : measurements)
-    if (m.config == config)
-      return &m;
-  return nullptr;
+  return findConfig(measurements, config);
 }
 
 namespace {
@@ -86,7 +73,7 @@ public:
     done.reserve(configs.size());
     for (size_t i = 0; i < configs.size(); ++i)
       done.push_back(pool.async([this, configs, &compile, &opts, i] {
-        if (cancel.load() || pastDeadline(opts))
+        if (cancel.load() || (measured.load() && pastDeadline(opts)))
           return; // left empty: skipped
         slots[i].emplace(compile(configs[i]));
       }));
@@ -103,6 +90,8 @@ public:
     return slots[i] ? &*slots[i] : nullptr;
   }
   void cancelRest() { cancel.store(true); }
+  /// The budget binds from now on: one config has been timed.
+  void markMeasured() { measured.store(true); }
 
   static bool pastDeadline(const SearchOptions &opts) {
     return opts.deadline && std::chrono::steady_clock::now() > *opts.deadline;
@@ -111,6 +100,7 @@ public:
 private:
   std::vector<std::optional<llvm::Expected<codegen::CompiledKernel>>> slots;
   std::atomic<bool> cancel{false};
+  std::atomic<bool> measured{false};
   llvm::DefaultThreadPool pool;
   std::vector<std::shared_future<void>> done;
 };
@@ -178,7 +168,7 @@ llvm::Error noneTimed(const SearchResult &result) {
   std::string why;
   for (auto &[c, e] : result.failures)
     why += "\n  " + c + ": " + e;
-  return searchError(
+  return keys::tuneError(
       llvm::formatv("no config could be timed ({0} failed, {1} skipped){2}",
                     result.failures.size(), result.skipped, why));
 }
@@ -192,7 +182,7 @@ autotune::searchConfigs(llvm::ArrayRef<keys::TileConfig> configs,
   auto start = std::chrono::steady_clock::now();
   SearchResult result;
   if (configs.empty())
-    return searchError("no configs to time");
+    return keys::usageError("no configs to time");
   Compiles compiles(configs, compile, opts);
   std::vector<uint8_t> reference; // output bytes of the first config run
   std::string referenceConfig;
@@ -203,7 +193,11 @@ autotune::searchConfigs(llvm::ArrayRef<keys::TileConfig> configs,
     auto fail = [&](llvm::Error e) {
       result.failures.emplace_back(text, llvm::toString(std::move(e)));
     };
-    if (!k || Compiles::pastDeadline(opts)) {
+    // The budget is soft until one config is timed: a shape whose upload
+    // or first compile outlasts it still gets its default measured.
+    const bool budgetSpent =
+        !result.measurements.empty() && Compiles::pastDeadline(opts);
+    if (!k || budgetSpent) {
       ++result.skipped;
     } else if (!*k) {
       fail(k->takeError());
@@ -211,7 +205,7 @@ autotune::searchConfigs(llvm::ArrayRef<keys::TileConfig> configs,
       fail(out.takeError());
     } else if (!referenceConfig.empty() && *out != reference) {
       compiles.cancelRest();
-      return keys::makeError<keys::ErrorKind::BitsDiffer>(
+      return keys::bitsDifferError(
           differenceText(referenceConfig, reference, text, *out));
     } else {
       if (referenceConfig.empty()) {
@@ -225,6 +219,7 @@ autotune::searchConfigs(llvm::ArrayRef<keys::TileConfig> configs,
                         (m->medianUs == best.us && text < best.config)))
           best = Best{text, m->medianUs};
         result.measurements.push_back(*m);
+        compiles.markMeasured();
         result.kernels.emplace(text, std::move(**k));
       }
     }

@@ -49,8 +49,11 @@ struct SearchOptions {
   int cutAfter = 5;        ///< samples before a config may be cut.
   double cutRatio = 1.3;   ///< cut when median > cutRatio x best median.
   unsigned compileThreads = 0; ///< 0: all hardware threads.
-  /// Stop starting new configs after this point (configs already timed
-  /// are kept; the rest are reported as skipped).
+  /// Stop starting new configs after this point once one config has been
+  /// timed (configs already timed are kept; the rest are reported as
+  /// skipped). Soft for the first measurement: until one config is timed,
+  /// configs are tried past it, so a search never ends with none timed
+  /// because the budget ran out.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   /// Progress, after each config: done, total, best config so far (may be
   /// empty) and its median.
@@ -83,7 +86,8 @@ Measurement summarise(llvm::StringRef config, std::vector<double> samples);
 
 /// Times `configs` (the first is the reference for bit identity; put the
 /// default config first). Fails on a bit difference (both configs named)
-/// or when no config could be timed at all.
+/// (keys::BitsDifferError) or when no config could be timed at all
+/// (keys::TuneError: every config failed).
 llvm::Expected<SearchResult> searchConfigs(llvm::ArrayRef<keys::TileConfig> configs,
                                            const CompileConfigFn &compile,
                                            ConfigRunner &runner,

@@ -2,6 +2,8 @@
 
 #include "autotune/TuneDB.h"
 
+#include "keys/Errors.h"
+
 #include "fileio/File.h"
 #include "keys/TileConfig.h"
 
@@ -24,10 +26,6 @@ using namespace bitfold::autotune;
 using nlohmann::json;
 
 namespace {
-
-llvm::Error dbError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 json toJson(const Measurement &m) {
   return json{{"config", m.config},   {"medianUs", m.medianUs},
@@ -53,7 +51,7 @@ llvm::Expected<const json &> member(const json &j, const char *name,
                                     const llvm::Twine &where) {
   auto it = j.find(name);
   if (it == j.end())
-    return dbError(where + ": missing field '" + name + "'");
+    return keys::cacheError(where + ": missing field '" + name + "'");
   return *it;
 }
 
@@ -66,7 +64,7 @@ llvm::Error field(const json &j, const char *name, std::string &out,
   if (!v)
     return v.takeError();
   if (!v->is_string())
-    return dbError(where + ": field '" + name + "' must be a string");
+    return keys::cacheError(where + ": field '" + name + "' must be a string");
   out = v->get<std::string>();
   return llvm::Error::success();
 }
@@ -77,7 +75,8 @@ llvm::Error field(const json &j, const char *name, bool &out,
   if (!v)
     return v.takeError();
   if (!v->is_boolean())
-    return dbError(where + ": field '" + name + "' must be true or false");
+    return keys::cacheError(where + ": field '" + name +
+                            "' must be true or false");
   out = v->get<bool>();
   return llvm::Error::success();
 }
@@ -92,9 +91,9 @@ llvm::Error field(const json &j, const char *name, int &out,
            ? v->get<uint64_t>() > uint64_t(std::numeric_limits<int>::max())
            : v->get<int64_t>() < 0 ||
                  v->get<int64_t>() > std::numeric_limits<int>::max()))
-    return dbError(where + ": field '" + name + "' must be an integer in [0, " +
-                   llvm::Twine(std::numeric_limits<int>::max()) + "], not " +
-                   v->dump());
+    return keys::cacheError(
+        where + ": field '" + name + "' must be an integer in [0, " +
+        llvm::Twine(std::numeric_limits<int>::max()) + "], not " + v->dump());
   out = int(v->get<int64_t>());
   return llvm::Error::success();
 }
@@ -106,8 +105,8 @@ llvm::Error field(const json &j, const char *name, double &out,
     return v.takeError();
   if (!v->is_number() || !std::isfinite(v->get<double>()) ||
       v->get<double>() < 0)
-    return dbError(where + ": field '" + name +
-                   "' must be a finite number >= 0, not " + v->dump());
+    return keys::cacheError(where + ": field '" + name +
+                            "' must be a finite number >= 0, not " + v->dump());
   out = v->get<double>();
   return llvm::Error::success();
 }
@@ -138,8 +137,8 @@ llvm::Expected<Measurement> readMeasurement(const json &jm,
     return std::move(e);
   where += " '" + m.config + "'";
   if (auto c = keys::TileConfig::parse(m.config); !c)
-    return dbError(where + ": not a tile config: " +
-                   llvm::toString(c.takeError()));
+    return keys::cacheError(
+        where + ": not a tile config: " + llvm::toString(c.takeError()));
   for (auto [name, out] : {std::pair{"medianUs", &m.medianUs},
                            {"spreadUs", &m.spreadUs},
                            {"minUs", &m.minUs},
@@ -151,10 +150,11 @@ llvm::Expected<Measurement> readMeasurement(const json &jm,
   if (llvm::Error e = field(jm, "cut", m.cut, where))
     return std::move(e);
   if (m.samples > 0 && !(m.minUs <= m.medianUs && m.medianUs <= m.maxUs))
-    return dbError(llvm::formatv("{0}: needs minUs <= medianUs <= maxUs, "
-                                 "found {1} <= {2} <= {3}",
-                                 where, json(m.minUs).dump(),
-                                 json(m.medianUs).dump(), json(m.maxUs).dump()));
+    return keys::cacheError(
+        llvm::formatv("{0}: needs minUs <= medianUs <= maxUs, "
+                      "found {1} <= {2} <= {3}",
+                      where, json(m.minUs).dump(), json(m.medianUs).dump(),
+                      json(m.maxUs).dump()));
   return m;
 }
 
@@ -172,9 +172,9 @@ bool Measurement::preferredOver(const Measurement &o) const {
   return toJson(*this).dump() < toJson(o).dump();
 }
 
-const Measurement *TuneEntry::winner() const {
+const Measurement *autotune::fastestOf(llvm::ArrayRef<Measurement> ms) {
   const Measurement *best = nullptr;
-  for (const Measurement &m : measurements) {
+  for (const Measurement &m : ms) {
     if (m.cut || m.samples <= 0)
       continue;
     if (!best || m.medianUs < best->medianUs ||
@@ -184,11 +184,18 @@ const Measurement *TuneEntry::winner() const {
   return best;
 }
 
-const Measurement *TuneEntry::find(llvm::StringRef config) const {
-  for (const Measurement &m : measurements)
+const Measurement *autotune::findConfig(llvm::ArrayRef<Measurement> ms,
+                                        llvm::StringRef config) {
+  for (const Measurement &m : ms)
     if (m.config == config)
       return &m;
   return nullptr;
+}
+
+const Measurement *TuneEntry::winner() const { return fastestOf(measurements); }
+
+const Measurement *TuneEntry::find(llvm::StringRef config) const {
+  return findConfig(measurements, config);
 }
 
 // ---- The DB ------------------------------------------------------------------
@@ -230,8 +237,8 @@ llvm::Expected<TuneDB> TuneDB::mergeFiles(llvm::ArrayRef<std::string> inputs,
   for (const std::string &in : inputs) {
     auto db = load(in);
     if (!db)
-      return dbError(llvm::toString(db.takeError()) + "; nothing written to '" +
-                     output + "'");
+      return keys::cacheError(llvm::toString(db.takeError()) +
+                              "; nothing written to '" + output + "'");
     merged.merge(*db);
   }
   if (llvm::Error e = merged.save(output))
@@ -291,33 +298,34 @@ llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
   json root = json::parse(text.begin(), text.end(), duplicateKeyFinder(duplicate),
                           /*allow_exceptions=*/false);
   if (root.is_discarded())
-    return dbError("not valid JSON");
+    return keys::cacheError("not valid JSON");
   // JSON leaves a repeated key's meaning open (nlohmann keeps the last);
   // a DB that says two things about one field is refused, not guessed at.
   if (!duplicate.empty())
-    return dbError("the key \"" + duplicate +
-                   "\" appears twice in one object");
+    return keys::cacheError("the key \"" + duplicate +
+                            "\" appears twice in one object");
   auto format = root.is_object() ? root.find("format") : root.end();
   if (!root.is_object() || format == root.end() || !format->is_string() ||
       *format != "bitfold-tune-db")
-    return dbError("not a bitfold tune DB (\"format\" is not "
-                   "\"bitfold-tune-db\")");
+    return keys::cacheError("not a bitfold tune DB (\"format\" is not "
+                            "\"bitfold-tune-db\")");
   int version = 0;
   if (llvm::Error e = field(root, "version", version, "tune DB"))
     return std::move(e);
   if (version != kTuneDBFormat)
-    return dbError(llvm::formatv("tune DB format version {0}, this bitfold "
-                                 "reads version {1}",
-                                 version, kTuneDBFormat));
+    return keys::cacheError(
+        llvm::formatv("tune DB format version {0}, this bitfold "
+                      "reads version {1}",
+                      version, kTuneDBFormat));
   auto entriesIt = root.find("entries");
   if (entriesIt == root.end() || !entriesIt->is_array())
-    return dbError("tune DB: 'entries' must be a list");
+    return keys::cacheError("tune DB: 'entries' must be a list");
   TuneDB db;
   size_t index = 0;
   for (const json &je : *entriesIt) {
     std::string where = llvm::formatv("entry {0}", index++);
     if (!je.is_object() || !je.contains("key") || !je["key"].is_object())
-      return dbError(where + ": needs an object 'key'");
+      return keys::cacheError(where + ": needs an object 'key'");
     const json &jk = je["key"];
     TuneKey k;
     std::string defaultConfig;
@@ -338,13 +346,13 @@ llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
         return std::move(e);
       if (!defaultConfig.empty())
         if (auto c = keys::TileConfig::parse(defaultConfig); !c)
-          return dbError(where + ": defaultConfig '" + defaultConfig +
-                         "' is not a tile config: " +
-                         llvm::toString(c.takeError()));
+          return keys::cacheError(
+              where + ": defaultConfig '" + defaultConfig +
+              "' is not a tile config: " + llvm::toString(c.takeError()));
     }
     std::vector<Measurement> ms;
     if (!je.contains("measurements") || !je["measurements"].is_array())
-      return dbError(where + ": 'measurements' must be a list");
+      return keys::cacheError(where + ": 'measurements' must be a list");
     for (const json &jm : je["measurements"]) {
       auto m = readMeasurement(jm, where + " measurement");
       if (!m)
@@ -359,11 +367,11 @@ llvm::Expected<TuneDB> TuneDB::fromJsonText(llvm::StringRef text) {
 llvm::Expected<TuneDB> TuneDB::load(llvm::StringRef path) {
   auto text = fileio::readBoundedFile(path, fileio::kMaxTuneDbBytes, "tune DB");
   if (!text)
-    return dbError(llvm::toString(text.takeError()));
+    return keys::cacheError(llvm::toString(text.takeError()));
   auto db = fromJsonText(*text);
   if (!db)
-    return dbError("tune DB '" + path +
-                   "': " + llvm::toString(db.takeError()));
+    return keys::cacheError("tune DB '" + path +
+                            "': " + llvm::toString(db.takeError()));
   return db;
 }
 
@@ -378,10 +386,10 @@ llvm::Error TuneDB::save(llvm::StringRef path) const {
   llvm::sys::path::remove_filename(dir);
   if (!dir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-      return dbError("cannot create '" + dir + "': " + ec.message());
+      return keys::cacheError("cannot create '" + dir + "': " + ec.message());
   // A temp name of its own per save: threads of one process (two policies,
   // or a policy's worker and a synchronous tune) may save one file at once.
   if (llvm::Error e = fileio::writeFileAtomically(path, toJsonText(), "tune DB"))
-    return dbError(llvm::toString(std::move(e)));
+    return keys::cacheError(llvm::toString(std::move(e)));
   return llvm::Error::success();
 }

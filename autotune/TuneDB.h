@@ -59,6 +59,25 @@ struct Measurement {
   bool preferredOver(const Measurement &other) const;
 };
 
+/// The fastest fully timed measurement (not cut), ties by config text;
+/// null when nothing was fully timed.
+const Measurement *fastestOf(llvm::ArrayRef<Measurement> measurements);
+/// The measurement of `config`; null when there is none.
+const Measurement *findConfig(llvm::ArrayRef<Measurement> measurements,
+                              llvm::StringRef config);
+
+/// What one tune of a key produced: every timed config, and the default's
+/// text (autotune/TuneShape.h).
+struct TuneOutcome {
+  std::string defaultConfig;
+  std::vector<Measurement> measurements;
+
+  const Measurement *winner() const { return fastestOf(measurements); }
+  const Measurement *find(llvm::StringRef config) const {
+    return findConfig(measurements, config);
+  }
+};
+
 struct TuneEntry {
   TuneKey key;
   std::string defaultConfig; ///< the heuristic default (for speed-up).
@@ -94,6 +113,9 @@ public:
   /// recorded when non-empty.
   void record(const TuneKey &key, llvm::StringRef defaultConfig,
               llvm::ArrayRef<Measurement> measurements);
+  void record(const TuneKey &key, const TuneOutcome &outcome) {
+    record(key, outcome.defaultConfig, outcome.measurements);
+  }
   /// Merges `other` into this DB (deterministic, see above).
   void merge(const TuneDB &other);
   /// `bitfold tune merge`: loads every input strictly (types and ranges;

@@ -2,6 +2,8 @@
 
 #include "autotune/TuneTasks.h"
 
+#include "keys/Errors.h"
+
 #include "fileio/File.h"
 #include "templates/UserKernels.h"
 
@@ -15,10 +17,6 @@ using namespace bitfold::autotune;
 using nlohmann::json;
 
 namespace {
-
-llvm::Error taskError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 } // namespace
 
@@ -38,21 +36,21 @@ llvm::Expected<std::vector<ShapeRequest>>
 autotune::parseShapesFile(llvm::StringRef text) {
   json root = json::parse(text.begin(), text.end(), nullptr, false);
   if (root.is_discarded())
-    return taskError("shapes file: not valid JSON");
+    return keys::usageError("shapes file: not valid JSON");
   if (!root.is_array())
-    return taskError("shapes file: expected a list of {\"template\", "
-                     "\"shape\", \"params\"} objects");
+    return keys::usageError("shapes file: expected a list of {\"template\", "
+                            "\"shape\", \"params\"} objects");
   std::vector<ShapeRequest> out;
   for (size_t i = 0; i < root.size(); ++i) {
     const json &j = root[i];
     std::string where = llvm::formatv("shapes file item {0}", i);
     if (!j.is_object())
-      return taskError(where + ": expected an object");
+      return keys::usageError(where + ": expected an object");
     ShapeRequest r;
     auto str = [&](const char *name, std::string &dst) -> llvm::Error {
       auto it = j.find(name);
       if (it == j.end() || !it->is_string())
-        return taskError(where + ": '" + name + "' must be a string");
+        return keys::usageError(where + ": '" + name + "' must be a string");
       dst = it->get<std::string>();
       return llvm::Error::success();
     };
@@ -67,11 +65,11 @@ autotune::parseShapesFile(llvm::StringRef text) {
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "template" && it.key() != "program" &&
           it.key() != "shape" && it.key() != "params")
-        return taskError(where + ": unknown key '" + it.key() +
-                         "' (template or program, shape, params)");
+        return keys::usageError(where + ": unknown key '" + it.key() +
+                                "' (template or program, shape, params)");
     if (auto p = j.find("params"); p != j.end()) {
       if (!p->is_object())
-        return taskError(where + ": 'params' must be an object");
+        return keys::usageError(where + ": 'params' must be an object");
       for (auto it = p->begin(); it != p->end(); ++it) {
         const json &v = it.value();
         std::string value;
@@ -82,8 +80,8 @@ autotune::parseShapesFile(llvm::StringRef text) {
         else if (v.is_number_integer())
           value = std::to_string(v.get<int64_t>());
         else
-          return taskError(where + ": param '" + it.key() +
-                           "' must be a string, integer or boolean");
+          return keys::usageError(where + ": param '" + it.key() +
+                                  "' must be a string, integer or boolean");
         r.params[it.key()] = value;
       }
     }
@@ -97,10 +95,10 @@ autotune::loadShapesFile(llvm::StringRef path) {
   auto text = fileio::readBoundedFile(path, fileio::kMaxShapesFileBytes,
                                      "shapes file");
   if (!text)
-    return taskError(llvm::toString(text.takeError()));
+    return keys::usageError(llvm::toString(text.takeError()));
   auto r = parseShapesFile(*text);
   if (!r)
-    return taskError(path + ": " + llvm::toString(r.takeError()));
+    return keys::usageError(path + ": " + llvm::toString(r.takeError()));
   for (ShapeRequest &req : *r) {
     if (req.program.empty())
       continue;
@@ -111,7 +109,7 @@ autotune::loadShapesFile(llvm::StringRef path) {
     }
     auto desc = templates::addUserKernelFile(file);
     if (!desc)
-      return taskError(path + ": " + llvm::toString(desc.takeError()));
+      return keys::usageError(path + ": " + llvm::toString(desc.takeError()));
     req.templateName = (*desc)->name;
   }
   return r;
@@ -138,7 +136,8 @@ llvm::Expected<Shard> Shard::parse(llvm::StringRef text) {
   Shard s;
   if (a.getAsInteger(10, s.index) || b.getAsInteger(10, s.count) ||
       s.count == 0 || s.index >= s.count)
-    return taskError("--shard '" + text + "': expected i/n with 0 <= i < n");
+    return keys::usageError("--shard '" + text +
+                            "': expected i/n with 0 <= i < n");
   return s;
 }
 
@@ -169,7 +168,7 @@ llvm::Expected<std::vector<ReportRow>>
 autotune::parseReportRowsJson(llvm::StringRef text) {
   json root = json::parse(text.begin(), text.end(), nullptr, false);
   if (root.is_discarded() || !root.is_array())
-    return taskError("report part: expected a JSON list");
+    return keys::usageError("report part: expected a JSON list");
   std::vector<ReportRow> rows;
   try {
     for (const json &j : root) {
@@ -188,7 +187,7 @@ autotune::parseReportRowsJson(llvm::StringRef text) {
       rows.push_back(std::move(r));
     }
   } catch (const json::exception &e) {
-    return taskError(llvm::Twine("report part: ") + e.what());
+    return keys::usageError(llvm::Twine("report part: ") + e.what());
   }
   return rows;
 }

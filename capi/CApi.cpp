@@ -52,7 +52,7 @@ bitfold_status failWith(bitfold_status code, const std::string &msg) {
 
 bitfold_status fail(llvm::Error e) {
   std::string msg;
-  bitfold_status code = takeStatus(std::move(e), msg);
+  bitfold_status code = takeCStatus(std::move(e), msg);
   lastError = msg;
   return code;
 }
@@ -95,6 +95,33 @@ Kernel *bitfold::runtime::unwrapKernel(bitfold_kernel *kernel) {
   return kernel ? kernel->kernel : nullptr;
 }
 
+bitfold_status bitfold::runtime::statusFor(keys::ErrorKind kind) {
+  switch (kind) {
+  case keys::ErrorKind::Usage:
+    return BITFOLD_ERROR_INVALID_ARGUMENT;
+  case keys::ErrorKind::Compile:
+    return BITFOLD_ERROR_COMPILE;
+  case keys::ErrorKind::Driver:
+    return BITFOLD_ERROR_CUDA;
+  case keys::ErrorKind::BitsDiffer: // a codegen bug
+  case keys::ErrorKind::Cache:
+  case keys::ErrorKind::Tune:
+    return BITFOLD_ERROR_INTERNAL;
+  }
+  return BITFOLD_ERROR_INTERNAL;
+}
+
+bitfold_status bitfold::runtime::takeCStatus(llvm::Error e,
+                                             std::string &message) {
+  // A typed kind takes its status from the map; the runtime's own errors
+  // keep the code they carry.
+  e = llvm::handleErrors(std::move(e),
+                         [](keys::BitfoldError &b) -> llvm::Error {
+                           return runtimeError(statusFor(b.kind()), b.message);
+                         });
+  return takeStatus(std::move(e), message);
+}
+
 bitfold_status bitfold::runtime::reportError(bitfold_status code,
                                              const char *message) {
   return guarded("reportError", [&] { return failWith(code, message); });
@@ -126,16 +153,24 @@ BITFOLD_API const char *bitfold_last_error(void) { return lastError.c_str(); }
 
 BITFOLD_API const char *bitfold_version(void) { return BITFOLD_VERSION; }
 
-BITFOLD_API int bitfold_num_templates(void) {
+BITFOLD_API int bitfold_num_registered_kernels(void) {
   return int(templates::Registry::global().all().size());
 }
 
-BITFOLD_API const char *bitfold_template_name(int i) {
+BITFOLD_API const char *bitfold_registered_kernel_name(int i) {
   // Descriptors live as long as the process: the name stays valid.
   auto all = templates::Registry::global().all();
   if (i < 0 || size_t(i) >= all.size())
     return nullptr;
   return all[size_t(i)]->name.c_str();
+}
+
+// The 0.1 names, kept for the ABI (runtime/bitfold.h, "Old names").
+BITFOLD_API int bitfold_num_templates(void) {
+  return bitfold_num_registered_kernels();
+}
+BITFOLD_API const char *bitfold_template_name(int i) {
+  return bitfold_registered_kernel_name(i);
 }
 
 BITFOLD_API void bitfold_runtime_options_init(bitfold_runtime_options *o) {
@@ -241,19 +276,22 @@ BITFOLD_API void bitfold_runtime_destroy(bitfold_runtime *runtime) {
   }
 }
 
-BITFOLD_API bitfold_status bitfold_template(bitfold_runtime *runtime,
-                                            const char *name,
-                                            const char *params,
-                                            bitfold_kernel **out) {
-  return guarded("bitfold_template", [&] {
+namespace {
+
+/// bitfold_kernel_from_registry under the entry point name `fn` (its
+/// messages name the function the caller called).
+bitfold_status kernelFromRegistry(const char *fn, bitfold_runtime *runtime,
+                                  const char *name, const char *params,
+                                  bitfold_kernel **out) {
+  return guarded(fn, [&] {
     if (out)
       *out = nullptr;
     if (!runtime)
-      return nullArg("bitfold_template", "runtime");
+      return nullArg(fn, "runtime");
     if (!name)
-      return nullArg("bitfold_template", "name");
+      return nullArg(fn, "name");
     if (!out)
-      return nullArg("bitfold_template", "out");
+      return nullArg(fn, "out");
     auto k = runtime->rt->findKernel(name, params ? params : "");
     if (!k)
       return fail(k.takeError());
@@ -278,6 +316,22 @@ BITFOLD_API bitfold_status bitfold_template(bitfold_runtime *runtime,
     *out = h.get();
     return succeed();
   });
+}
+
+} // namespace
+
+BITFOLD_API bitfold_status
+bitfold_kernel_from_registry(bitfold_runtime *runtime, const char *name,
+                             const char *params, bitfold_kernel **out) {
+  return kernelFromRegistry("bitfold_kernel_from_registry", runtime, name,
+                            params, out);
+}
+
+BITFOLD_API bitfold_status bitfold_template(bitfold_runtime *runtime,
+                                            const char *name,
+                                            const char *params,
+                                            bitfold_kernel **out) {
+  return kernelFromRegistry("bitfold_template", runtime, name, params, out);
 }
 
 BITFOLD_API int bitfold_kernel_num_tensors(const bitfold_kernel *k) {

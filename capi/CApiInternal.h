@@ -9,7 +9,12 @@
 
 #include "runtime/bitfold.h"
 
+#include "keys/Errors.h"
+
+#include "llvm/Support/Error.h"
+
 #include <memory>
+#include <string>
 
 namespace bitfold::runtime {
 
@@ -20,6 +25,15 @@ class Kernel;
 bitfold_runtime *wrapRuntime(std::unique_ptr<Runtime> runtime);
 Runtime *unwrapRuntime(bitfold_runtime *runtime);
 Kernel *unwrapKernel(bitfold_kernel *kernel);
+
+/// The C status of an error kind (keys/Errors.h), the C API's one map:
+/// usage -> INVALID_ARGUMENT, compile -> COMPILE, driver -> CUDA, bits
+/// differ / cache / tune -> INTERNAL.
+bitfold_status statusFor(keys::ErrorKind kind);
+/// Consumes `e`: statusFor its first typed error, else the code of a
+/// RuntimeError (runtime/Status.h), else INTERNAL; its message goes to
+/// `message`. Every entry point's failure goes through it.
+bitfold_status takeCStatus(llvm::Error e, std::string &message);
 
 /// Sets the calling thread's bitfold_last_error() and returns `code`, for C
 /// entry points defined outside CApi.cpp.

@@ -1,9 +1,9 @@
 //===- capi/CApiSource.cpp - Kernels from program text -----------------===//
 //
 // bitfold_kernel_from_source: the program becomes a registry entry
-// (templates/UserKernels.h), then bitfold_template looks it up by name, so
-// a user kernel gets the same handle, specialisation and caches as a stock
-// one.
+// (templates/UserKernels.h), then bitfold_kernel_from_registry looks it up by
+// name, so a user kernel gets the same handle, specialisation and caches as a
+// stock one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +32,7 @@ BITFOLD_API bitfold_status bitfold_kernel_from_source(bitfold_runtime *runtime,
         (std::string("bitfold_kernel_from_source: ") + missing + " is NULL")
             .c_str());
   std::string name, error;
-  try { // nothing may cross the C ABI (bitfold_template guards itself)
+  try { // nothing may cross the C ABI (the registry lookup guards itself)
     auto desc = templates::addUserKernelText(llvm::StringRef(text, length),
                                              "<source>");
     if (desc)
@@ -49,7 +49,7 @@ BITFOLD_API bitfold_status bitfold_kernel_from_source(bitfold_runtime *runtime,
   }
   if (!error.empty())
     return runtime::reportError(BITFOLD_ERROR_INVALID_ARGUMENT, error.c_str());
-  return bitfold_template(runtime, name.c_str(), "", out);
+  return bitfold_kernel_from_registry(runtime, name.c_str(), "", out);
 }
 
 } // extern "C"

@@ -3,6 +3,8 @@
 #include "cuda/Driver.h"
 #include "cuda/PerDevice.h"
 
+#include "keys/Errors.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
 #include <dlfcn.h>
@@ -12,16 +14,13 @@
 #include <mutex>
 
 using namespace bitfold::cuda;
+using bitfold::keys::driverError;
 
 namespace {
 
 /// ABI version asked of cuGetProcAddress: every pointer type in DriverApi
 /// is the newest ABI of its function at or below CUDA 12.0.
 constexpr int kApiVersion = 12000;
-
-llvm::Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 struct LoadedDriver {
   DriverApi api;
@@ -184,9 +183,10 @@ llvm::Expected<CUdevice> deviceHandle(const DriverApi &api, int ordinal) {
                                 "cuDeviceGetCount"))
     return std::move(e);
   if (ordinal < 0 || ordinal >= count)
-    return makeError(llvm::formatv("device cuda:{0} does not exist (the driver "
-                                   "sees {1} device(s))",
-                                   ordinal, count));
+    return driverError(
+        llvm::formatv("device cuda:{0} does not exist (the driver "
+                      "sees {1} device(s))",
+                      ordinal, count));
   CUdevice dev = 0;
   if (llvm::Error e = checkCuda(api.cuDeviceGet(&dev, ordinal),
                                 llvm::formatv("cuDeviceGet({0})", ordinal)))
@@ -199,7 +199,7 @@ llvm::Expected<CUdevice> deviceHandle(const DriverApi &api, int ordinal) {
 llvm::Expected<const DriverApi &> bitfold::cuda::driver() {
   const LoadedDriver &d = loaded();
   if (!d.error.empty())
-    return makeError(d.error);
+    return driverError(d.error);
   return d.api;
 }
 
@@ -214,8 +214,8 @@ llvm::Error bitfold::cuda::checkCuda(CUresult result,
     d.api.cuGetErrorString(result, &desc);
   }
   if (!name)
-    return makeError(what + ": CUresult " + llvm::Twine(int(result)));
-  return makeError(what + ": " + name + " (" + (desc ? desc : "") + ")");
+    return driverError(what + ": CUresult " + llvm::Twine(int(result)));
+  return driverError(what + ": " + name + " (" + (desc ? desc : "") + ")");
 }
 
 std::string DeviceInfo::arch() const {
@@ -285,7 +285,7 @@ llvm::Expected<std::string> probeArch(int ordinal) {
   if (major * 10 + minor < kMinComputeCapability) {
     char name[256] = {0};
     api->cuDeviceGetName(name, sizeof(name) - 1, *dev);
-    return makeError(llvm::formatv(
+    return driverError(llvm::formatv(
         "device cuda:{0} ('{1}') has compute capability {2}.{3}; bitfold "
         "needs {4}.{5} (sm_{6}) or newer",
         ordinal, name, major, minor, kMinComputeCapability / 10,
@@ -382,9 +382,9 @@ llvm::Expected<Module> Module::load(llvm::ArrayRef<char> image) {
   if (llvm::Error e = checkCuda(api->cuCtxGetCurrent(&m.ctx), "cuCtxGetCurrent"))
     return std::move(e);
   if (!m.ctx)
-    return makeError("cannot load a module: no CUDA context is current");
+    return driverError("cannot load a module: no CUDA context is current");
   if (image.empty())
-    return makeError("cannot load a module: the image is empty");
+    return driverError("cannot load a module: the image is empty");
   if (llvm::Error e = checkCuda(api->cuModuleLoadData(&m.mod, image.data()),
                                 llvm::formatv("cuModuleLoadData ({0} bytes)",
                                               image.size())))
@@ -529,9 +529,9 @@ DeviceBuffer::~DeviceBuffer() {
 llvm::Error DeviceBuffer::copyFromHost(const void *src, size_t n,
                                        size_t offset) {
   if (offset + n > bytes)
-    return makeError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
-                                   "a {2}-byte device buffer",
-                                   n, offset, bytes));
+    return driverError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
+                                     "a {2}-byte device buffer",
+                                     n, offset, bytes));
   if (n == 0)
     return llvm::Error::success();
   return checkCuda(loaded().api.cuMemcpyHtoD(dptr + offset, src, n),
@@ -540,9 +540,9 @@ llvm::Error DeviceBuffer::copyFromHost(const void *src, size_t n,
 
 llvm::Error DeviceBuffer::copyToHost(void *dst, size_t n, size_t offset) const {
   if (offset + n > bytes)
-    return makeError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
-                                   "a {2}-byte device buffer",
-                                   n, offset, bytes));
+    return driverError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
+                                     "a {2}-byte device buffer",
+                                     n, offset, bytes));
   if (n == 0)
     return llvm::Error::success();
   return checkCuda(loaded().api.cuMemcpyDtoH(dst, dptr + offset, n),
@@ -569,9 +569,9 @@ bitfold::cuda::linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch,
     bool accelerated = digits.consume_back("a");
     if (!digits.consume_front("sm_") || digits.getAsInteger(10, target) ||
         target <= 0)
-      return makeError(llvm::formatv("linkPtxWithDriver: bad arch '{0}' "
-                                     "(expected sm_XY or sm_XYa)",
-                                     arch));
+      return driverError(llvm::formatv("linkPtxWithDriver: bad arch '{0}' "
+                                       "(expected sm_XY or sm_XYa)",
+                                       arch));
     if (accelerated)
       target += CU_COMPUTE_ACCELERATED_TARGET_BASE;
   }
@@ -602,7 +602,7 @@ bitfold::cuda::linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch,
     api->cuLinkDestroy(state);
     if (log.empty())
       return e;
-    return makeError(llvm::toString(std::move(e)) + "\n" + log);
+    return driverError(llvm::toString(std::move(e)) + "\n" + log);
   };
   std::string text = ptx.str(); // NUL-terminated, as the driver wants.
   if (llvm::Error e = checkCuda(

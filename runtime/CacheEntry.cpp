@@ -188,7 +188,7 @@ public:
   }
   llvm::Error take() {
     return problem.empty() ? llvm::Error::success()
-                           : makeError("inconsistent metadata: " + problem);
+                           : cacheError("inconsistent metadata: " + problem);
   }
   /// Problems of nested readers end up here.
   void absorb(MetaReader &inner) {
@@ -239,16 +239,16 @@ int ptxParamCount(llvm::StringRef ptx, llvm::StringRef name) {
 /// PTX entry's parameter count equal to the ABI's.
 llvm::Error checkKernelConsistency(const codegen::CompiledKernel &k) {
   if (k.config.ctaThreads() > kMaxCtaThreads)
-    return makeError(llvm::formatv("inconsistent metadata: {0} rows x {1} "
-                                   "threads per CTA exceeds {2}",
-                                   k.config.rowsPerCta, k.config.threadsPerRow,
-                                   kMaxCtaThreads));
+    return cacheError(llvm::formatv("inconsistent metadata: {0} rows x {1} "
+                                    "threads per CTA exceeds {2}",
+                                    k.config.rowsPerCta, k.config.threadsPerRow,
+                                    kMaxCtaThreads));
   int params = ptxParamCount(k.ptx, k.entryName);
   if (params < 0 && llvm::StringRef(k.ptx).contains(".entry "))
-    return makeError("inconsistent metadata: the PTX has no entry '" +
-                     k.entryName + "'");
+    return cacheError("inconsistent metadata: the PTX has no entry '" +
+                      k.entryName + "'");
   if (params >= 0 && size_t(params) != k.abi.paramCount())
-    return makeError(llvm::formatv(
+    return cacheError(llvm::formatv(
         "inconsistent metadata: the PTX entry takes {0} parameters, the ABI "
         "({1} groups, {2} operands, {3} dims, {4} scalars) says {5}",
         params, k.abi.numGroups, k.abi.numOperands, k.abi.numDims,
@@ -270,19 +270,20 @@ llvm::Error checkMetaMirrorsKey(const json &meta, llvm::StringRef keyText) {
   for (auto [field, label] : mirrored) {
     auto it = meta.find(field);
     if (it == meta.end() || !it->is_string())
-      return makeError(llvm::formatv("metadata field '{0}' is missing", field));
+      return cacheError(
+          llvm::formatv("metadata field '{0}' is missing", field));
     std::string line = std::string(label) + ": " + it->get<std::string>();
     if (!llvm::is_contained(lines, line))
-      return makeError(llvm::formatv("metadata field '{0}' disagrees with the "
-                                     "key it is stored under",
-                                     field));
+      return cacheError(llvm::formatv("metadata field '{0}' disagrees with the "
+                                      "key it is stored under",
+                                      field));
   }
   auto hash = meta.find("keyHash");
   if (hash == meta.end() || !hash->is_string() ||
       *hash != llvm::toHex(llvm::SHA256::hash(
                                llvm::arrayRefFromStringRef(keyText)),
                            /*LowerCase=*/true))
-    return makeError("metadata field 'keyHash' is not the hash of its key");
+    return cacheError("metadata field 'keyHash' is not the hash of its key");
   return llvm::Error::success();
 }
 
@@ -290,7 +291,7 @@ llvm::Error checkMetaMirrorsKey(const json &meta, llvm::StringRef keyText) {
 llvm::Error decodeMeta(CacheEntry &e) {
   json meta = json::parse(e.metaJson, nullptr, /*allow_exceptions=*/false);
   if (meta.is_discarded() || !meta.is_object())
-    return makeError("metadata is not valid JSON");
+    return cacheError("metadata is not valid JSON");
   MetaReader m(meta);
   codegen::CompiledKernel &k = e.kernel;
   e.keyText = m.str("key");
@@ -315,7 +316,8 @@ llvm::Error decodeMeta(CacheEntry &e) {
   if (auto t = meta.find("stageTimes"); t != meta.end() && t->is_array())
     for (const json &st : *t) {
       if (!st.is_object())
-        return makeError("inconsistent metadata: a stage time is not an object");
+        return cacheError(
+            "inconsistent metadata: a stage time is not an object");
       MetaReader sr(st, "stageTimes.");
       k.times.push_back({sr.str("stage"), sr.number("ms")});
       m.absorb(sr);
@@ -323,11 +325,11 @@ llvm::Error decodeMeta(CacheEntry &e) {
   if (llvm::Error err = m.take())
     return err;
   if (e.keyText.empty())
-    return makeError("metadata has no key");
+    return cacheError("metadata has no key");
   if (llvm::Error err = checkMetaMirrorsKey(meta, e.keyText))
     return err;
   if (k.entryName.empty())
-    return makeError("metadata has no kernel entry name");
+    return cacheError("metadata has no kernel entry name");
   return checkKernelConsistency(k);
 }
 
@@ -383,38 +385,38 @@ std::string bitfold::runtime::encodeEntry(const CacheKey &key,
 llvm::Expected<CacheEntry> bitfold::runtime::decodeEntry(llvm::StringRef bytes) {
   auto [line1, rest1] = bytes.split('\n');
   if (line1.size() == bytes.size())
-    return makeError("truncated: no header line");
+    return cacheError("truncated: no header line");
   llvm::StringRef magic, ver;
   std::tie(magic, ver) = line1.split(' ');
   if (magic != kMagic)
-    return makeError("not a bitfold kernel entry (bad magic)");
+    return cacheError("not a bitfold kernel entry (bad magic)");
   int format = 0;
   if (ver.getAsInteger(10, format))
-    return makeError("bad format version '" + ver + "'");
+    return cacheError("bad format version '" + ver + "'");
   if (format != kCacheFormat)
-    return makeError(llvm::formatv("written in entry format {0}; this bitfold "
-                                   "reads format {1}",
-                                   format, kCacheFormat));
+    return cacheError(llvm::formatv("written in entry format {0}; this bitfold "
+                                    "reads format {1}",
+                                    format, kCacheFormat));
   auto [line2, payload] = rest1.split('\n');
   if (line2.size() == rest1.size())
-    return makeError("truncated: no size line");
+    return cacheError("truncated: no size line");
   llvm::SmallVector<llvm::StringRef, 4> f;
   line2.split(f, ' ');
   uint64_t metaLen = 0, ptxLen = 0, cubinLen = 0, sum = 0;
   if (f.size() != 4 || f[0].getAsInteger(10, metaLen) ||
       f[1].getAsInteger(10, ptxLen) || f[2].getAsInteger(10, cubinLen) ||
       f[3].getAsInteger(16, sum))
-    return makeError("bad size line '" + line2 + "'");
+    return cacheError("bad size line '" + line2 + "'");
   uint64_t want = metaLen + ptxLen + cubinLen;
   if (payload.size() != want)
-    return makeError(llvm::formatv("truncated: payload is {0} bytes, the "
-                                   "header says {1}",
-                                   payload.size(), want));
+    return cacheError(llvm::formatv("truncated: payload is {0} bytes, the "
+                                    "header says {1}",
+                                    payload.size(), want));
   uint64_t actual = llvm::xxh3_64bits(payload);
   if (actual != sum)
-    return makeError(llvm::formatv("checksum mismatch: stored {0}, computed "
-                                   "{1} (the file is corrupt)",
-                                   hexOf(sum), hexOf(actual)));
+    return cacheError(llvm::formatv("checksum mismatch: stored {0}, computed "
+                                    "{1} (the file is corrupt)",
+                                    hexOf(sum), hexOf(actual)));
   CacheEntry e;
   e.metaJson = payload.take_front(metaLen).str();
   e.kernel.ptx = payload.substr(metaLen, ptxLen).str();
@@ -431,8 +433,8 @@ bitfold::runtime::readEntryFile(llvm::StringRef path, uint64_t maxBytes) {
   ReadStatus s = readRegularFile(path.str(), maxBytes, bytes, problem);
   if (s == ReadStatus::Found)
     return bytes;
-  return makeError("cannot read '" + path + "': " +
-                   (problem.empty() ? "it does not exist or cannot be opened"
-                                    : problem));
+  return cacheError(
+      "cannot read '" + path + "': " +
+      (problem.empty() ? "it does not exist or cannot be opened" : problem));
 }
 

@@ -10,6 +10,8 @@
 
 #include "runtime/KernelCache.h"
 
+#include "keys/Errors.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
@@ -19,9 +21,8 @@
 
 namespace bitfold::runtime::cachefs {
 
-inline llvm::Error makeError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
+/// Entry, lock and maintenance failures are keys::CacheErrors.
+using keys::cacheError;
 
 /// Milliseconds on the steady clock.
 double nowMs();

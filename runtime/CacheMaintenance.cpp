@@ -152,9 +152,9 @@ llvm::Error removeAll(llvm::ArrayRef<const LayoutFile *> files,
   }
   if (!failed)
     return llvm::Error::success();
-  return makeError(llvm::formatv("{0} ({1} file(s) could not be removed; {2} "
-                                 "removed)",
-                                 first, failed, result.filesRemoved));
+  return cacheError(llvm::formatv("{0} ({1} file(s) could not be removed; {2} "
+                                  "removed)",
+                                  first, failed, result.filesRemoved));
 }
 
 } // namespace
@@ -209,7 +209,7 @@ bitfold::runtime::clearCacheDir(llvm::StringRef dir) {
   for (const std::string &folder : w.folders)
     ::rmdir(folder.c_str()); // fails, harmlessly, unless empty
   if (!w.problems.empty() && !e)
-    e = makeError(w.problems.front());
+    e = cacheError(w.problems.front());
   if (e)
     return std::move(e);
   return result;
@@ -241,6 +241,6 @@ bitfold::runtime::pruneCacheDir(llvm::StringRef dir, uint64_t maxBytes) {
   if (llvm::Error e = removeAll(victims, result))
     return std::move(e);
   if (!w.problems.empty())
-    return makeError(w.problems.front());
+    return cacheError(w.problems.front());
   return result;
 }

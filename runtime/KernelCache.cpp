@@ -144,7 +144,7 @@ KernelCache::getOrCompile(const CacheKey &key, const CompileFn &compile,
     return slot->kernel;
   }
   if (slot->state == Slot::Failed)
-    return makeError(slot->error);
+    return keys::compileError(slot->error);
   slot->state = Slot::Busy;
   lock.unlock();
 
@@ -160,7 +160,7 @@ KernelCache::getOrCompile(const CacheKey &key, const CompileFn &compile,
   }
   slot->cv.notify_all();
   if (slot->state == Slot::Failed)
-    return makeError(slot->error);
+    return keys::compileError(slot->error);
   return slot->kernel;
 }
 
@@ -172,9 +172,9 @@ KernelCache::compileNow(const CacheKey &key, const CompileFn &compile,
   *ms = nowMs() - t0;
   if (!k) {
     ++counters.compileFailures;
-    return makeError("compiling " + key.kernelName + " (shape " + key.shape +
-                     ", config " + key.config + ", " + key.arch +
-                     "): " + llvm::toString(k.takeError()));
+    return keys::compileError("compiling " + key.kernelName + " (shape " +
+                              key.shape + ", config " + key.config + ", " +
+                              key.arch + "): " + llvm::toString(k.takeError()));
   }
   ++counters.compiles;
   return std::make_shared<const codegen::CompiledKernel>(std::move(*k));

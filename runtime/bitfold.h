@@ -1,6 +1,6 @@
 /*===- bitfold.h - bitfold's C API ---------------------------------------===*
  *
- * Stable C ABI of libbitfold.so: look up a kernel template, launch it on
+ * Stable C ABI of libbitfold.so: look up a registered kernel, launch it on
  * DLPack tensors (DLTensor) on the caller's CUDA stream. Kernels are JIT
  * compiled for the shape class they meet (column count, alignments, 32- or
  * 64-bit indexing), cached in memory and on disk, and launched through the
@@ -39,7 +39,7 @@ typedef enum bitfold_status {
   /** A NULL handle or pointer, malformed parameter text, or the wrong
    *  number of tensors or scalars. */
   BITFOLD_ERROR_INVALID_ARGUMENT = 1,
-  /** No template of that name. */
+  /** No registered kernel of that name. */
   BITFOLD_ERROR_UNKNOWN_TEMPLATE = 2,
   /** A tensor's dtype is not the one its operand needs. */
   BITFOLD_ERROR_DTYPE = 3,
@@ -81,9 +81,10 @@ BITFOLD_API const char *bitfold_last_error(void);
 /** The library's version, e.g. "0.1.0". */
 BITFOLD_API const char *bitfold_version(void);
 
-/** Names of the kernel templates, i in [0, bitfold_num_templates()). */
-BITFOLD_API int bitfold_num_templates(void);
-BITFOLD_API const char *bitfold_template_name(int i);
+/** Names of the registered (stock and user) kernels, i in
+ *  [0, bitfold_num_registered_kernels()); NULL outside. */
+BITFOLD_API int bitfold_num_registered_kernels(void);
+BITFOLD_API const char *bitfold_registered_kernel_name(int i);
 
 typedef struct bitfold_runtime bitfold_runtime;
 typedef struct bitfold_kernel bitfold_kernel;
@@ -197,27 +198,26 @@ bitfold_runtime_set_async_compile(bitfold_runtime *runtime, int on);
  *  no-op. Launched work is not waited for: synchronise first. */
 BITFOLD_API void bitfold_runtime_destroy(bitfold_runtime *runtime);
 
-/** Looks up a template by name, with its parameters as text
+/** Looks up a registered kernel by name, with its parameters as text
  *  ("key=value" separated by spaces or commas; NULL or "" = defaults):
- *    dtype=bf16|f16|f32          all templates (default bf16)
+ *    dtype=bf16|f16|f32          all stock kernels (default bf16)
  *    bias_dtype=bf16|f16|f32     conv_bias (default: dtype)
  *    residual=0|1                conv_bias (default 0)
  *    gate=full|per_batch|global  residual_gate (default full)
  *  The kernel is owned by the runtime (valid until it is destroyed); the
  *  same name and parameters give the same kernel. */
-BITFOLD_API bitfold_status bitfold_template(bitfold_runtime *runtime,
-                                            const char *name,
-                                            const char *params,
-                                            bitfold_kernel **out);
+BITFOLD_API bitfold_status
+bitfold_kernel_from_registry(bitfold_runtime *runtime, const char *name,
+                             const char *params, bitfold_kernel **out);
 
 /** Creates a kernel from a program in the kernel text format
  *  (docs/kernel-format.md), `length` bytes of `text` (no NUL needed). The
  *  program is parsed, verified and registered under its name as a user
- *  kernel; the kernel then launches exactly like a template's (per-shape
+ *  kernel; the kernel then launches exactly like a stock kernel (per-shape
  *  specialisation, memory and disk caches, tune DB) and takes no
  *  parameters. Errors (BITFOLD_ERROR_INVALID_ARGUMENT): a malformed text
  *  ("line:column: expected X, found Y"), a program the verifier rejects
- *  (its message names the node), a name that is a stock template's, or a
+ *  (its message names the node), a name that is a stock kernel's, or a
  *  different program under a name already registered (the same program
  *  again gives the same kernel). Nothing is registered or cached for a
  *  program that fails. The kernel is owned by the runtime. */
@@ -350,6 +350,20 @@ bitfold_launch_prepared(const bitfold_prepared *prepared,
                         const void *const *data, void *stream);
 /** Frees a prepared launch (NULL: nothing). */
 BITFOLD_API void bitfold_prepared_destroy(bitfold_prepared *prepared);
+
+/* Old names. Version 0.1 called a kernel a "template"; these stay exported
+ * with the same behaviour (and the old function name in their error
+ * messages) so programs built against 0.1 keep linking and running. New
+ * code uses the names above (docs/architecture.md, "Names"). */
+/** = bitfold_num_registered_kernels(). */
+BITFOLD_API int bitfold_num_templates(void);
+/** = bitfold_registered_kernel_name(i). */
+BITFOLD_API const char *bitfold_template_name(int i);
+/** = bitfold_kernel_from_registry(runtime, name, params, out). */
+BITFOLD_API bitfold_status bitfold_template(bitfold_runtime *runtime,
+                                            const char *name,
+                                            const char *params,
+                                            bitfold_kernel **out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -63,7 +63,7 @@ private:
   Status status_;
 };
 
-/// A kernel template with its parameters. Owned by its Runtime: a cheap,
+/// A registered kernel with its parameters. Owned by its Runtime: a cheap,
 /// copyable reference, valid while the Runtime lives.
 class Kernel {
 public:
@@ -196,11 +196,13 @@ public:
 
   bitfold_runtime *get() const { return rt_; }
 
-  /// Looks a template up ("ln_modulate", "dtype=bf16"); see bitfold_template.
+  /// Looks a registered kernel up ("ln_modulate", "dtype=bf16"); see
+  /// bitfold_kernel_from_registry.
   Result<Kernel> kernel(const std::string &name,
                         const std::string &params = "") const {
     bitfold_kernel *k = nullptr;
-    bitfold_status s = bitfold_template(rt_, name.c_str(), params.c_str(), &k);
+    bitfold_status s =
+        bitfold_kernel_from_registry(rt_, name.c_str(), params.c_str(), &k);
     if (s != BITFOLD_SUCCESS)
       return Status::fromLastCall(s);
     return Kernel(k);
@@ -244,12 +246,14 @@ public:
     return prewarmStatus(st, /*wait=*/true);
   }
 
-  static std::vector<std::string> templateNames() {
+  static std::vector<std::string> kernelNames() {
     std::vector<std::string> out;
-    for (int i = 0; i < bitfold_num_templates(); ++i)
-      out.push_back(bitfold_template_name(i));
+    for (int i = 0; i < bitfold_num_registered_kernels(); ++i)
+      out.push_back(bitfold_registered_kernel_name(i));
     return out;
   }
+  /// The 0.1 name of kernelNames().
+  static std::vector<std::string> templateNames() { return kernelNames(); }
 
 private:
   explicit Runtime(bitfold_runtime *rt) : rt_(rt) {}

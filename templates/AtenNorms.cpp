@@ -8,6 +8,8 @@
 
 #include "templates/AtenNorms.h"
 
+#include "keys/Errors.h"
+
 #include "dsl/Folds.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -19,10 +21,6 @@ using namespace bitfold::templates;
 namespace {
 
 /// The builders' one error: an option outside what the eager chain allows.
-llvm::Error badOption(const llvm::Twine &msg) {
-  return llvm::make_error<llvm::StringError>(msg, llvm::inconvertibleErrorCode());
-}
-
 bool isFloat(DType t) {
   return t == DType::BF16 || t == DType::F16 || t == DType::F32;
 }
@@ -41,7 +39,7 @@ llvm::Error checkWholeVectors(llvm::StringRef kernel, int64_t cols,
                               folds::AtenReduceKernel k) {
   if (cols < 128 || cols % k.inputVecSize == 0)
     return llvm::Error::success();
-  return badOption(llvm::formatv(
+  return keys::usageError(llvm::formatv(
       "{0}: C = {1} is at least 128 and not a multiple of {2}: aten's "
       "vectorized reduction then gives each row a head and tail that "
       "bitfold does not reproduce",
@@ -80,19 +78,19 @@ llvm::Expected<KernelDefRef>
 templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
   const DType dt = o.dtype;
   if (!isFloat(dt) || (o.gammaDtype != dt && o.gammaDtype != DType::F32))
-    return badOption(llvm::formatv(
+    return keys::usageError(llvm::formatv(
         "wan_rmsnorm_silu: x must be bf16, f16 or f32 and gamma x's "
         "dtype or f32; found x {0}, gamma {1}",
         dtypeName(dt), dtypeName(o.gammaDtype)));
   if (o.cols < 1 || o.cols > 1024)
-    return badOption(llvm::formatv(
+    return keys::usageError(llvm::formatv(
         "wan_rmsnorm_silu: C must be 1..1024, found {0}", o.cols));
   const DType normDt = o.form == WanNormForm::NormInF32 ? DType::F32 : dt;
   folds::AtenReduceKernel k = folds::aten_norm_kernel(normDt);
   const bool channelsFirst = o.layout == Layout::ChannelsFirst;
   if (channelsFirst && o.outputVec != 1 && o.outputVec != 2 &&
       o.outputVec != 4)
-    return badOption(llvm::formatv(
+    return keys::usageError(llvm::formatv(
         "wan_rmsnorm_silu: outvec is aten's output_vec_size, 1, 2 or 4; "
         "found {0}",
         o.outputVec));
@@ -145,12 +143,12 @@ templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
 llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
   const DType dt = o.dtype;
   if (!isFloat(dt) || (o.weightDtype != dt && o.weightDtype != DType::F32))
-    return badOption(llvm::formatv(
+    return keys::usageError(llvm::formatv(
         "hf_rmsnorm: x must be bf16, f16 or f32 and the weight x's dtype or "
         "f32; found x {0}, weight {1}",
         dtypeName(dt), dtypeName(o.weightDtype)));
   if (o.cols < 1 || o.cols > 130560)
-    return badOption(llvm::formatv(
+    return keys::usageError(llvm::formatv(
         "hf_rmsnorm: D must be 1..130560 (longer rows split across CTAs "
         "depending on the row count), found {0}",
         o.cols));

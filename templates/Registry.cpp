@@ -2,6 +2,8 @@
 
 #include "templates/Registry.h"
 
+#include "keys/Errors.h"
+
 #include "dsl/Folds.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -13,10 +15,6 @@
 using namespace bitfold;
 using namespace bitfold::templates;
 
-static llvm::Error registryError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
 llvm::Expected<DType> templates::parseDType(llvm::StringRef t) {
   t = t.trim();
   if (t == "bf16" || t == "bfloat16")
@@ -25,7 +23,7 @@ llvm::Expected<DType> templates::parseDType(llvm::StringRef t) {
     return DType::F16;
   if (t == "f32" || t == "fp32" || t == "float32" || t == "float")
     return DType::F32;
-  return registryError("'" + t + "' is not a dtype (bf16, f16, f32)");
+  return keys::usageError("'" + t + "' is not a dtype (bf16, f16, f32)");
 }
 
 // ---- Parameters ------------------------------------------------------------
@@ -47,8 +45,8 @@ static llvm::Expected<std::string> canonical(const ParamSpec &p,
                                              llvm::StringRef value) {
   auto bad = [&] {
     if (p.kind == ParamSpec::Kind::DType)
-      return registryError(p.name + "='" + value +
-                           "' is not a dtype (bf16, f16, f32)");
+      return keys::usageError(p.name + "='" + value +
+                              "' is not a dtype (bf16, f16, f32)");
     std::vector<std::string> allowed =
         p.kind == ParamSpec::Kind::Flag ? std::vector<std::string>{"0", "1"}
                                         : p.choices;
@@ -56,7 +54,7 @@ static llvm::Expected<std::string> canonical(const ParamSpec &p,
     if (allowed.size() > 1)
       list = llvm::join(llvm::ArrayRef(allowed).drop_back(), ", ") + " or " +
              list;
-    return registryError(p.name + "='" + value + "' is not " + list);
+    return keys::usageError(p.name + "='" + value + "' is not " + list);
   };
   switch (p.kind) {
   case ParamSpec::Kind::DType: {
@@ -109,7 +107,7 @@ KernelDescriptor::parseParams(llvm::StringRef text) const {
     names.push_back(p.name);
   std::string allowed = names.empty() ? "none" : llvm::join(names, ", ");
   auto bad = [&](const llvm::Twine &msg) {
-    return registryError(name + " parameters '" + text + "': " + msg);
+    return keys::usageError(name + " parameters '" + text + "': " + msg);
   };
   ParamValues out;
   for (llvm::StringRef item : items) {
@@ -180,16 +178,17 @@ KernelDescriptor templates::userKernel(KernelDefRef def, std::string summary,
 
 static llvm::Error checkDescriptor(const KernelDescriptor &d) {
   if (d.name.empty() || !d.build)
-    return registryError("a kernel needs a name and a builder");
+    return keys::usageError("a kernel needs a name and a builder");
   std::set<std::string> seen;
   for (const ParamSpec &p : d.params) {
     if (!seen.insert(p.name).second)
-      return registryError(d.name + ": parameter '" + p.name + "' twice");
+      return keys::usageError(d.name + ": parameter '" + p.name + "' twice");
     if (!p.defaultFrom.empty())
       continue;
     auto c = canonical(p, p.defaultValue);
     if (!c)
-      return registryError(d.name + ": default " + llvm::toString(c.takeError()));
+      return keys::usageError(d.name + ": default " +
+                              llvm::toString(c.takeError()));
   }
   return llvm::Error::success();
 }
@@ -212,8 +211,8 @@ llvm::Error Registry::add(KernelDescriptor desc) {
   std::lock_guard<std::mutex> lock(mu);
   for (const DescriptorRef &d : entries)
     if (d->name == desc.name)
-      return registryError("a kernel named '" + desc.name +
-                           "' is already registered");
+      return keys::usageError("a kernel named '" + desc.name +
+                              "' is already registered");
   entries.push_back(std::make_shared<const KernelDescriptor>(std::move(desc)));
   return llvm::Error::success();
 }
@@ -232,8 +231,8 @@ llvm::Expected<DescriptorRef> Registry::lookup(llvm::StringRef name) const {
   std::string names;
   for (const DescriptorRef &d : all())
     names += (names.empty() ? "" : ", ") + d->name;
-  return registryError("no template '" + name + "' (templates: " + names +
-                       ")");
+  return keys::usageError("no template '" + name + "' (templates: " + names +
+                          ")");
 }
 
 std::vector<DescriptorRef> Registry::all() const {

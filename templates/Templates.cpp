@@ -7,6 +7,8 @@
 
 #include "templates/Templates.h"
 
+#include "keys/Errors.h"
+
 #include "templates/AtenNorms.h"
 #include "templates/Problem.h"
 
@@ -21,10 +23,6 @@ using namespace bitfold::dsl;
 using namespace bitfold::templates;
 
 namespace {
-
-llvm::Error unsupported(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 bool isHalf(DType t) { return t == DType::BF16 || t == DType::F16; }
 
@@ -41,7 +39,7 @@ std::pair<Expr, Expr> atenLayerNormStats(RowProgram &p, const Expr &xf,
 
 llvm::Expected<KernelDefRef> templates::lnModulate(DType dt) {
   if (!isHalf(dt) && dt != DType::F32)
-    return unsupported("ln_modulate: dtype must be bf16, f16 or f32");
+    return keys::usageError("ln_modulate: dtype must be bf16, f16 or f32");
   RowProgram p("ln_modulate");
   Dim S = p.dim("S");
   Expr x = p.input("x", dt, Layout::RowMajor).row();
@@ -65,7 +63,7 @@ llvm::Expected<KernelDefRef> templates::lnModulate(DType dt) {
 
 llvm::Expected<KernelDefRef> templates::qkLayerNorm(DType dt) {
   if (!isHalf(dt) && dt != DType::F32)
-    return unsupported("qk_layernorm: dtype must be bf16, f16 or f32");
+    return keys::usageError("qk_layernorm: dtype must be bf16, f16 or f32");
   RowProgram p("qk_layernorm");
   p.groups(2); // q and k in one launch.
   Expr x = p.input("x", dt, Layout::RowMajor).row();
@@ -84,7 +82,7 @@ llvm::Expected<KernelDefRef> templates::qkLayerNorm(DType dt) {
 llvm::Expected<KernelDefRef> templates::convBias(DType dt, DType biasDt,
                                                  bool residual, Layout layout) {
   if (biasDt != dt && biasDt != DType::F32)
-    return unsupported(llvm::formatv(
+    return keys::usageError(llvm::formatv(
         "conv_bias: bias must be {0} (x's dtype) or f32, found {1}",
         dtypeName(dt), dtypeName(biasDt)));
   RowProgram p(residual ? "conv_bias_residual" : "conv_bias");
@@ -127,7 +125,7 @@ llvm::Expected<KernelDefRef> templates::residualGate(DType dt, GateMap gate) {
 
 llvm::Expected<KernelDefRef> templates::rmsNormModulate(int tpr, DType dt) {
   if (tpr != 32 && tpr != 64)
-    return unsupported(llvm::formatv(
+    return keys::usageError(llvm::formatv(
         "rmsnorm_modulate: threads per row must be 32 or 64, found {0}", tpr));
   RowProgram p("rmsnorm_modulate");
   Dim S = p.dim("S");
@@ -243,7 +241,7 @@ KernelDescriptor rmsNormModulateKernel() {
     if (cols == 0) // the signature: any D the order is defined for
       cols = 2048;
     if (cols != 2048 && cols != 4096)
-      return unsupported(llvm::formatv(
+      return keys::usageError(llvm::formatv(
           "rmsnorm_modulate: flashinfer's order is defined here for D = "
           "64 * threads per row (2048 or 4096), found D = {0}",
           cols));

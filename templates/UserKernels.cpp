@@ -2,15 +2,13 @@
 
 #include "templates/UserKernels.h"
 
+#include "keys/Errors.h"
+
 #include "dsl/Parser.h"
 #include "fileio/File.h"
 
 using namespace bitfold;
 using namespace bitfold::templates;
-
-static llvm::Error userError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 /// The program an existing entry stands for; null for a kernel with
 /// parameters or a per-shape definition (a stock template).
@@ -35,19 +33,20 @@ static llvm::Expected<DescriptorRef> reuse(DescriptorRef existing,
                                            const dsl::KernelDef &def) {
   KernelDefRef prior = programOf(*existing);
   if (!prior)
-    return userError("'" + def.name +
-                     "' is the name of a stock kernel; rename the program");
+    return keys::usageError(
+        "'" + def.name + "' is the name of a stock kernel; rename the program");
   if (prior->hash != def.hash)
-    return userError("a different program named '" + def.name +
-                     "' is already registered (hash " +
-                     llvm::StringRef(prior->hash).take_front(12) + " vs " +
-                     llvm::StringRef(def.hash).take_front(12) + ")");
+    return keys::usageError("a different program named '" + def.name +
+                            "' is already registered (hash " +
+                            llvm::StringRef(prior->hash).take_front(12) +
+                            " vs " + llvm::StringRef(def.hash).take_front(12) +
+                            ")");
   return existing;
 }
 
 llvm::Expected<DescriptorRef> templates::addUserKernel(KernelDefRef def) {
   if (!def || def->name.empty())
-    return userError("a user kernel needs a named, verified program");
+    return keys::usageError("a user kernel needs a named, verified program");
   Registry &reg = Registry::global();
   if (DescriptorRef existing = reg.find(def->name))
     return reuse(existing, *def);
@@ -58,7 +57,7 @@ llvm::Expected<DescriptorRef> templates::addUserKernel(KernelDefRef def) {
     llvm::consumeError(std::move(e));
     if (DescriptorRef existing = reg.find(def->name))
       return reuse(existing, *def);
-    return userError("cannot register '" + def->name + "'");
+    return keys::usageError("cannot register '" + def->name + "'");
   }
   return reg.find(def->name);
 }
@@ -77,6 +76,6 @@ templates::addUserKernelFile(llvm::StringRef path) {
   auto text =
       fileio::readBoundedFile(path, fileio::kMaxProgramBytes, "program file");
   if (!text)
-    return userError(llvm::toString(text.takeError()));
+    return keys::usageError(llvm::toString(text.takeError()));
   return addUserKernelText(*text, path);
 }

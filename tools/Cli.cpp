@@ -354,7 +354,7 @@ int tuneFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   o.workerDb = workerDb;
   o.workerReport = workerReport;
   if (llvm::Error e = checkTuneOptions(o))
-    return report(err, "tune", std::move(e), kUsage);
+    return report(err, "tune", std::move(e));
   return tuneCommand(o, out, err);
 }
 
@@ -450,15 +450,35 @@ llvm::Error checkOnlyOurOptions() {
   for (const auto &entry : cl::getRegisteredOptions()) {
     const cl::Option *o = entry.second;
     if (o->getNumOccurrences() && !llvm::is_contained(o->Categories, &category))
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "unknown option '--" + entry.first + "' (bitfold --help lists "
-          "the options)");
+      return keys::usageError("unknown option '--" + entry.first +
+                              "' (bitfold --help lists "
+                              "the options)");
   }
   return llvm::Error::success();
 }
 
 } // namespace
+
+int tools::exitCodeFor(keys::ErrorKind kind) {
+  switch (kind) {
+  case keys::ErrorKind::Usage:
+    return kUsage;
+  case keys::ErrorKind::BitsDiffer:
+    return kDiffer;
+  case keys::ErrorKind::Compile:
+  case keys::ErrorKind::Driver:
+  case keys::ErrorKind::Cache:
+  case keys::ErrorKind::Tune:
+    return kFailed;
+  }
+  return kFailed;
+}
+
+int tools::exitCodeFor(llvm::Error e, std::string &message) {
+  std::optional<keys::ErrorKind> kind =
+      keys::takeErrorKind(std::move(e), message);
+  return kind ? exitCodeFor(*kind) : kFailed;
+}
 
 int tools::runCli(int argc, const char *const *argv, llvm::raw_ostream &out,
                   llvm::raw_ostream &err) {
@@ -489,6 +509,6 @@ int tools::runCli(int argc, const char *const *argv, llvm::raw_ostream &out,
     return kUsage;
   }
   if (llvm::Error e = checkOnlyOurOptions())
-    return report(err, "", std::move(e), kUsage);
+    return report(err, "", std::move(e));
   return dispatch(out, err);
 }

@@ -14,6 +14,7 @@
 
 #include "autotune/GpuRunner.h"
 #include "codegen/Codegen.h"
+#include "keys/Errors.h"
 #include "templates/Problem.h"
 
 #include "llvm/ADT/Twine.h"
@@ -28,11 +29,20 @@ namespace bitfold::tools {
 
 enum ExitCode : int { kOk = 0, kFailed = 1, kUsage = 2, kDiffer = 3 };
 
+/// The exit code of an error kind (keys/Errors.h), the CLI's one map:
+/// usage 2, bits differ 3, every other kind 1 (Cli.cpp).
+int exitCodeFor(keys::ErrorKind kind);
+/// Consumes `e`: the exit code of its first typed error (1 when none is
+/// typed); its message goes to `message`.
+int exitCodeFor(llvm::Error e, std::string &message);
+
 /// Prints "bitfold CMD: error: MSG" (one line) to err; returns `code`.
 int report(llvm::raw_ostream &err, llvm::StringRef cmd, const llvm::Twine &msg,
            int code);
 int report(llvm::raw_ostream &err, llvm::StringRef cmd, llvm::Error e,
            int code);
+/// As above, with the code exitCodeFor(e) gives.
+int report(llvm::raw_ostream &err, llvm::StringRef cmd, llvm::Error e);
 
 /// A kernel of the registry, its parameters and a tensor shape, as text.
 struct ProblemArgs {

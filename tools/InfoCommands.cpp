@@ -28,6 +28,12 @@ int tools::report(llvm::raw_ostream &err, llvm::StringRef cmd, llvm::Error e,
   return report(err, cmd, llvm::toString(std::move(e)), code);
 }
 
+int tools::report(llvm::raw_ostream &err, llvm::StringRef cmd, llvm::Error e) {
+  std::string message;
+  int code = exitCodeFor(std::move(e), message);
+  return report(err, cmd, message, code);
+}
+
 int tools::versionCommand(llvm::raw_ostream &out) {
   out << "bitfold " << BITFOLD_VERSION << "\n";
   out << "LLVM " << LLVM_VERSION_STRING << " (NVPTX backend, MLIR)\n";

@@ -5,7 +5,9 @@
 // launch on a GPU of that arch looks up. The config is what the runtime's
 // config source answers (autotune::openTuneDbSource over --tune-db): for each
 // GPU of the arch the DB was tuned on (or each --gpu), its winner, else the
-// default; without a DB, the default. The key and the compile come from
+// default (the runtime Compiler's, as autotune::tuneShape's reference);
+// without a DB, the default. The DB's winners are tuneShape's, whether
+// `bitfold tune` or a runtime's tune-on-miss recorded them. The key and the compile come from
 // keys::launchCompile, the runtime's own, so a process pointed at the
 // directory ($BITFOLD_CACHE_DIR) on such a GPU compiles nothing. Compiles run
 // on a thread pool; the cache's per-key lock makes a concurrent prebuild of
@@ -14,6 +16,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/Commands.h"
+
+#include "keys/Errors.h"
 #include "tools/ShapeTasks.h"
 
 #include "autotune/TuneDB.h"
@@ -41,10 +45,6 @@ using Clock = std::chrono::steady_clock;
 
 /// More threads than this is a typo (each compile holds an LLVM context).
 constexpr unsigned kMaxJobs = 256;
-
-llvm::Error usage(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
 
 /// One cubin to build: a launch's compile and where its config came from.
 struct Job {
@@ -192,10 +192,12 @@ llvm::Expected<std::vector<ShapeTask>> loadTasks(const PrebuildOptions &o) {
     if (!t.error.empty())
       bad += "\n  " + t.request.label() + ": " + t.error;
   if (!bad.empty())
-    return usage(o.shapes + ": shapes the kernels do not accept:" + bad);
+    return keys::usageError(o.shapes +
+                            ": shapes the kernels do not accept:" + bad);
   if (tasks.empty())
-    return usage(o.shapes + ": no shapes" +
-                 (o.templateFilter.empty() ? "" : " of --templates"));
+    return keys::usageError(
+        o.shapes + ": no shapes" +
+        (o.templateFilter.empty() ? "" : " of --templates"));
   return tasks;
 }
 
@@ -205,7 +207,7 @@ llvm::Error openTuneDb(PrebuildPlan &p, llvm::raw_ostream &err) {
   if (p.opts.tuneDb.empty())
     return llvm::Error::success();
   if (!llvm::sys::fs::exists(p.opts.tuneDb))
-    return usage("--tune-db " + p.opts.tuneDb + ": no such file");
+    return keys::usageError("--tune-db " + p.opts.tuneDb + ": no such file");
   auto db = autotune::TuneDB::load(p.opts.tuneDb);
   if (!db)
     return db.takeError();
@@ -249,18 +251,20 @@ int runJobs(const PrebuildPlan &p, runtime::KernelCache &cache,
 
 llvm::Error tools::checkPrebuildOptions(const PrebuildOptions &o) {
   if (o.shapes.empty())
-    return usage("expected --shapes FILE.json");
+    return keys::usageError("expected --shapes FILE.json");
   if (o.cacheDir.empty())
-    return usage("expected --cache-dir DIR");
+    return keys::usageError("expected --cache-dir DIR");
   if (o.archs.empty())
-    return usage("expected --arch sm_XY[,sm_XY...]");
+    return keys::usageError("expected --arch sm_XY[,sm_XY...]");
   for (const std::string &arch : o.archs)
     if (llvm::Error e = codegen::checkTargetArch(arch))
-      return usage("--arch: " + llvm::toString(std::move(e)));
+      return keys::usageError("--arch: " + llvm::toString(std::move(e)));
   if (o.jobs > kMaxJobs)
-    return usage(llvm::formatv("--jobs: expected at most {0}", kMaxJobs));
+    return keys::usageError(
+        llvm::formatv("--jobs: expected at most {0}", kMaxJobs));
   if (!o.gpus.empty() && o.tuneDb.empty())
-    return usage("--gpu selects tune DB entries: it needs --tune-db");
+    return keys::usageError(
+        "--gpu selects tune DB entries: it needs --tune-db");
   return llvm::Error::success();
 }
 

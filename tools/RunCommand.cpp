@@ -8,6 +8,8 @@
 
 #include "tools/Commands.h"
 
+#include "keys/Errors.h"
+
 #include "capi/CApiInternal.h"
 #include "cuda/Driver.h"
 #include "runtime/Runtime.h"
@@ -63,10 +65,6 @@ bool usesApprox(const dsl::KernelDef &def) {
     found |= dsl::opInfo(n.op).exactness == dsl::Exactness::Approximate;
   });
   return found;
-}
-
-llvm::Error failure(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
 struct DeviceTensor {
@@ -148,14 +146,15 @@ llvm::Expected<ApiKernel> openKernel(const RunOptions &o) {
     k.tuneDb = env;
   bitfold_runtime *rt = nullptr;
   if (bitfold_runtime_create(&options, &rt) != BITFOLD_SUCCESS)
-    return failure(bitfold_last_error());
+    return llvm::createStringError(bitfold_last_error());
   k.runtime.reset(rt);
-  if (bitfold_template(rt, o.problem.kernel.c_str(), o.problem.params.c_str(),
-                       &k.handle) != BITFOLD_SUCCESS)
-    return failure(bitfold_last_error());
+  if (bitfold_kernel_from_registry(rt, o.problem.kernel.c_str(),
+                                   o.problem.params.c_str(),
+                                   &k.handle) != BITFOLD_SUCCESS)
+    return llvm::createStringError(bitfold_last_error());
   if (!o.config.empty() &&
       bitfold_kernel_set_config(k.handle, o.config.c_str()) != BITFOLD_SUCCESS)
-    return failure(bitfold_last_error());
+    return llvm::createStringError(bitfold_last_error());
   return k;
 }
 
@@ -203,7 +202,7 @@ struct Launch {
     if (bitfold_launch(kernel, tensors.data(), int(tensors.size()),
                        scalars.data(), int(scalars.size()),
                        nullptr) != BITFOLD_SUCCESS)
-      return failure(bitfold_last_error());
+      return llvm::createStringError(bitfold_last_error());
     return llvm::Error::success();
   }
 };
@@ -214,7 +213,7 @@ llvm::Error timeLaunches(const Launch &launch, unsigned iters,
   if (!start || !stop) {
     llvm::consumeError(start.takeError());
     llvm::consumeError(stop.takeError());
-    return failure("cannot create CUDA events");
+    return keys::driverError("cannot create CUDA events");
   }
   for (int w = 0; w < 3; ++w)
     if (llvm::Error e = launch())
@@ -345,7 +344,8 @@ compareWithInterpreter(const dsl::KernelDef &def,
     out << "note: " << model.note << "\n";
   auto want = interpretAll(def, host, model);
   if (!want)
-    return failure("interpreter: " + llvm::toString(want.takeError()));
+    return llvm::createStringError("interpreter: " +
+                                   llvm::toString(want.takeError()));
   const size_t nOps = def.operands.size();
   int64_t realDiffs = 0;
   for (int g = 0; g < def.groups; ++g)

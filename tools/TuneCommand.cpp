@@ -15,6 +15,7 @@
 #include "autotune/Search.h"
 #include "autotune/ShapeClass.h"
 #include "autotune/TuneDB.h"
+#include "autotune/TuneShape.h"
 #include "autotune/TuneTasks.h"
 #include "keys/Errors.h"
 #include "keys/TuneKey.h"
@@ -44,10 +45,6 @@ using Clock = std::chrono::steady_clock;
 /// Budgets beyond a year are a typo, and would overflow the clock.
 constexpr double kMaxBudgetS = 365.0 * 24 * 3600;
 
-llvm::Error usage(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
 using Task = ShapeTask;
 
 llvm::Expected<std::vector<int>> parseDevices(llvm::StringRef text) {
@@ -59,7 +56,7 @@ llvm::Expected<std::vector<int>> parseDevices(llvm::StringRef text) {
     for (const cuda::DeviceInfo &d : info->devices)
       out.push_back(d.ordinal);
     if (out.empty())
-      return usage("--devices all: no CUDA device");
+      return keys::usageError("--devices all: no CUDA device");
     return out;
   }
   llvm::SmallVector<llvm::StringRef, 8> parts;
@@ -67,11 +64,12 @@ llvm::Expected<std::vector<int>> parseDevices(llvm::StringRef text) {
   for (llvm::StringRef p : parts) {
     int d;
     if (p.trim().getAsInteger(10, d) || d < 0)
-      return usage("--devices: bad device '" + p + "' (expected all or 0,1)");
+      return keys::usageError("--devices: bad device '" + p +
+                              "' (expected all or 0,1)");
     out.push_back(d);
   }
   if (out.empty())
-    return usage("--devices: none given");
+    return keys::usageError("--devices: none given");
   return out;
 }
 
@@ -100,30 +98,6 @@ runtime::CacheOptions cacheIn(const std::string &out) {
   return o;
 }
 
-/// The default config first (the bit-identity reference), then the rest
-/// of the enumeration, each checked legal again.
-std::vector<keys::TileConfig> legalConfigs(const Task &t, ReportRow &row) {
-  const dsl::KernelDef &def = *t.problem.def;
-  keys::TileConfig dflt = codegen::defaultConfig(def, t.spec);
-  std::vector<keys::TileConfig> configs{dflt};
-  for (const keys::TileConfig &c : codegen::enumerateConfigs(def, t.spec))
-    if (!(c == dflt))
-      configs.push_back(c);
-  std::vector<keys::TileConfig> legal;
-  for (const keys::TileConfig &c : configs) {
-    if (llvm::Error e = codegen::checkConfig(def, t.spec, c))
-      llvm::errs() << "bitfold tune: warning: " << row.label
-                   << ": enumerated config " << c.str()
-                   << " is not legal, skipped: "
-                   << llvm::toString(std::move(e)) << "\n";
-    else
-      legal.push_back(c);
-  }
-  row.configs = legal.size();
-  row.defaultConfig = dflt.str();
-  return legal;
-}
-
 SearchOptions searchOptions(DeviceTuning &d, const ReportRow &row,
                             size_t index, Clock::time_point shapeStart) {
   SearchOptions s;
@@ -149,64 +123,43 @@ SearchOptions searchOptions(DeviceTuning &d, const ReportRow &row,
   return s;
 }
 
-/// Records a finished search in the DB and the row; returns the row status.
-std::string recordResult(const DeviceTuning &d, const Task &t,
-                         const std::string &dflt, const SearchResult &result,
-                         TuneDB &db, ReportRow &row) {
-  TuneKey key = keys::tuneKeyFor(*t.problem.def, t.shapeClass, d.env);
-  db.record(key, dflt, result.measurements);
-  for (const Measurement &m : result.measurements)
+/// Fills the row from a finished tune; returns the row status.
+std::string rowStatus(const ShapeTune &tune, ReportRow &row) {
+  const TuneOutcome &o = tune.outcome;
+  for (const Measurement &m : o.measurements)
     row.cut += m.cut ? 1 : 0;
-  row.timed = result.measurements.size();
-  if (const Measurement *w = result.winner()) {
+  row.timed = o.measurements.size();
+  if (const Measurement *w = o.winner()) {
     row.winner = w->config;
     row.winnerUs = w->medianUs;
   }
-  if (const Measurement *m = result.find(dflt))
+  if (const Measurement *m = o.find(o.defaultConfig))
     row.defaultUs = m->medianUs;
-  for (auto &[c, e] : result.failures)
+  for (auto &[c, e] : tune.failures)
     llvm::errs() << "bitfold tune: warning: " << row.label << ": config " << c
                  << " failed: " << e << "\n";
   std::string st = "ok";
-  if (!result.failures.empty())
-    st += llvm::formatv(", {0} failed", result.failures.size()).str();
-  if (result.skipped)
-    st += llvm::formatv(", {0} skipped (budget)", result.skipped).str();
+  if (!tune.failures.empty())
+    st += llvm::formatv(", {0} failed", tune.failures.size()).str();
+  if (tune.skipped)
+    st += llvm::formatv(", {0} skipped (budget)", tune.skipped).str();
   return st;
 }
 
-/// Tunes one task; returns its exit status (0, 1, or 3 on a bit mismatch
-/// between configs, a codegen bug).
-int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
-             ReportRow &row) {
-  auto fail = [&](const std::string &why, int code) {
-    row.status = (code == kDiffer ? "BIT MISMATCH: " : "error: ") + why;
-    llvm::errs() << "bitfold tune: " << row.status << " (" << row.label
-                 << ")\n";
-    return code;
-  };
-  if (!t.error.empty())
-    return fail(t.error, kFailed);
-  if (d.deadline && Clock::now() > *d.deadline) {
-    row.status = "skipped: budget spent";
-    return kOk;
-  }
-  std::vector<keys::TileConfig> legal = legalConfigs(t, row);
-  if (legal.empty())
-    return fail("no legal config", kFailed);
-  auto problem = templates::HostProblem::make(t.problem, /*seed=*/0);
-  if (!problem)
-    return fail(llvm::toString(problem.takeError()), kFailed);
-  auto runner = makeGpuRunner(*t.problem.def, *problem,
-                              {d.device, d.args.timing});
-  if (!runner)
-    return fail(llvm::toString(runner.takeError()), kFailed);
-  const auto shapeStart = Clock::now();
+/// The tune of one task: its configs compiled through the disk cache with
+/// the runtime's own key (each config is an entry a launch finds when it is
+/// pinned or wins), timed on the device, recorded in `db`.
+ShapeTuneRequest tuneRequest(DeviceTuning &d, const Task &t, size_t index,
+                             const ReportRow &row, TuneDB &db,
+                             const TuneKey &key) {
   const dsl::KernelDef &def = *t.problem.def;
-  // Compiles go through the disk cache with the runtime's own key: each
-  // config is an entry a launch finds when it is pinned or wins.
-  CompileConfigFn compile = [&](const keys::TileConfig &c)
+  ShapeTuneRequest r;
+  r.def = &def;
+  r.spec = t.spec;
+  r.defaultConfig = d.comp.defaultConfig(def, t.spec);
+  r.compile = [&d, &t](const keys::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
+    const dsl::KernelDef &def = *t.problem.def;
     keys::LaunchCompile lc = keys::launchCompile(
         def, t.cls, c, d.env.arch, /*pdl=*/false, d.env.toolchain);
     auto k = d.cache.getOrCompile(
@@ -215,16 +168,48 @@ int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
       return k.takeError();
     return **k;
   };
-  auto result = searchConfigs(legal, compile, **runner,
-                              searchOptions(d, row, index, shapeStart));
+  r.makeRunner = [&d, &t]() -> llvm::Expected<std::unique_ptr<ConfigRunner>> {
+    auto problem = templates::HostProblem::make(t.problem, /*seed=*/0);
+    if (!problem)
+      return problem.takeError();
+    return makeGpuRunner(*t.problem.def, *problem, {d.device, d.args.timing});
+  };
+  r.search = searchOptions(d, row, index, Clock::now());
+  r.db = &db;
+  r.key = &key;
+  return r;
+}
+
+/// Tunes one task; returns its exit status (exitCodeFor its error: 1, 2,
+/// or 3 on a bit mismatch between configs, a codegen bug). Past the
+/// budget a task still gets its default measured (tuneShape).
+int tuneTask(DeviceTuning &d, const Task &t, size_t index, TuneDB &db,
+             ReportRow &row) {
+  auto fail = [&](const std::string &why, int code) {
+    row.status = (code == kDiffer ? "BIT MISMATCH: " : "error: ") + why;
+    llvm::errs() << "bitfold tune: " << row.status << " (" << row.label
+                 << ")\n";
+    return code;
+  };
+  if (!t.error.empty()) // one bad shape fails its row, not the whole run
+    return fail(t.error, kFailed);
+  const auto shapeStart = Clock::now();
+  TuneKey key = keys::tuneKeyFor(*t.problem.def, t.shapeClass, d.env);
+  auto tune = tuneShape(tuneRequest(d, t, index, row, db, key));
   row.seconds = std::chrono::duration<double>(Clock::now() - shapeStart).count();
   d.secondsDone += row.seconds;
   ++d.shapesDone;
-  if (!result) {
-    bool bits = result.errorIsA<keys::BitsDifferError>();
-    return fail(llvm::toString(result.takeError()), bits ? kDiffer : kFailed);
+  if (!tune) {
+    std::string why;
+    int code = exitCodeFor(tune.takeError(), why);
+    return fail(why, code);
   }
-  row.status = recordResult(d, t, row.defaultConfig, *result, db, row);
+  row.configs = tune->legalConfigs;
+  row.defaultConfig = tune->outcome.defaultConfig;
+  for (const std::string &r : tune->rejected)
+    llvm::errs() << "bitfold tune: warning: " << row.label
+                 << ": enumerated config " << r << " (not legal, skipped)\n";
+  row.status = rowStatus(*tune, row);
   return kOk;
 }
 
@@ -299,8 +284,8 @@ llvm::Expected<Worker> startWorker(const TuneOptions &args, const Shard &sub,
   w.pi = llvm::sys::ExecuteNoWait(self, refs, std::nullopt, {}, 0, &err,
                                   &failed);
   if (failed)
-    return usage("cannot start the worker for device " +
-                 std::to_string(device) + ": " + err);
+    return llvm::createStringError("cannot start the worker for device " +
+                                   std::to_string(device) + ": " + err);
   llvm::errs() << "bitfold tune: worker for device " << device << " (shard "
                << sub.str() << "), pid " << w.pi.Pid << "\n";
   return w;
@@ -392,22 +377,25 @@ int writeResults(const TuneOptions &args, const Shard &shard, TuneDB &db,
 
 llvm::Error tools::checkTuneOptions(const TuneOptions &o) {
   if (o.shapes.empty())
-    return usage("expected --shapes FILE.json");
+    return keys::usageError("expected --shapes FILE.json");
   if (o.out.empty())
-    return usage("expected --out DIR");
+    return keys::usageError("expected --out DIR");
   if (o.budgetS != 0 && !(o.budgetS > 0 && o.budgetS <= kMaxBudgetS))
-    return usage(llvm::formatv("--budget-s: expected a number of seconds in "
-                               "(0, {0}], found {1}",
-                               kMaxBudgetS, o.budgetS));
+    return keys::usageError(
+        llvm::formatv("--budget-s: expected a number of seconds in "
+                      "(0, {0}], found {1}",
+                      kMaxBudgetS, o.budgetS));
   if (!(o.cutRatio >= 1 && o.cutRatio <= 1e6))
-    return usage(llvm::formatv("--cut-ratio: expected a number in [1, 1e6], "
-                               "found {0}",
-                               o.cutRatio));
+    return keys::usageError(
+        llvm::formatv("--cut-ratio: expected a number in [1, 1e6], "
+                      "found {0}",
+                      o.cutRatio));
   if (o.repetitions < 20 || o.repetitions > 1000000)
-    return usage("--repetitions: expected an integer in [20, 1000000]");
+    return keys::usageError(
+        "--repetitions: expected an integer in [20, 1000000]");
   auto shard = Shard::parse(o.shard);
   if (!shard)
-    return usage("--shard: " + llvm::toString(shard.takeError()));
+    return keys::usageError("--shard: " + llvm::toString(shard.takeError()));
   if (o.devices != "all") // "all" asks the driver, at run time
     if (auto d = parseDevices(o.devices); !d)
       return d.takeError();
@@ -417,7 +405,7 @@ llvm::Error tools::checkTuneOptions(const TuneOptions &o) {
 int tools::tuneCommand(const TuneOptions &args, llvm::raw_ostream &out,
                        llvm::raw_ostream &err) {
   if (llvm::Error e = checkTuneOptions(args))
-    return report(err, "tune", std::move(e), kUsage);
+    return report(err, "tune", std::move(e));
   Shard shard = llvm::cantFail(Shard::parse(args.shard));
   auto requests = loadShapesFile(args.shapes);
   if (!requests)

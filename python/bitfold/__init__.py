@@ -65,7 +65,8 @@ def version(lib_path=None):
 def templates(lib_path=None):
     """Names of the stock kernel templates."""
     lib = _lib.load(lib_path)
-    return [lib.bitfold_template_name(i).decode() for i in range(lib.bitfold_num_templates())]
+    return [lib.bitfold_registered_kernel_name(i).decode()
+            for i in range(lib.bitfold_num_registered_kernels())]
 
 
 _INT32 = (-2**31, 2**31 - 1)
@@ -180,8 +181,8 @@ class Runtime:
         text = _params_text(params, kwargs)
 
         def find(out):
-            _check(self.lib, self.lib.bitfold_template(self.handle, name.encode(),
-                                                       text.encode(), out))
+            _check(self.lib, self.lib.bitfold_kernel_from_registry(
+                self.handle, name.encode(), text.encode(), out))
             return name, text
         return self._lookup((name, text), find)
 

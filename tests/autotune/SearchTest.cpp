@@ -4,6 +4,7 @@
 
 #include "autotune/Search.h"
 #include "autotune/ShapeClass.h"
+#include "autotune/TuneShape.h"
 #include "keys/Errors.h"
 
 #include "templates/Problem.h"
@@ -64,8 +65,11 @@ CompileConfigFn fakeCompile() {
 }
 
 std::vector<TileConfig> fakeConfigs() {
-  return {{1, 128, 8, false}, {2, 64, 8, false}, {4, 32, 8, false},
-          {1, 256, 8, true},  {2, 128, 4, true}};
+  return {{1, 128, 8, false},
+          {2, 64, 8, false},
+          {4, 32, 8, false},
+          {1, 256, 8, true},
+          {2, 128, 4, true}};
 }
 
 TEST(Search, EveryTimedConfigPassesCheckConfig) {
@@ -95,8 +99,10 @@ TEST(Search, EveryTimedConfigPassesCheckConfig) {
 
 TEST(Search, CutsConfigsClearlySlowerThanTheBest) {
   FakeRunner runner;
-  runner.timeUs = {{"r1.t128.v8.p1", 10.0}, {"r2.t64.v8.p1", 30.0},
-                   {"r4.t32.v8.p1", 11.0}, {"r1.t256.v8.p2", 9.0},
+  runner.timeUs = {{"r1.t128.v8.p1", 10.0},
+                   {"r2.t64.v8.p1", 30.0},
+                   {"r4.t32.v8.p1", 11.0},
+                   {"r1.t256.v8.p2", 9.0},
                    {"r2.t128.v4.p2", 50.0}};
   SearchOptions opts;
   opts.cutAfter = 5;
@@ -188,13 +194,54 @@ TEST(Search, CompilesInParallelThreads) {
   EXPECT_GE(peak.load(), 2);
 }
 
-TEST(Search, PassedDeadlineSkipsRemainingConfigs) {
+TEST(Search, BudgetSpentBeforeTheFirstMeasurementStillTimesTheDefault) {
+  // What failed `bitfold tune --budget-s 6` for large conv_bias shapes on
+  // the H200: the upload and the first compile outlasted the budget, every
+  // config was skipped, and the tune ended with "0 entries".
   FakeRunner runner;
   SearchOptions opts;
   opts.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   auto r = searchConfigs(fakeConfigs(), fakeCompile(), runner, opts);
-  ASSERT_FALSE(bool(r)); // nothing could be timed
-  EXPECT_NE(llvm::toString(r.takeError()).find("5 skipped"), std::string::npos);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  ASSERT_EQ(r->measurements.size(), 1u);
+  EXPECT_EQ(r->measurements[0].config, "r1.t128.v8.p1"); // the default
+  EXPECT_EQ(r->measurements[0].samples, 20);
+  EXPECT_EQ(r->skipped, 4u);
+}
+
+TEST(Search, BudgetStaysSoftUntilAConfigIsTimed) {
+  // The default fails to compile past the budget: the next config is
+  // tried, then the budget binds.
+  FakeRunner runner;
+  CompileConfigFn compile =
+      [](const TileConfig &c) -> llvm::Expected<codegen::CompiledKernel> {
+    if (c.str() == "r1.t128.v8.p1")
+      return keys::compileError("ptxas: out of registers");
+    return fakeKernel(c);
+  };
+  SearchOptions opts;
+  opts.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  auto r = searchConfigs(fakeConfigs(), compile, runner, opts);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  ASSERT_EQ(r->measurements.size(), 1u);
+  EXPECT_EQ(r->measurements[0].config, "r2.t64.v8.p1");
+  EXPECT_EQ(r->failures.size(), 1u);
+  EXPECT_EQ(r->skipped, 3u);
+}
+
+TEST(Search, NoConfigTimedIsATuneErrorNamingEachFailure) {
+  FakeRunner runner;
+  CompileConfigFn compile =
+      [](const TileConfig &c) -> llvm::Expected<codegen::CompiledKernel> {
+    return keys::compileError("ptxas failed for " + c.str());
+  };
+  auto r = searchConfigs(fakeConfigs(), compile, runner, {});
+  ASSERT_FALSE(bool(r));
+  EXPECT_TRUE(r.errorIsA<keys::TuneError>());
+  std::string msg = llvm::toString(r.takeError());
+  EXPECT_NE(msg.find("5 failed"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ptxas failed for r2.t64.v8.p1"), std::string::npos)
+      << msg;
 }
 
 TEST(Search, ReportsProgressPerConfig) {
@@ -208,6 +255,110 @@ TEST(Search, ReportsProgressPerConfig) {
   };
   ASSERT_TRUE(bool(searchConfigs(fakeConfigs(), fakeCompile(), runner, opts)));
   EXPECT_EQ(done, (std::vector<size_t>{1, 2, 3, 4, 5}));
+}
+
+/// Lends a test's FakeRunner to tuneShape (which owns its runner).
+class LentRunner : public ConfigRunner {
+public:
+  explicit LentRunner(FakeRunner &r) : r(r) {}
+  llvm::Error load(const codegen::CompiledKernel &k) override {
+    return r.load(k);
+  }
+  llvm::Error warmUp(int n) override { return r.warmUp(n); }
+  llvm::Expected<std::vector<uint8_t>> outputBytes() override {
+    return r.outputBytes();
+  }
+  llvm::Expected<double> timeOnceUs() override { return r.timeOnceUs(); }
+
+private:
+  FakeRunner &r;
+};
+
+/// A tune request for `def` at `shapeText` on `runner`, whose making takes
+/// `delay` (the upload of a large problem).
+ShapeTuneRequest fakeTune(const dsl::KernelDef &def, const char *kernel,
+                          const char *shapeText, FakeRunner &runner,
+                          std::chrono::milliseconds delay = {}) {
+  auto shape = templates::parseShape(kernel, shapeText);
+  EXPECT_TRUE(bool(shape)) << llvm::toString(shape.takeError());
+  ShapeTuneRequest r;
+  r.def = &def;
+  r.spec = tunedShapeClass(def, *shape).shapeSpec();
+  r.defaultConfig = codegen::defaultConfig(def, r.spec);
+  r.compile = fakeCompile();
+  r.makeRunner = [&runner,
+                  delay]() -> llvm::Expected<std::unique_ptr<ConfigRunner>> {
+    std::this_thread::sleep_for(delay);
+    return std::make_unique<LentRunner>(runner);
+  };
+  r.search.compileThreads = 2;
+  return r;
+}
+
+TEST(TuneShape, TimesTheDefaultFirstThenEveryLegalConfig) {
+  auto def = templates::lnModulate();
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  FakeRunner runner;
+  ShapeTuneRequest r = fakeTune(**def, "ln_modulate", "2,1024,2240", runner);
+  ShapeConfigs space = shapeConfigs(**def, r.spec, r.defaultConfig);
+  auto tune = tuneShape(r);
+  ASSERT_TRUE(bool(tune)) << llvm::toString(tune.takeError());
+  ASSERT_FALSE(space.legal.empty());
+  EXPECT_EQ(space.legal.front(), r.defaultConfig);
+  EXPECT_EQ(tune->legalConfigs, space.legal.size());
+  EXPECT_EQ(tune->outcome.defaultConfig, r.defaultConfig.str());
+  ASSERT_EQ(runner.loaded.size(), space.legal.size());
+  EXPECT_EQ(runner.loaded.front(), r.defaultConfig.str());
+  EXPECT_EQ(tune->outcome.measurements.size(), space.legal.size());
+}
+
+TEST(TuneShape, LargeConvBiasShapeOutlastingTheBudgetIsRecordedWithItsDefault) {
+  // The H200 fleet's failing tasks: conv_bias 4,96,480,832 under a budget
+  // shorter than its upload. The default is still timed and recorded.
+  auto def = templates::convBias(dsl::DType::BF16, dsl::DType::BF16,
+                                 /*residual=*/false);
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  for (const char *shape : {"4,96,480,832", "1,96,4,480,832"}) {
+    FakeRunner runner;
+    ShapeTuneRequest r = fakeTune(**def, "conv_bias", shape, runner,
+                                  std::chrono::milliseconds(50));
+    r.search.deadline = std::chrono::steady_clock::now();
+    TuneDB db;
+    TuneKey key = test::keyFor("h", shape);
+    r.db = &db;
+    r.key = &key;
+    auto tune = tuneShape(r);
+    ASSERT_TRUE(bool(tune))
+        << shape << ": " << llvm::toString(tune.takeError());
+    ASSERT_EQ(tune->outcome.measurements.size(), 1u) << shape;
+    EXPECT_EQ(tune->outcome.measurements[0].config, r.defaultConfig.str());
+    EXPECT_EQ(tune->skipped, tune->legalConfigs - 1) << shape;
+    ASSERT_EQ(db.size(), 1u) << shape;
+    const TuneEntry *e = db.lookup(key).entry;
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->defaultConfig, r.defaultConfig.str());
+    ASSERT_NE(e->winner(), nullptr);
+    EXPECT_EQ(e->winner()->config, r.defaultConfig.str());
+  }
+}
+
+TEST(TuneShape, RunnerFailureIsReturnedNotRecorded) {
+  auto def = templates::lnModulate();
+  ASSERT_TRUE(bool(def));
+  FakeRunner runner;
+  ShapeTuneRequest r = fakeTune(**def, "ln_modulate", "1,4096,4096", runner);
+  r.makeRunner = []() -> llvm::Expected<std::unique_ptr<ConfigRunner>> {
+    return keys::driverError("no CUDA device");
+  };
+  TuneDB db;
+  TuneKey key = test::keyFor("h", "c");
+  r.db = &db;
+  r.key = &key;
+  auto tune = tuneShape(r);
+  ASSERT_FALSE(bool(tune));
+  EXPECT_TRUE(tune.errorIsA<keys::DriverError>());
+  llvm::consumeError(tune.takeError());
+  EXPECT_EQ(db.size(), 0u);
 }
 
 } // namespace

@@ -8,6 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "capi/CApiInternal.h"
+#include "keys/Errors.h"
+#include "runtime/Status.h"
 #include "runtime/bitfold.h"
 
 #include <gtest/gtest.h>
@@ -126,6 +129,43 @@ TEST(CApiBasics, StatusNamesAndVersion) {
   EXPECT_EQ(bitfold_template_name(1000), nullptr);
 }
 
+TEST(CApiBasics, RegisteredKernelNamesMatchTheirOldTemplateAliases) {
+  ASSERT_EQ(bitfold_num_registered_kernels(), bitfold_num_templates());
+  for (int i = -1; i <= bitfold_num_registered_kernels(); ++i)
+    EXPECT_EQ(bitfold_registered_kernel_name(i), bitfold_template_name(i)) << i;
+  EXPECT_STREQ(bitfold_registered_kernel_name(0), "ln_modulate");
+}
+
+TEST(CApiStatusMap, EachErrorKindMapsToItsStatus) {
+  using namespace bitfold;
+  using keys::ErrorKind;
+  const std::pair<ErrorKind, bitfold_status> expected[] = {
+      {ErrorKind::Usage, BITFOLD_ERROR_INVALID_ARGUMENT},
+      {ErrorKind::BitsDiffer, BITFOLD_ERROR_INTERNAL},
+      {ErrorKind::Compile, BITFOLD_ERROR_COMPILE},
+      {ErrorKind::Driver, BITFOLD_ERROR_CUDA},
+      {ErrorKind::Cache, BITFOLD_ERROR_INTERNAL},
+      {ErrorKind::Tune, BITFOLD_ERROR_INTERNAL}};
+  for (auto [kind, status] : expected)
+    EXPECT_EQ(runtime::statusFor(kind), status) << keys::errorKindName(kind);
+  std::string msg;
+  EXPECT_EQ(runtime::takeCStatus(keys::compileError("ptxas failed"), msg),
+            BITFOLD_ERROR_COMPILE);
+  EXPECT_EQ(msg, "ptxas failed");
+  msg.clear();
+  EXPECT_EQ(runtime::takeCStatus(keys::usageError("bad dtype"), msg),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  msg.clear();
+  // The runtime's own errors keep their code; anything untyped is internal.
+  EXPECT_EQ(runtime::takeCStatus(
+                runtime::runtimeError(BITFOLD_ERROR_SHAPE, "bad shape"), msg),
+            BITFOLD_ERROR_SHAPE);
+  msg.clear();
+  EXPECT_EQ(runtime::takeCStatus(llvm::createStringError("odd"), msg),
+            BITFOLD_ERROR_INTERNAL);
+  EXPECT_EQ(msg, "odd");
+}
+
 TEST(CApiBasics, CreateRejectsNullOut) {
   EXPECT_EQ(bitfold_runtime_create(nullptr, nullptr),
             BITFOLD_ERROR_INVALID_ARGUMENT);
@@ -159,6 +199,24 @@ TEST(CApiBasics, BadTuneDbIsWarnedAboutAndIgnored) {
   EXPECT_NE(warnings[0].find("not used"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("not a bitfold tune DB"), std::string::npos)
       << warnings[0];
+}
+
+TEST_F(CApi, OldTemplateAliasGivesTheKernelOfTheRegistryName) {
+  bitfold_kernel *byNewName = nullptr, *byOldName = nullptr;
+  ASSERT_EQ(
+      bitfold_kernel_from_registry(rt, "ln_modulate", "dtype=bf16", &byNewName),
+      BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  ASSERT_EQ(bitfold_template(rt, "ln_modulate", "dtype=bf16", &byOldName),
+            BITFOLD_SUCCESS)
+      << bitfold_last_error();
+  EXPECT_EQ(byNewName, byOldName);
+  // Each name reports errors under the function the caller called.
+  bitfold_kernel *k = nullptr;
+  EXPECT_EQ(bitfold_kernel_from_registry(rt, nullptr, nullptr, &k),
+            BITFOLD_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(bitfold_last_error(),
+               "bitfold_kernel_from_registry: name is NULL");
 }
 
 TEST_F(CApi, TemplateLookupErrors) {

@@ -1,16 +1,23 @@
-//===- tests/tools/RunTest.cpp - `bitfold run` on the fake driver ---------===//
+//===- tests/tools/RunTest.cpp - `run` and `tune` on the fake driver ------===//
 //
 // The fake libcuda accepts every call and runs nothing, so the outputs keep
 // their poison: `run` must bind every operand (channels-last strides,
 // per-batch and per-column tensors, two groups), launch, and report the
 // difference from the interpreter with the "results differ" code, 3.
+// `tune` runs its whole path (configs compiled through the cache, the GPU
+// runner's upload and timing loop, the tune DB written): a budget spent
+// before the first measurement still leaves the shape measured (its
+// default config) and recorded.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CliSupport.h"
 
+#include "autotune/TuneDB.h"
+
 #include <gtest/gtest.h>
 
+using namespace bitfold;
 using namespace bitfold::tools::test;
 
 namespace {
@@ -49,6 +56,28 @@ TEST(Run, ReportsUnwrittenOutputsAsResultsDiffer) {
               std::string::npos)
         << o.out;
   }
+}
+
+TEST(Tune, BudgetSpentBeforeTheFirstMeasurementStillRecordsTheDefault) {
+  ASSERT_TRUE(fakeDriver);
+  TempDir dir;
+  std::string shapes = dir.write(
+      "shapes.json", R"([{"template": "conv_bias", "shape": "1,8,2,4,4",
+                          "params": {"dtype": "bf16"}}])");
+  std::string out = dir.file("out");
+  std::vector<std::string> args = {"tune",  "--shapes",   shapes,
+                                   "--out", out,          "--devices",
+                                   "0",     "--budget-s", "0.000001"};
+  Output o = cli(args);
+  ASSERT_EQ(o.status, 0) << joined(args) << "\n" << o.out << o.err;
+  EXPECT_NE(o.out.find("(1 entries)"), std::string::npos) << o.out;
+  auto db = autotune::TuneDB::load(out + "/tune-db.json");
+  ASSERT_TRUE(bool(db)) << llvm::toString(db.takeError());
+  ASSERT_EQ(db->size(), 1u);
+  const autotune::TuneEntry *e = db->all().front();
+  ASSERT_EQ(e->measurements.size(), 1u);
+  EXPECT_EQ(e->measurements[0].config, e->defaultConfig);
+  EXPECT_NE(o.out.find("skipped (budget)"), std::string::npos) << o.out;
 }
 
 } // namespace
