@@ -26,6 +26,7 @@ import sys
 import time
 import warnings
 
+os.environ.setdefault("BITFOLD_ASYNC_COMPILE", "0")  # time kernels, not eager while compiling
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))

@@ -64,19 +64,23 @@ def _op_stats(op):
     if s is None:
         with _lock:
             s = _stats.setdefault(op, {"launches": 0, "fallbacks": {}, "verified": 0,
-                                       "mismatches": 0})
+                                       "mismatches": 0, "compiling": 0})
     return s
 
 
 def stats():
-    """Per op used since reset_stats: launches, fallbacks by reason,
-    verified classes, mismatches, and whether verify disabled it."""
+    """Per op used since reset_stats: launches, fallbacks by reason, calls
+    served by the eager chain while their kernel compiled in the background
+    (compiling), verified classes, mismatches, and whether verify disabled
+    it."""
     with _lock:
         out = {}
         for op, s in _stats.items():
-            if not (s["launches"] or s["fallbacks"] or s["verified"] or op in _disabled):
+            if not (s["launches"] or s["fallbacks"] or s["verified"] or s["compiling"]
+                    or op in _disabled):
                 continue  # unused since reset_stats
             out[op] = {"launches": s["launches"], "fallbacks": dict(s["fallbacks"]),
+                       "compiling": s["compiling"],
                        "verified": s["verified"], "mismatches": s["mismatches"],
                        "disabled": _disabled.get(op)}
         return out
@@ -87,12 +91,21 @@ def reset_stats():
     the prepared launchers."""
     with _lock:
         for s in _stats.values():  # in place: prepared launchers count into them
-            s.update(launches=0, fallbacks={}, verified=0, mismatches=0)
+            s.update(launches=0, fallbacks={}, verified=0, mismatches=0, compiling=0)
         _warned.clear()
         _disabled.clear()
         _verified.clear()
         for table in _sites.values():
             table.clear()
+
+
+def set_async_compile(on):
+    """The default runtime's compile mode from now on (configure's
+    async_compile): also switches a default runtime made already."""
+    bitfold._async_choice = on
+    rt = bitfold._default
+    if rt is not None and hasattr(rt, "set_async_compile"):
+        rt.set_async_compile(on)
 
 
 def _site_table(op):
@@ -508,9 +521,10 @@ def _checked(op, a, key, out, verify, mode):
             if out is not None and res[0] is not out:
                 out.copy_(res[0])
             return res[0] if len(res) == 1 else tuple(res)
-        if refusal[0] == _NOT_READY and op.eager is not None:
+        if refusal[0] == _NOT_READY:
             # Async compile: eager (the same bits) serves this call while the
             # kernel compiles; not a refusal, nothing remembered.
+            _op_stats(name)["compiling"] += 1
             return _into(out, op.eager(*a))
     if refusal[0] in _REMEMBERED:
         with _lock:  # never over a launcher: its layout was taken before
@@ -535,9 +549,15 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
     name = op.label
     try:
         kernel = op.kernels(op.variant(a))
-        launch = _launch(name, kernel, tensors, op.scalars(a), dev)
-    except bitfold.NotReady as e:
-        return None, (_NOT_READY, e.message)
+        try:
+            launch = _launch(name, kernel, tensors, op.scalars(a), dev)
+        except bitfold.NotReady as e:
+            if op.eager is not None and not _capture_on(tensors[0]):
+                return None, (_NOT_READY, e.message)
+            # No eager chain to serve the call, or a CUDA graph capture
+            # (which would keep the eager chain for good): wait for it.
+            _wait_for_compiles(kernel)
+            launch = _launch(name, kernel, tensors, op.scalars(a), dev)
     except bitfold.BitfoldError as e:
         return None, (e.status.replace("BITFOLD_ERROR_", "").lower(), e.message)
     except OSError as e:  # libbitfold.so cannot be loaded
@@ -557,6 +577,22 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
         if launch is not None and name not in _disabled:
             _store(op.sites, key, (launch, verified, aux))
     return outs, None
+
+
+def _capture_on(x):
+    return x.is_cuda and _capturing is not None and _capturing()
+
+
+def _wait_for_compiles(kernel):
+    """Returns once the kernel's runtime has no background compile pending
+    (a failed one is reported by the launch that follows)."""
+    wait = getattr(getattr(kernel, "rt", None), "prewarm_status", None)
+    if wait is None:
+        return
+    try:
+        wait(wait=True)
+    except bitfold.BitfoldError:
+        pass
 
 
 def _into(out, result):
