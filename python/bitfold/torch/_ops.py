@@ -180,6 +180,12 @@ def _key(ts, scalar):
     """The site key of operands ts and a scalar: what the launch metadata
     and the kernel choice are a function of (unrolled: this is most of a
     warm call's Python time)."""
+    if len(ts) == 4:  # a 3-operand op with out=
+        a, b, c, d = ts
+        return (scalar, a.dtype, a.shape, a.stride(), a.get_device(),
+                b.dtype, b.shape, b.stride(), b.get_device(),
+                c.dtype, c.shape, c.stride(), c.get_device(),
+                d.dtype, d.shape, d.stride(), d.get_device())
     if len(ts) == 3:
         a, b, c = ts
         return (scalar, a.dtype, a.shape, a.stride(), a.get_device(),
