@@ -163,6 +163,12 @@ class AsyncCompileOnTheFakeDriver(unittest.TestCase):
         s = self.bt.stats()["bitfold_async_test::residual_add"]
         self.assertEqual((s["launches"], s["compiling"]), (1, 0))
 
+    def test_strict_mode_waits_for_the_compile_instead_of_serving_eager(self):
+        self.bt.configure(mode="strict")
+        x, sc, sh = inputs(cols=96)
+        self.bt.ln_modulate(x, sc, sh, 1e-6)
+        self.assertEqual((self.stats()["launches"], self.stats()["compiling"]), (1, 0))
+
     def test_closing_the_runtime_while_compiles_run_does_not_hang(self):
         rt = self.bitfold.Runtime(lib_path=FAKE_LIB, disk_cache=False, async_compile=True)
         self.use(rt)

@@ -46,8 +46,8 @@ in the background (async compile mode) while the op serves its eager chain
 (the same bits; counted as "compiling" in stats(), not as a fallback), and
 the kernel from the first call after the compile finished. A compile that
 fails leaves its layout on eager (a "compile" fallback, warned once). A
-CUDA graph capture and ops without an eager chain wait for the compile
-instead. configure(async_compile=False) or $BITFOLD_ASYNC_COMPILE=0 makes
+CUDA graph capture, strict mode and ops without an eager chain wait for
+the compile instead. configure(async_compile=False) or $BITFOLD_ASYNC_COMPILE=0 makes
 every first call wait for its compile (what the GPU tests and benches use).
 """
 import torch as _torch  # noqa: F401  (bitfold.torch needs torch)

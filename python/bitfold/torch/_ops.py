@@ -558,10 +558,12 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
         try:
             launch = _launch(name, kernel, tensors, op.scalars(a), dev)
         except bitfold.NotReady as e:
-            if op.eager is not None and not _capture_on(tensors[0]):
+            if op.eager is not None and not _capture_on(tensors[0]) \
+                    and (mode or config.mode) != "strict":
                 return None, (_NOT_READY, e.message)
-            # No eager chain to serve the call, or a CUDA graph capture
-            # (which would keep the eager chain for good): wait for it.
+            # No eager chain to serve the call, a CUDA graph capture (which
+            # would keep the eager chain for good), or strict mode (never
+            # eager): wait for it.
             _wait_for_compiles(kernel)
             launch = _launch(name, kernel, tensors, op.scalars(a), dev)
     except bitfold.BitfoldError as e:
