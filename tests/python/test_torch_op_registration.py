@@ -67,6 +67,22 @@ class CustomOpsOnTheFakeDriver(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "no autograd formula"):
             y.float().sum().backward()
 
+    def test_ops_returning_a_list_or_a_tuple_keep_it_with_an_input_needing_grad(self):
+        g = torch.Generator().manual_seed(5)
+        x, r = (torch.randn(2, 8, 64, generator=g).to(torch.bfloat16) for _ in range(2))
+        w = torch.randn(64, generator=g).to(torch.bfloat16).requires_grad_(True)
+        for args in ((x, w, 1e-6), (x, w, 1e-6, r)):
+            out = torch.ops.bitfold.hf_rmsnorm(*args)
+            self.assertIsInstance(out, list)
+            self.assertEqual(len(out), len(args) - 2)
+            self.assertTrue(all(o.requires_grad for o in out))
+        q = torch.randn(1, 4, 2, 64, generator=g).to(torch.bfloat16).requires_grad_(True)
+        qo, ko = torch.ops.bitfold.qk_layernorm(q, q, 1e-6)
+        with self.assertRaisesRegex(RuntimeError, "no autograd formula"):
+            (qo.float().sum() + ko.float().sum()).backward()
+        s = self.bt.stats()
+        self.assertEqual((s["hf_rmsnorm"]["launches"], s["qk_layernorm"]["launches"]), (2, 1))
+
     def test_no_grad_and_inference_mode_run_the_kernel(self):
         x, sc, sh = inputs()
         x.requires_grad_(True)

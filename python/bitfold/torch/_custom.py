@@ -70,7 +70,8 @@ class _NoBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, op, verify, *a):
         ctx.name = op._name
-        return op(*a, verify=verify)
+        r = op(*a, verify=verify)
+        return tuple(r) if isinstance(r, list) else r  # a Function returns tensors
 
     @staticmethod
     def backward(ctx, *grads):
@@ -96,7 +97,8 @@ def register(op, namespace=NAMESPACE):
     autograd = _table.define(
         op.name, params, "verify='default'",
         f"    if {_grad_test(params)}:\n"
-        "        return _post(_nb(_default, verify, *a))\n"
+        f"        return {'list' if op.returns.startswith('Tensor[]') else ''}"
+        "(_nb(_default, verify, *a))\n"
         f"    if {_plain_test(params)}:\n    " + run.replace("\n    ", "\n        ") +
         "    with _below():\n        return _default(*a, verify=verify)\n", scope)
     fake = _table.define("fake", params, "verify='default'", "    return _post(_eager(*a))\n",
