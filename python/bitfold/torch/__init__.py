@@ -48,14 +48,17 @@ the kernel from the first call after the compile finished. A compile that
 fails leaves its layout on eager (a "compile" fallback, warned once). A
 CUDA graph capture, strict mode and ops without an eager chain wait for
 the compile instead. configure(async_compile=False) or $BITFOLD_ASYNC_COMPILE=0 makes
-every first call wait for its compile (what the GPU tests and benches use).
+every first call wait for its compile (what the GPU tests and benches use);
+wait_for_compiles() waits for the pending ones (before timing a model, or
+capturing new shapes in a CUDA graph).
 """
 import torch as _torch  # noqa: F401  (bitfold.torch needs torch)
 
 import bitfold as _bitfold
 
 from . import _ops
-from ._ops import BitfoldFallback, config, reset_stats, stats  # noqa: F401
+from ._ops import (BitfoldFallback, config, reset_stats, stats,  # noqa: F401
+                   wait_for_compiles)
 from ._table import (conv_bias, hf_rmsnorm, ln_modulate, qk_layernorm,  # noqa: F401
                      residual_gate, rmsnorm_modulate, wan_rmsnorm_silu)
 from . import _custom  # noqa: F401  (registers torch.ops.bitfold.*)

@@ -108,6 +108,24 @@ def set_async_compile(on):
         rt.set_async_compile(on)
 
 
+def wait_for_compiles():
+    """Returns once the default runtime has no background compile pending
+    (before timing, or before a CUDA graph capture of new shapes): its
+    {pending, done, failed} counts, or None after a failed compile (the op
+    reports that at its next call at the shape, as a "compile" fallback)."""
+    return _wait(bitfold._default)
+
+
+def _wait(rt):
+    wait = getattr(rt, "prewarm_status", None)
+    if wait is None:
+        return None
+    try:
+        return wait(wait=True)
+    except bitfold.BitfoldError:
+        return None
+
+
 def _site_table(op):
     t = _sites.get(op)
     if t is None:
@@ -564,7 +582,7 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
             # No eager chain to serve the call, a CUDA graph capture (which
             # would keep the eager chain for good), or strict mode (never
             # eager): wait for it.
-            _wait_for_compiles(kernel)
+            _wait(getattr(kernel, "rt", None))
             launch = _launch(name, kernel, tensors, op.scalars(a), dev)
     except bitfold.BitfoldError as e:
         return None, (e.status.replace("BITFOLD_ERROR_", "").lower(), e.message)
@@ -589,18 +607,6 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
 
 def _capture_on(x):
     return x.is_cuda and _capturing is not None and _capturing()
-
-
-def _wait_for_compiles(kernel):
-    """Returns once the kernel's runtime has no background compile pending
-    (a failed one is reported by the launch that follows)."""
-    wait = getattr(getattr(kernel, "rt", None), "prewarm_status", None)
-    if wait is None:
-        return
-    try:
-        wait(wait=True)
-    except bitfold.BitfoldError:
-        pass
 
 
 def _into(out, result):
