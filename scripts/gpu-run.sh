@@ -96,6 +96,9 @@ torch_step() {
     "$whl" $(ls "$wheels"/*.whl 2>/dev/null) || return 1
   (
     unset BITFOLD_LIB PYTHONPATH
+    # The examples and host_cost.py time kernels: first calls wait for their
+    # compile (bitfold.torch's default serves eager while it runs).
+    export BITFOLD_ASYNC_COMPILE=0
     cd "$root"
     py=$venv/bin/python
     $py -c 'import bitfold, bitfold._lib as L; print("bitfold", bitfold.version(), L.load().bitfold_path)'

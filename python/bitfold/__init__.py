@@ -246,17 +246,34 @@ class Runtime:
 
 _default = None
 _default_lock = threading.Lock()
+# Whether default_runtime() is created in async compile mode when
+# $BITFOLD_ASYNC_COMPILE is unset: importing bitfold.torch sets it (its ops
+# serve the eager chain while a shape compiles); the core alone launches
+# synchronously. _async_choice: bitfold.torch.configure(async_compile=).
+_default_async = False
+_async_choice = None
+
+
+def default_async_compile():
+    """Whether the default runtime compiles in the background:
+    bitfold.torch.configure(async_compile=) decides, else
+    $BITFOLD_ASYNC_COMPILE=1 or 0, else on when bitfold.torch was imported."""
+    if _async_choice is not None:
+        return _async_choice
+    env = os.environ.get("BITFOLD_ASYNC_COMPILE")
+    if env in ("0", "1"):
+        return env == "1"
+    return _default_async
 
 
 def default_runtime():
     """The process-wide runtime `bitfold.torch` uses (created on first use;
-    in async compile mode when $BITFOLD_ASYNC_COMPILE=1)."""
+    in async compile mode per default_async_compile())."""
     global _default
     if _default is None:
         with _default_lock:
             if _default is None:
-                _default = Runtime(
-                    async_compile=os.environ.get("BITFOLD_ASYNC_COMPILE") == "1")
+                _default = Runtime(async_compile=default_async_compile())
     return _default
 
 

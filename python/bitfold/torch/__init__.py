@@ -40,10 +40,25 @@ CUDA graphs: the first call of a new shape class compiles or loads a
 module; inside a capture that is done with this thread's capture mode
 relaxed (CUDA forbids module loads in a global-mode capture), so capturing
 a cold shape works; warming shapes before capture keeps compiles out of it.
+
+Compiles never stall a call: the default runtime compiles a new shape class
+in the background (async compile mode) while the op serves its eager chain
+(the same bits; counted as "compiling" in stats(), not as a fallback), and
+the kernel from the first call after the compile finished. A compile that
+fails leaves its layout on eager (a "compile" fallback, warned once). A
+CUDA graph capture, strict mode and ops without an eager chain wait for
+the compile instead. configure(async_compile=False) or $BITFOLD_ASYNC_COMPILE=0 makes
+every first call wait for its compile (what the GPU tests and benches use);
+wait_for_compiles() waits for the pending ones (before timing a model, or
+capturing new shapes in a CUDA graph).
 """
 import torch as _torch  # noqa: F401  (bitfold.torch needs torch)
 
-from ._ops import BitfoldFallback, config, reset_stats, stats  # noqa: F401
+import bitfold as _bitfold
+
+from . import _ops
+from ._ops import (BitfoldFallback, config, reset_stats, stats,  # noqa: F401
+                   wait_for_compiles)
 from ._table import (conv_bias, hf_rmsnorm, ln_modulate, qk_layernorm,  # noqa: F401
                      residual_gate, rmsnorm_modulate, wan_rmsnorm_silu)
 from . import _custom  # noqa: F401  (registers torch.ops.bitfold.*)
@@ -55,8 +70,18 @@ from ._table import OPS as _OPS
 OPS = tuple(op.name for op in _OPS)
 
 
-def configure(mode=None, verify=None):
-    """Process-wide defaults: mode "auto" | "strict", verify "off" | "once"."""
+# The default runtime compiles new shapes in the background while the ops
+# serve their eager chains (configure(async_compile=False) or
+# $BITFOLD_ASYNC_COMPILE=0: every first call waits for its compile).
+_bitfold._default_async = True
+
+
+def configure(mode=None, verify=None, async_compile=None):
+    """Process-wide defaults: mode "auto" | "strict", verify "off" | "once",
+    async_compile True | False (the default runtime's compile mode; also
+    switches a default runtime made already)."""
+    if async_compile is not None:
+        _ops.set_async_compile(bool(async_compile))
     if mode is not None:
         if mode not in ("auto", "strict"):
             raise ValueError(f"mode must be 'auto' or 'strict', not {mode!r}")
@@ -65,4 +90,5 @@ def configure(mode=None, verify=None):
         if verify not in ("off", "once"):
             raise ValueError(f"verify must be 'off' or 'once', not {verify!r}")
         config.verify = verify
-    return {"mode": config.mode, "verify": config.verify}
+    return {"mode": config.mode, "verify": config.verify,
+            "async_compile": _bitfold.default_async_compile()}

@@ -9,6 +9,17 @@ ones. conv_bias and wan_rmsnorm_silu write into empty_like(x), which is the
 eager chain's layout wherever the kernel accepts the operands (dense
 channels-last), and fall back otherwise. Every op takes a last `verify`
 string ("default": the process setting, "off", "once").
+
+Registered with torch.library.Library (define, impl, register_fake) rather
+than torch.library.custom_op, whose Python autograd layer (a second Python
+kernel and a redispatch per call) cost a warm call more than the rest of
+its host path. The body is the Autograd kernel itself, so a call with
+plain tensors and no input needing grad is one Python kernel, the direct
+op's host path. With an input needing grad the op runs with grad off and
+its outputs get a backward that raises (what custom_op did without a
+registered formula); tensor subclasses (fake or functional tensors while
+torch.compile traces) go below autograd, to the same body registered as
+CompositeExplicitAutograd or to the fake impl.
 """
 import torch
 
@@ -22,24 +33,80 @@ def _verify_arg(v):
     return None if v == "default" else v
 
 
+_libs = {}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _library(namespace):
+    lib = _libs.get(namespace)
+    if lib is None:
+        lib = _libs[namespace] = torch.library.Library(namespace, "FRAGMENT")
+    return lib
+
+
+def _plain_test(params):
+    """Source text: True when every tensor argument is a plain tensor (not
+    a fake or functional one)."""
+    tests = []
+    for typ, name, _ in params:
+        if typ == "Tensor":
+            tests.append(f"_T({name}) in _plain")
+        elif typ == "Tensor?":
+            tests.append(f"({name} is None or _T({name}) in _plain)")
+    return " and ".join(tests) or "True"
+
+
+def _grad_test(params):
+    """Source text: True when grad is on and a tensor argument needs it."""
+    names = [n for t, n, _ in params if t in ("Tensor", "Tensor?")]
+    needs = " or ".join(f"({n} is not None and {n}.requires_grad)" for n in names)
+    return f"_grad() and ({needs or 'False'})"
+
+
+class _NoBackward(torch.autograd.Function):
+    """The op run with grad off (the kernel, as for any call), its outputs
+    tied to a backward that raises: these ops have no autograd formula."""
+
+    @staticmethod
+    def forward(ctx, op, verify, *a):
+        ctx.name = op._name
+        r = op(*a, verify=verify)
+        return tuple(r) if isinstance(r, list) else r  # a Function returns tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(f"Trying to backward through {ctx.name}, but bitfold ops have no "
+                           "autograd formula (the direct bitfold.torch op runs the eager "
+                           "chain when an input needs grad)")
+
+
 def register(op, namespace=NAMESPACE):
     """torch.ops.<namespace>.<op.name> from an op entry, with its fake impl
     (op.fake where set: a user op's shape rule; else the eager chain)."""
     params = _table.parameters(op)
+    lib = _library(namespace)
+    lib.define(f"{op.name}({op.args}, str verify='default') -> {op.returns}")
+    handle = getattr(getattr(torch.ops, namespace), op.name)
     scope = {"_call": call, "_op": op, "_check": op.check or op.explain,
-             "_post": op.custom_result,
-             "_v": _verify_arg, "_eager": op.fake or op.eager}
+             "_post": op.custom_result, "_v": _verify_arg, "_eager": op.fake or op.eager,
+             "_nb": _NoBackward.apply, "_T": type, "_plain": _PLAIN, "_grad": torch.is_grad_enabled,
+             "_below": torch._C._AutoDispatchBelowAutograd, "_default": handle.default}
     check = "    _check(a)\n" if scope["_check"] is not None else ""
-    body = _table.define(op.name, params, "verify='default'",
-                         check + "    return _post(_call(_op, a, None, _v(verify), None))\n",
-                         scope)
+    run = check + "    return _post(_call(_op, a, None, _v(verify), None))\n"
+    body = _table.define(op.name, params, "verify='default'", run, scope)
+    autograd = _table.define(
+        op.name, params, "verify='default'",
+        f"    if {_grad_test(params)}:\n"
+        f"        return {'list' if op.returns.startswith('Tensor[]') else ''}"
+        "(_nb(_default, verify, *a))\n"
+        f"    if {_plain_test(params)}:\n    " + run.replace("\n    ", "\n        ") +
+        "    with _below():\n        return _default(*a, verify=verify)\n", scope)
     fake = _table.define("fake", params, "verify='default'", "    return _post(_eager(*a))\n",
                          scope)
-    schema = f"({op.args}, str verify='default') -> {op.returns}"
-    custom = torch.library.custom_op(f"{namespace}::{op.name}", body, mutates_args=(),
-                                     schema=schema)
-    custom.register_fake(fake)
-    return custom
+    lib.impl(op.name, body, "CompositeExplicitAutograd")
+    lib.impl(op.name, autograd, "Autograd")
+    torch.library.register_fake(f"{namespace}::{op.name}", fake, lib=lib)
+    return handle
 
 
 CUSTOM = {op.name: register(op) for op in _table.OPS}

@@ -64,19 +64,23 @@ def _op_stats(op):
     if s is None:
         with _lock:
             s = _stats.setdefault(op, {"launches": 0, "fallbacks": {}, "verified": 0,
-                                       "mismatches": 0})
+                                       "mismatches": 0, "compiling": 0})
     return s
 
 
 def stats():
-    """Per op used since reset_stats: launches, fallbacks by reason,
-    verified classes, mismatches, and whether verify disabled it."""
+    """Per op used since reset_stats: launches, fallbacks by reason, calls
+    served by the eager chain while their kernel compiled in the background
+    (compiling), verified classes, mismatches, and whether verify disabled
+    it."""
     with _lock:
         out = {}
         for op, s in _stats.items():
-            if not (s["launches"] or s["fallbacks"] or s["verified"] or op in _disabled):
+            if not (s["launches"] or s["fallbacks"] or s["verified"] or s["compiling"]
+                    or op in _disabled):
                 continue  # unused since reset_stats
             out[op] = {"launches": s["launches"], "fallbacks": dict(s["fallbacks"]),
+                       "compiling": s["compiling"],
                        "verified": s["verified"], "mismatches": s["mismatches"],
                        "disabled": _disabled.get(op)}
         return out
@@ -87,12 +91,39 @@ def reset_stats():
     the prepared launchers."""
     with _lock:
         for s in _stats.values():  # in place: prepared launchers count into them
-            s.update(launches=0, fallbacks={}, verified=0, mismatches=0)
+            s.update(launches=0, fallbacks={}, verified=0, mismatches=0, compiling=0)
         _warned.clear()
         _disabled.clear()
         _verified.clear()
         for table in _sites.values():
             table.clear()
+
+
+def set_async_compile(on):
+    """The default runtime's compile mode from now on (configure's
+    async_compile): also switches a default runtime made already."""
+    bitfold._async_choice = on
+    rt = bitfold._default
+    if rt is not None and hasattr(rt, "set_async_compile"):
+        rt.set_async_compile(on)
+
+
+def wait_for_compiles():
+    """Returns once the default runtime has no background compile pending
+    (before timing, or before a CUDA graph capture of new shapes): its
+    {pending, done, failed} counts, or None after a failed compile (the op
+    reports that at its next call at the shape, as a "compile" fallback)."""
+    return _wait(bitfold._default)
+
+
+def _wait(rt):
+    wait = getattr(rt, "prewarm_status", None)
+    if wait is None:
+        return None
+    try:
+        return wait(wait=True)
+    except bitfold.BitfoldError:
+        return None
 
 
 def _site_table(op):
@@ -167,6 +198,12 @@ def _key(ts, scalar):
     """The site key of operands ts and a scalar: what the launch metadata
     and the kernel choice are a function of (unrolled: this is most of a
     warm call's Python time)."""
+    if len(ts) == 4:  # a 3-operand op with out=
+        a, b, c, d = ts
+        return (scalar, a.dtype, a.shape, a.stride(), a.get_device(),
+                b.dtype, b.shape, b.stride(), b.get_device(),
+                c.dtype, c.shape, c.stride(), c.get_device(),
+                d.dtype, d.shape, d.stride(), d.get_device())
     if len(ts) == 3:
         a, b, c = ts
         return (scalar, a.dtype, a.shape, a.stride(), a.get_device(),
@@ -508,9 +545,10 @@ def _checked(op, a, key, out, verify, mode):
             if out is not None and res[0] is not out:
                 out.copy_(res[0])
             return res[0] if len(res) == 1 else tuple(res)
-        if refusal[0] == _NOT_READY and op.eager is not None:
+        if refusal[0] == _NOT_READY:
             # Async compile: eager (the same bits) serves this call while the
             # kernel compiles; not a refusal, nothing remembered.
+            _op_stats(name)["compiling"] += 1
             return _into(out, op.eager(*a))
     if refusal[0] in _REMEMBERED:
         with _lock:  # never over a launcher: its layout was taken before
@@ -535,9 +573,17 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
     name = op.label
     try:
         kernel = op.kernels(op.variant(a))
-        launch = _launch(name, kernel, tensors, op.scalars(a), dev)
-    except bitfold.NotReady as e:
-        return None, (_NOT_READY, e.message)
+        try:
+            launch = _launch(name, kernel, tensors, op.scalars(a), dev)
+        except bitfold.NotReady as e:
+            if op.eager is not None and not _capture_on(tensors[0]) \
+                    and (mode or config.mode) != "strict":
+                return None, (_NOT_READY, e.message)
+            # No eager chain to serve the call, a CUDA graph capture (which
+            # would keep the eager chain for good), or strict mode (never
+            # eager): wait for it.
+            _wait(getattr(kernel, "rt", None))
+            launch = _launch(name, kernel, tensors, op.scalars(a), dev)
     except bitfold.BitfoldError as e:
         return None, (e.status.replace("BITFOLD_ERROR_", "").lower(), e.message)
     except OSError as e:  # libbitfold.so cannot be loaded
@@ -557,6 +603,10 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
         if launch is not None and name not in _disabled:
             _store(op.sites, key, (launch, verified, aux))
     return outs, None
+
+
+def _capture_on(x):
+    return x.is_cuda and _capturing is not None and _capturing()
 
 
 def _into(out, result):
