@@ -46,7 +46,7 @@ void codegen::loadsOf(const ExprNode *root, std::set<int> &out) {
     stack.pop_back();
     if (!n || !seen.insert(n).second || n->op == Op::FoldValue)
       continue;
-    if (n->op == Op::Load)
+    if (n->op == Op::Load) // a gather's scalar loads use no access
       out.insert(n->index);
     for (const dsl::Expr &a : n->args)
       stack.push_back(a.get());

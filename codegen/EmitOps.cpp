@@ -105,13 +105,37 @@ const KernelBuilder::OpLowering KernelBuilder::opTable[] = {
        return kb.emitFma(n, a);
      }},
     EMIT(Select, kb.sel(a[0], a[1], a[2])),
+    {DOp::RowIndex, nullptr},
+    {DOp::ColIndex, nullptr},
+    {DOp::IConst,
+     [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value>) {
+       return kb.cI32(int32_t(n->bits));
+     }},
+    EMIT(IAdd, arith::AddIOp::create(kb.b, kb.loc, a[0], a[1])),
+    EMIT(ISub, arith::SubIOp::create(kb.b, kb.loc, a[0], a[1])),
+    EMIT(IMul, arith::MulIOp::create(kb.b, kb.loc, a[0], a[1])),
+    EMIT(IDiv, kb.intDivRem(false, a[0], a[1])),
+    EMIT(IRem, kb.intDivRem(true, a[0], a[1])),
+    EMIT(ICmpLT, kb.cmpI(arith::CmpIPredicate::slt, a[0], a[1])),
+    EMIT(ICmpLE, kb.cmpI(arith::CmpIPredicate::sle, a[0], a[1])),
+    EMIT(ICmpGT, kb.cmpI(arith::CmpIPredicate::sgt, a[0], a[1])),
+    EMIT(ICmpGE, kb.cmpI(arith::CmpIPredicate::sge, a[0], a[1])),
+    EMIT(ICmpEQ, kb.cmpI(arith::CmpIPredicate::eq, a[0], a[1])),
+    EMIT(ICmpNE, kb.cmpI(arith::CmpIPredicate::ne, a[0], a[1])),
+    EMIT(ISelect, kb.sel(a[0], a[1], a[2])),
+    // sitofp is cvt.rn.f32.s32: round to nearest even, as the interpreter.
+    EMIT(IToF, arith::SIToFPOp::create(kb.b, kb.loc, kb.f32, a[0])),
+    {DOp::Gather,
+     [](KernelBuilder &kb, const ExprNode *n, ArrayRef<Value> a) {
+       return kb.emitGather(n, a[0]);
+     }},
 };
 
 #undef CMP
 #undef EMIT
 
 Value KernelBuilder::emitOp(const ExprNode *n, ArrayRef<Value> a) {
-  constexpr size_t numOps = size_t(DOp::Select) + 1;
+  constexpr size_t numOps = dsl::kNumOps;
   // Op -> entry, checked once: every op has exactly one entry.
   static const std::array<const OpLowering *, numOps> byOp = [] {
     std::array<const OpLowering *, numOps> m{};

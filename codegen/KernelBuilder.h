@@ -122,6 +122,11 @@ private:
   Value libdeviceCall(llvm::StringRef fn, Value x);
   Value saturate(Value x);
   Value subFtz(Value x, Value y);
+  // ---- Index values (EmitIndexOps.cpp): i32 arithmetic with the
+  // interpreter's defined division by 0 and overflow; gathers.
+  Value colIndex(const Access &acc, int e);
+  Value intDivRem(bool rem, Value x, Value y);
+  Value emitGather(const ExprNode *n, Value col);
   struct OpLowering;
   static const OpLowering opTable[];
 
@@ -196,6 +201,7 @@ private:
   // Row set-up.
   Value tid, laneInRow /*i32*/, rowInCta /*i32*/, pIdx /*idx*/, rowValid;
   Value groupRowsF;              ///< rows of the row's group (i64).
+  Value rowInGroup;              ///< the row within its group (i64).
   std::vector<Value> base;       ///< per operand: ptr<1> to its row start.
   /// Per operand: the column stride S of a channels-first operand (index
   /// type), null for operands whose columns are packed.

@@ -107,7 +107,7 @@ bool KernelBuilder::isElem(const ExprNode *n) {
   auto it = elemMemo.find(n);
   if (it != elemMemo.end())
     return it->second;
-  bool e = n->op == DOp::Load;
+  bool e = n->op == DOp::Load || n->op == DOp::ColIndex;
   if (n->op != DOp::FoldValue)
     for (const dsl::Expr &a : n->args)
       e = e || isElem(a.get());
@@ -125,6 +125,8 @@ Value KernelBuilder::rowLeaf(const ExprNode *n) {
       return arith::SIToFPOp::create(b, loc, f32, groupRowsF);
     return arith::SIToFPOp::create(b, loc, f32, dimValues[n->index]);
   case DOp::FoldValue: return foldResults[n->index][n->field];
+  case DOp::RowIndex: // the row within its group (i32: rows < 2^31)
+    return arith::TruncIOp::create(b, loc, i32, rowInGroup);
   default: return Value();
   }
 }
@@ -180,6 +182,9 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
   if (n->op == DOp::Load) {
     AtLoc at(*this, nodeLoc(n));
     v = loadAccess(n->index, acc)[e];
+  } else if (n->op == DOp::ColIndex) {
+    AtLoc at(*this, nodeLoc(n));
+    v = colIndex(acc, e);
   } else if (const NarrowArith *m = narrowArith(n)) {
     AtLoc at(*this, nodeLoc(n));
     v = emitNarrowArith(*m, n->roundTo, [&](const ExprNode *x) {
@@ -319,6 +324,7 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
   };
   Value start = pick([&](int g) { return groupStart[g]; });
   Value local = arith::SubIOp::create(b, loc, rowC, start);
+  rowInGroup = local;
   groupRowsF = pick([&](int g) { return arg(abi.groupRows(g)); });
   for (size_t d = 0; d < def.dims.size(); ++d)
     dimValues.push_back(arg(abi.dim(int(d))));

@@ -21,6 +21,7 @@ llvm::StringRef bitfold::dsl::dtypeName(DType t) {
   case DType::F8E4M3FN: return "f8e4m3fn";
   case DType::F8E5M2: return "f8e5m2";
   case DType::I8: return "i8";
+  case DType::I32: return "i32";
   }
   return "?";
 }
@@ -30,7 +31,8 @@ unsigned bitfold::dsl::dtypeBytes(DType t) {
   case DType::F32: return 4;
   case DType::BF16:
   case DType::F16: return 2;
-  case DType::I1: return 0;
+  case DType::I1:
+  case DType::I32: return 0;
   case DType::F8E4M3FN:
   case DType::F8E5M2:
   case DType::I8: return 1;
@@ -104,12 +106,15 @@ Expr Expr::to_f32() const {
   if (node->type == DType::I1)
     return ExprNode::invalid("to_f32: a predicate (i1) has no f32 value; "
                              "use select(cond, a, b)");
+  if (node->type == DType::I32)
+    return ExprNode::invalid("to_f32: an index value (i32) converts with "
+                             "itof(i)");
   return ExprNode::make(Op::Extend, DType::F32, {*this});
 }
 
 namespace {
 
-bool isNumeric(DType t) { return t != DType::I1; }
+bool isNumeric(DType t) { return t != DType::I1 && t != DType::I32; }
 
 /// Checks the operands of `op` and widens numeric ones to f32. Returns an
 /// Invalid node (propagating the first invalid operand) or an empty Expr.
@@ -128,6 +133,10 @@ Expr checkArgs(Op op, std::vector<Expr> &args, bool wantPredicates) {
       return ExprNode::invalid(llvm::formatv(
           "{0}: operand {1} must be a predicate (i1), found {2}", opName(op),
           i, dtypeName(t)));
+    if (!wantPredicates && t == DType::I32)
+      return ExprNode::invalid(llvm::formatv(
+          "{0}: operand {1} is an index value (i32); convert it with itof",
+          opName(op), i));
     if (!wantPredicates && !isNumeric(t))
       return ExprNode::invalid(llvm::formatv(
           "{0}: operand {1} is a predicate (i1); arithmetic needs a number "
@@ -137,6 +146,28 @@ Expr checkArgs(Op op, std::vector<Expr> &args, bool wantPredicates) {
       args[i] = args[i].to_f32();
   }
   return Expr();
+}
+
+/// The index ops' type rules: i32 operands (a predicate first for iselect).
+Expr makeIntOp(Op op, std::vector<Expr> args) {
+  const OpInfo &info = opInfo(op);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].get())
+      return ExprNode::invalid(llvm::formatv(
+          "{0}: operand {1} is an empty Expr", info.name, i));
+    if (args[i]->op == Op::Invalid)
+      return args[i];
+    DType want =
+        info.types == TypeRule::IntSelect && i == 0 ? DType::I1 : DType::I32;
+    if (args[i].dtype() != want)
+      return ExprNode::invalid(llvm::formatv(
+          "{0}: operand {1} must be {2}, found {3}", info.name, i,
+          dtypeName(want), dtypeName(args[i].dtype())));
+  }
+  DType result = info.types == TypeRule::IntCompare ? DType::I1
+                 : info.types == TypeRule::IntToFloat ? DType::F32
+                                                      : DType::I32;
+  return ExprNode::make(op, result, std::move(args));
 }
 
 } // namespace
@@ -151,6 +182,7 @@ Expr bitfold::dsl::makeOp(Op op, std::vector<Expr> args) {
   case TypeRule::Leaf:
   case TypeRule::Round:
   case TypeRule::Extend:
+  case TypeRule::Gather:
     return ExprNode::invalid(llvm::formatv(
         "{0}: has its own builder, not makeOp", info.name));
   case TypeRule::Arith:
@@ -170,6 +202,11 @@ Expr bitfold::dsl::makeOp(Op op, std::vector<Expr> args) {
       return bad;
     return ExprNode::make(op, DType::F32, {args[0], ab[0], ab[1]});
   }
+  case TypeRule::IntArith:
+  case TypeRule::IntCompare:
+  case TypeRule::IntSelect:
+  case TypeRule::IntToFloat:
+    return makeIntOp(op, std::move(args));
   }
   return ExprNode::invalid("unknown type rule");
 }
@@ -225,6 +262,40 @@ Expr operator!(const Expr &a) { return logic(Op::Not, {a}); }
 
 Expr select(const Expr &cond, const Expr &a, const Expr &b) {
   return makeOp(Op::Select, {cond, a, b});
+}
+
+Expr row_index() { return ExprNode::make(Op::RowIndex, DType::I32, {}); }
+Expr col_index() { return ExprNode::make(Op::ColIndex, DType::I32, {}); }
+Expr iconst(int32_t v) {
+  Expr e = ExprNode::make(Op::IConst, DType::I32, {});
+  const_cast<ExprNode *>(e.get())->bits = uint32_t(v);
+  return e;
+}
+Expr iadd(const Expr &a, const Expr &b) { return makeOp(Op::IAdd, {a, b}); }
+Expr isub(const Expr &a, const Expr &b) { return makeOp(Op::ISub, {a, b}); }
+Expr imul(const Expr &a, const Expr &b) { return makeOp(Op::IMul, {a, b}); }
+Expr idiv(const Expr &a, const Expr &b) { return makeOp(Op::IDiv, {a, b}); }
+Expr irem(const Expr &a, const Expr &b) { return makeOp(Op::IRem, {a, b}); }
+Expr iselect(const Expr &c, const Expr &a, const Expr &b) {
+  return makeOp(Op::ISelect, {c, a, b});
+}
+Expr itof(const Expr &a) { return makeOp(Op::IToF, {a}); }
+Expr gather(const Expr &input, const Expr &col) {
+  if (!input.get() || input->op != Op::Load)
+    return ExprNode::invalid("gather: the first operand must be an input "
+                             "(its row value)");
+  std::vector<Expr> args{col};
+  Expr bad = makeIntOp(Op::IToF, args); // same check: one i32 operand
+  if (bad->op == Op::Invalid)
+    return ExprNode::invalid(std::string("gather") +
+                             bad->message.substr(bad->message.find(':')));
+  auto n = std::make_shared<ExprNode>();
+  n->op = Op::Gather;
+  n->type = DType::F32;
+  n->index = input->index;
+  n->program = input->program;
+  n->args = {col};
+  return Expr(std::move(n));
 }
 
 Expr round(DType to, const Expr &v) {
@@ -518,4 +589,11 @@ void bitfold::dsl::forEachNode(
     for (const Expr &a : n->args)
       push(a);
   }
+}
+
+Expr bitfold::dsl::icmp(Op op, const Expr &a, const Expr &b) {
+  if (opInfo(op).types != TypeRule::IntCompare)
+    return ExprNode::invalid(llvm::formatv(
+        "icmp: {0} is not an index comparison", opName(op)));
+  return makeOp(op, {a, b});
 }

@@ -38,7 +38,9 @@ namespace bitfold::dsl {
 /// F8E4M3FN, F8E5M2 and I8 are one-byte storage types (torch's
 /// float8_e4m3fn, float8_e5m2 and int8): `extend` widens them exactly,
 /// `round` narrows to them as torch's `.to()` does (dsl/Float8.h).
-enum class DType : uint8_t { F32, BF16, F16, I1, F8E4M3FN, F8E5M2, I8 };
+/// I32 is an index value (row_index, col_index and integer arithmetic on
+/// them); it is never stored.
+enum class DType : uint8_t { F32, BF16, F16, I1, F8E4M3FN, F8E5M2, I8, I32 };
 llvm::StringRef dtypeName(DType t);
 /// Bytes per element of a storage dtype (I1 has none).
 unsigned dtypeBytes(DType t);
@@ -170,6 +172,27 @@ Expr gelu_erf(const Expr &x);
 /// kKappa * x^3 + x into one fma):
 /// (0.5 * x) * (1 + tanhf(kBeta * fma(kKappa, (x * x) * x, x))).
 Expr gelu_tanh(const Expr &x);
+
+// ---- Index values (i32; docs/kernel-format.md "Index ops") -------------
+/// The row's index within its group, and the element's column.
+Expr row_index();
+Expr col_index();
+Expr iconst(int32_t v);
+/// Wrapping i32 arithmetic; idiv truncates toward zero, irem has the
+/// dividend's sign; by 0: idiv gives 0, irem the dividend.
+Expr iadd(const Expr &a, const Expr &b);
+Expr isub(const Expr &a, const Expr &b);
+Expr imul(const Expr &a, const Expr &b);
+Expr idiv(const Expr &a, const Expr &b);
+Expr irem(const Expr &a, const Expr &b);
+/// Signed comparisons (i1) and selection between index values.
+Expr icmp(Op op, const Expr &a, const Expr &b);
+Expr iselect(const Expr &cond, const Expr &a, const Expr &b);
+/// i32 -> f32, round to nearest even.
+Expr itof(const Expr &a);
+/// Input `input` (its row value, Input::row()) at column `col` (i32) of
+/// the row its index map gives, widened to f32; NaN outside [0, cols).
+Expr gather(const Expr &input, const Expr &col);
 
 // ---- Folds -----------------------------------------------------------------
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 using namespace bitfold::dsl;
@@ -99,7 +100,7 @@ public:
         in.perElement |= instrs[in.args[i]].perElement;
       }
     }
-    if (n->op == Op::Load)
+    if (n->op == Op::Load || n->op == Op::ColIndex)
       in.perElement = true;
     int slot = int(instrs.size());
     instrs.push_back(in);
@@ -223,6 +224,31 @@ float evalTanhLibdevice(float x, const OpContext &ctx) {
 float evalErfLibdevice(float x, const OpContext &ctx) {
   return libdevice::erffSequence(
       x, [&](float v) { return ctx.approx.ex2ApproxFtz(v); });
+}
+
+/// The index ops (dsl/Ops.def): an i32 travels in its f32 slot bit for bit.
+float fromInt(int32_t v) { return std::bit_cast<float>(v); }
+int32_t toInt(float v) { return std::bit_cast<int32_t>(v); }
+
+float evalInt(Op op, const float *a) {
+  int32_t x = toInt(a[0]), y = toInt(a[1]);
+  uint32_t ux = uint32_t(x), uy = uint32_t(y);
+  bool overflow = x == INT32_MIN && y == -1;
+  switch (op) {
+  case Op::IAdd: return fromInt(int32_t(ux + uy));
+  case Op::ISub: return fromInt(int32_t(ux - uy));
+  case Op::IMul: return fromInt(int32_t(ux * uy));
+  case Op::IDiv: return fromInt(y == 0 ? 0 : overflow ? INT32_MIN : x / y);
+  case Op::IRem: return fromInt(y == 0 ? x : overflow ? 0 : x % y);
+  case Op::ICmpLT: return x < y;
+  case Op::ICmpLE: return x <= y;
+  case Op::ICmpGT: return x > y;
+  case Op::ICmpGE: return x >= y;
+  case Op::ICmpEQ: return x == y;
+  case Op::ICmpNE: return x != y;
+  case Op::IToF: return float(x); // round to nearest even
+  default: return NAN;
+  }
 }
 
 /// The table's evaluation hooks (dsl/Ops.def).
@@ -532,22 +558,37 @@ private:
 
   float evalLeaf(const Instr &in, int64_t c) {
     switch (in.op) {
-    case Op::Load: {
-      const OperandDecl &o = def.operands[in.index];
-      int64_t at = o.map == IndexMap::PerElement ? row
-                   : o.map == IndexMap::PerColumn
-                       ? 0
-                       : row / binding.dims[o.batchDim];
-      return loadElement(binding.tensors[group][in.index], at, c);
-    }
+    case Op::Load:
+      return loadElement(binding.tensors[group][in.index], operandRow(in.index),
+                         c);
     case Op::Scalar: return binding.scalars[in.index];
     case Op::Dim:
       return float(in.index == -1   ? binding.cols
                    : in.index == -2 ? binding.groupRows[group]
                                     : binding.dims[in.index]);
     case Op::FoldValue: return foldResults[in.index][in.field];
+    case Op::RowIndex: return std::bit_cast<float>(int32_t(row));
+    case Op::ColIndex: return std::bit_cast<float>(int32_t(c));
+    case Op::Gather: return gatherElement(in);
     default: return evalInstr(in, vals.data(), approx);
     }
+  }
+
+  /// An input at a computed column; NaN outside the row.
+  float gatherElement(const Instr &in) {
+    int32_t c = std::bit_cast<int32_t>(vals[in.args[0]]);
+    if (c < 0 || c >= binding.cols)
+      return std::bit_cast<float>(0x7fc00000u);
+    return loadElement(binding.tensors[group][in.index], operandRow(in.index),
+                       c);
+  }
+
+  /// The row of input `operand` that the current row reads (its index map).
+  int64_t operandRow(int operand) const {
+    const OperandDecl &o = def.operands[operand];
+    return o.map == IndexMap::PerElement ? row
+           : o.map == IndexMap::PerColumn ? 0
+                                          : row / binding.dims[o.batchDim];
   }
 
   void runRow(const Phase &p) {

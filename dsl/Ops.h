@@ -41,6 +41,11 @@ enum class TypeRule : uint8_t {
   Select,  ///< (i1, number, number) -> f32.
   Round,   ///< number -> the node's storage dtype (bf16/f16).
   Extend,  ///< bf16/f16 -> f32.
+  IntArith,   ///< (i32, i32) -> i32.
+  IntCompare, ///< (i32, i32) -> i1.
+  IntSelect,  ///< (i1, i32, i32) -> i32.
+  IntToFloat, ///< i32 -> f32.
+  Gather,     ///< i32 column -> f32 (the node names the input).
 };
 
 /// Whether the interpreter's value is the GPU's bit for bit.

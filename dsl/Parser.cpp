@@ -257,6 +257,11 @@ private:
   bool composed(const TextComposition &c, const Scope &scope, Expr &out);
   bool computed(Op op, const Token &opTok, const Scope &scope, Expr &out);
   bool leaf(Op op, const Token &opTok, Expr &out);
+  bool gather(const Token &opTok, const Scope &scope, Expr &out);
+  static bool isIntRule(TypeRule r) {
+    return r == TypeRule::IntArith || r == TypeRule::IntCompare ||
+           r == TypeRule::IntSelect || r == TypeRule::IntToFloat;
+  }
   bool foldValue(Expr &out);
   bool fold();
   bool stageList(std::vector<TreeStage> &out);
@@ -366,9 +371,9 @@ bool Parser::floatBits(uint32_t &out, llvm::StringRef what) {
 
 bool Parser::dtype(DType &out) {
   return oneOf({DType::F32, DType::BF16, DType::F16, DType::I1,
-                DType::F8E4M3FN, DType::F8E5M2, DType::I8},
+                DType::F8E4M3FN, DType::F8E5M2, DType::I8, DType::I32},
                dtypeName, out,
-               "a dtype (f32, bf16, f16, i1, f8e4m3fn, f8e5m2 or i8)");
+               "a dtype (f32, bf16, f16, i1, f8e4m3fn, f8e5m2, i8 or i32)");
 }
 
 bool Parser::layout(Layout &out) {
@@ -622,8 +627,9 @@ bool Parser::composed(const TextComposition &c, const Scope &scope,
     return failAt(at, llvm::formatv("expected an f32 operand of {0}, found "
                                     "{1}{2}",
                                     c.name, dtypeName(out.dtype()),
-                                    out.dtype() == DType::I1
-                                        ? " (use select)"
+                                    out.dtype() == DType::I1 ? " (use select)"
+                                    : out.dtype() == DType::I32
+                                        ? " (convert it with itof)"
                                         : " (widen it with extend)"));
   out = c.build(out);
   return true;
@@ -661,6 +667,8 @@ bool Parser::operation(Op op, const Token &opTok, const Scope &scope,
                             dtypeName(out.dtype()).str());
     out = out.to_f32();
     return true;
+  case TypeRule::Gather:
+    return gather(opTok, scope, out);
   default:
     return computed(op, opTok, scope, out);
   }
@@ -681,7 +689,16 @@ bool Parser::computed(Op op, const Token &opTok, const Scope &scope,
       return false;
     DType t = args.back().dtype();
     bool predicate = info.types == TypeRule::Logic ||
-                     (info.types == TypeRule::Select && i == 0);
+                     ((info.types == TypeRule::Select ||
+                       info.types == TypeRule::IntSelect) &&
+                      i == 0);
+    if (!predicate && isIntRule(info.types)) {
+      if (t != DType::I32)
+        return failAt(at, llvm::formatv("expected an i32 operand of {0}, "
+                                        "found {1}",
+                                        info.name, dtypeName(t)));
+      continue;
+    }
     if (predicate && t != DType::I1)
       return failAt(at, llvm::formatv("expected an i1 operand of {0}, found "
                                       "{1}",
@@ -690,8 +707,9 @@ bool Parser::computed(Op op, const Token &opTok, const Scope &scope,
       return failAt(at, llvm::formatv(
                             "expected an f32 operand of {0}, found {1}{2}",
                             info.name, dtypeName(t),
-                            t == DType::I1 ? " (use select)"
-                                           : " (widen it with extend)"));
+                            t == DType::I1    ? " (use select)"
+                            : t == DType::I32 ? " (convert it with itof)"
+                                              : " (widen it with extend)"));
   }
   out = makeOp(op, std::move(args));
   if (out->op == Op::Invalid)
@@ -739,6 +757,19 @@ bool Parser::leaf(Op op, const Token &opTok, Expr &out) {
   }
   case Op::FoldValue:
     return foldValue(out);
+  case Op::RowIndex:
+    out = row_index();
+    return true;
+  case Op::ColIndex:
+    out = col_index();
+    return true;
+  case Op::IConst: {
+    int64_t v;
+    if (!integer(v, "an i32 constant", INT32_MIN, INT32_MAX))
+      return false;
+    out = iconst(int32_t(v));
+    return true;
+  }
   case Op::Placeholder: {
     int64_t index;
     if (!integer(index, "an argument index", 0, kMaxPlaceholder))
@@ -751,6 +782,25 @@ bool Parser::leaf(Op op, const Token &opTok, Expr &out) {
                          "node records a builder error; it cannot be "
                          "written)");
   }
+}
+
+/// gather INPUT, %col: the input's element at an i32 column of its row.
+bool Parser::gather(const Token &opTok, const Scope &scope, Expr &out) {
+  int index;
+  if (!declared(inputIndex, "input", index) || !punct(","))
+    return false;
+  Token at = tok;
+  Expr col;
+  if (!value(scope, col))
+    return false;
+  if (col.dtype() != DType::I32)
+    return failAt(at, llvm::formatv("expected an i32 column of gather, found "
+                                    "{0}",
+                                    dtypeName(col.dtype())));
+  out = bitfold::dsl::gather(leafNode(Op::Load, def.operands[index].dtype, index), col);
+  if (out->op == Op::Invalid)
+    return failAt(opTok, out->message);
+  return true;
 }
 
 /// fold_value FOLD.RESULT; the node's argument is the fold's input.

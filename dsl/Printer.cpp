@@ -90,6 +90,12 @@ private:
     case Op::Round:
       os << " to " << dtypeName(n->roundTo);
       break;
+    case Op::IConst:
+      os << " " << int32_t(n->bits);
+      break;
+    case Op::Gather:
+      os << " " << (def ? def->operands[n->index].name : "?") << ",";
+      break;
     case Op::Invalid:
       os << " \"" << n->message << "\"";
       break;

@@ -23,6 +23,8 @@ std::string storeHint(DType to, DType from) {
   if (from == DType::I1)
     return "a predicate cannot be stored: select(p, a, b) between two "
            "numbers first";
+  if (from == DType::I32)
+    return "an index value (i32) cannot be stored: itof(i) first";
   if (to == DType::I1)
     return "an output cannot be i1";
   if (to == DType::F32)
@@ -126,10 +128,11 @@ private:
                              "elements, found {2}",
                              o.isOutput ? "output" : "input", o.name,
                              o.guardAlignElems));
-      if (o.dtype == DType::I1)
-        report(llvm::formatv("{0} '{1}': dtype i1 cannot be stored; use bf16, "
-                             "f16, f32, f8e4m3fn, f8e5m2 or i8",
-                             o.isOutput ? "output" : "input", o.name));
+      if (o.dtype == DType::I1 || o.dtype == DType::I32)
+        report(llvm::formatv("{0} '{1}': dtype {2} cannot be stored; use "
+                             "bf16, f16, f32, f8e4m3fn, f8e5m2 or i8",
+                             o.isOutput ? "output" : "input", o.name,
+                             dtypeName(o.dtype)));
       if (o.map == IndexMap::PerBatch &&
           (o.batchDim < 0 || o.batchDim >= int(def.dims.size())))
         report(llvm::formatv("input '{0}': per_batch needs the rows-per-batch "
@@ -368,6 +371,9 @@ private:
       case Op::Scalar:
       case Op::FoldValue:
       case Op::Dim:
+      case Op::RowIndex:
+      case Op::ColIndex:
+      case Op::Gather:
         report(llvm::formatv("{0}: uses {1}; a combiner sees only its state "
                              "and the pushed value",
                              here, opName(n->op)));
@@ -415,10 +421,12 @@ private:
         report(llvm::formatv("fold {0}: the folded value is an empty Expr", i));
         continue;
       }
-      if (f.input.dtype() == DType::I1)
-        report(llvm::formatv("fold {0}: the folded value is a predicate (i1); "
-                             "fold numbers",
-                             i));
+      if (f.input.dtype() == DType::I1 || f.input.dtype() == DType::I32)
+        report(llvm::formatv("fold {0}: the folded value is {1}; fold "
+                             "numbers (itof converts an index value)",
+                             i, f.input.dtype() == DType::I1
+                                    ? "a predicate (i1)"
+                                    : "an index value (i32)"));
       checkValue(llvm::formatv("fold {0} input", i), f.input, int(i));
       if (f.input.get() && !dependsOnElement(f.input.get()))
         report(llvm::formatv("fold {0}: the folded value does not vary along "
@@ -490,7 +498,7 @@ private:
         continue;
       const std::string here = where + at(n);
       if ((n->op == Op::Load || n->op == Op::Scalar ||
-           n->op == Op::FoldValue) &&
+           n->op == Op::FoldValue || n->op == Op::Gather) &&
           n->program != def.programId) {
         report(llvm::formatv("{0}: uses a {1} of another row program", here,
                              opName(n->op)));
@@ -517,6 +525,16 @@ private:
         if (n->index < 0 || n->index >= int(def.scalars.size()))
           report(here + ": uses a scalar not declared in this program");
         continue;
+      case Op::Gather:
+        checkGather(here, n);
+        break;
+      case Op::IDiv:
+      case Op::IRem:
+        if (n->args.size() == 2 && n->args[1].get() &&
+            n->args[1]->op == Op::IConst && n->args[1]->bits == 0)
+          report(llvm::formatv("{0}: {1} by the constant 0", here,
+                               opName(n->op)));
+        break;
       case Op::Dim:
         if (n->index < -2 || n->index >= int(def.dims.size()))
           report(here + ": uses a dim not declared in this program");
@@ -546,6 +564,21 @@ private:
     }
   }
 
+  /// A gather reads a row-major input of this program.
+  void checkGather(const std::string &here, const ExprNode *n) {
+    if (n->index < 0 || n->index >= int(def.operands.size()) ||
+        def.operands[n->index].isOutput) {
+      report(here + ": gathers from an operand that is not an input of this "
+                    "program");
+      return;
+    }
+    const OperandDecl &o = def.operands[n->index];
+    if (o.layout != Layout::RowMajor)
+      report(llvm::formatv("{0}: gathers from '{1}', whose layout is {2}; "
+                           "gather reads row_major inputs only",
+                           here, o.name, layoutName(o.layout)));
+  }
+
   bool dependsOnElement(const ExprNode *root) {
     llvm::DenseSet<const ExprNode *> seen;
     std::vector<const ExprNode *> stack{root};
@@ -554,8 +587,9 @@ private:
       stack.pop_back();
       if (!n || !seen.insert(n).second || n->op == Op::FoldValue)
         continue;
-      if (n->op == Op::Load && n->index >= 0 &&
-          n->index < int(def.operands.size()))
+      if ((n->op == Op::Load && n->index >= 0 &&
+           n->index < int(def.operands.size())) ||
+          n->op == Op::ColIndex)
         return true;
       for (const Expr &a : n->args)
         stack.push_back(a.get());

@@ -165,9 +165,25 @@ TEST(KernelText, EveryOpOfTheTableRoundTrips) {
   Expr x = p.input("x", f32, Layout::RowMajor).row();
   Expr y = p.input("y", f32, Layout::RowMajor).row();
   Expr acc = x + Expr(0.5f);
+  Expr i = iadd(row_index(), col_index());
   for (const OpInfo &info : kOpTable) {
     std::vector<Expr> args;
     switch (info.types) {
+    case TypeRule::IntArith:
+      i = makeOp(info.op, {i, iconst(3)});
+      continue;
+    case TypeRule::IntCompare:
+      acc = select(makeOp(info.op, {i, iconst(5)}), acc, y);
+      continue;
+    case TypeRule::IntSelect:
+      i = makeOp(info.op, {x < y, i, iconst(-7)});
+      continue;
+    case TypeRule::IntToFloat:
+      acc = acc + makeOp(info.op, {i});
+      continue;
+    case TypeRule::Gather:
+      acc = acc + gather(x, i);
+      continue;
     case TypeRule::Arith:
       args.assign(size_t(info.arity), acc);
       acc = makeOp(info.op, args);
