@@ -379,6 +379,16 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
   }
   setupRow(fn);
   foldResults.resize(def.folds.size());
+  if (plan.rolled) {
+    for (size_t f = 0; f < def.folds.size(); ++f) {
+      AtLoc at(*this, structLoc("fold " + llvm::Twine(f)), /*structure=*/true);
+      emitRolledFold(f);
+    }
+    AtLoc at(*this, structLoc("outputs"), /*structure=*/true);
+    emitRolledOutputs();
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
+    return owned;
+  }
   std::vector<Access> mapping;
   for (size_t f = 0; f < def.folds.size(); ++f) {
     AtLoc at(*this, structLoc("fold " + llvm::Twine(f)), /*structure=*/true);
