@@ -126,7 +126,7 @@ llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
     return illegal(c, "vector width above 16 elements");
   if (def.folds.empty() && c.twoPass && !dsl::isChannelsFirst(def))
     return illegal(c, "two passes need a fold");
-  return checkStridedAxisConfig(def, c);
+  return checkStridedAxisConfig(def, D, c);
 }
 
 /// Where each tree stage of fold lanes mapped as `fp` moves its data.

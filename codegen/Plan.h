@@ -86,8 +86,9 @@ int registerLimit(int ctaThreads);
 
 // ---- Channels-first programs (StridedAxis.cpp) ----
 /// A channels-first program runs one row per thread, one element per
-/// access (t1.v1.p1 unrolled, t1.v1.p2 rolled); other programs pass.
-llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def,
+/// access (t1.v1.p1 unrolled, rows of at most 128 columns; t1.v1.p2
+/// rolled, any row); other programs pass.
+llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def, int64_t cols,
                                    const keys::TileConfig &config);
 /// Whether `config` runs channels-first `def` rolled: the fold a loop over
 /// C, then a second loop re-reading the row for the outputs.

@@ -9,7 +9,7 @@
 // DAG; configs differ in rows per CTA and in how the thread walks C:
 //  - p1 (unrolled): the whole row unrolled, one pass, the loaded values
 //    reused by the outputs. Serves the rows whose values and lane states
-//    fit one thread's registers (C <= 128 for the Wan norm).
+//    fit one thread's registers, at most 128 columns.
 //  - p2 (rolled, EmitStridedAxis.cpp): the fold is a loop over C keeping
 //    only the lanes' accumulators in registers, then a second loop re-reads
 //    the row (L1/L2 hits) for the outputs. Any C; an unrolled re-reading
@@ -27,10 +27,24 @@ using namespace bitfold;
 using namespace bitfold::codegen;
 using namespace bitfold::keys;
 
+namespace {
+
+/// The widest row a thread unrolls (p1). Wider rows run rolled: an
+/// unrolled row of thousands of columns only costs compile time and code.
+constexpr int64_t kMaxUnrolledColumns = 128;
+
+} // namespace
+
 llvm::Error codegen::checkStridedAxisConfig(const dsl::KernelDef &def,
-                                            const TileConfig &c) {
+                                            int64_t cols, const TileConfig &c) {
   if (!dsl::isChannelsFirst(def))
     return llvm::Error::success();
+  if (!c.twoPass && cols > kMaxUnrolledColumns)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("config {0}: '{1}' is channels-first with C = {2}: "
+                      "rows wider than {3} run rolled (t1.v1.p2)",
+                      c.str(), def.name, cols, kMaxUnrolledColumns));
   if (c.threadsPerRow == 1 && c.vectorElems == 1)
     return llvm::Error::success();
   return llvm::createStringError(
