@@ -124,9 +124,9 @@ llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
                                     c.ctaThreads()));
   if (c.vectorElems > 16)
     return illegal(c, "vector width above 16 elements");
-  if (def.folds.empty() && c.twoPass)
+  if (def.folds.empty() && c.twoPass && !dsl::isChannelsFirst(def))
     return illegal(c, "two passes need a fold");
-  return checkStridedAxisConfig(def, c);
+  return checkStridedAxisConfig(def, D, c);
 }
 
 /// Where each tree stage of fold lanes mapped as `fp` moves its data.
@@ -307,7 +307,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   // unbounded kernel. No seed shape comes near it (8192 columns at most).
   const int64_t perThread = llvm::divideCeil(
       shape.cols, int64_t(c.threadsPerRow) * c.vectorElems);
-  if (perThread > kMaxVectorsPerThread)
+  const bool rolled = isRolled(def, c); // loops: nothing to bound
+  if (perThread > kMaxVectorsPerThread && !rolled)
     return illegal(c, llvm::formatv("each thread would handle {0} vectors of "
                                     "a row (at most {1}): use more threads "
                                     "per row or wider vectors",
@@ -315,6 +316,7 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   Plan plan;
   plan.config = c;
   plan.cols = shape.cols;
+  plan.rolled = rolled;
   plan.index64 = shape.maxElementOffset == 0 ||
                  shape.maxElementOffset >= (int64_t(1) << 31);
   for (size_t f = 0; f < def.folds.size(); ++f) {
@@ -332,7 +334,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
     return illegal(c, llvm::formatv("needs {0} bytes of shared memory (48 KiB "
                                     "static limit)",
                                     plan.sharedBytes));
-  plan.estimatedRegisters = estimateRegisters(def, plan);
+  plan.estimatedRegisters =
+      rolled ? rolledRegisters(def, plan) : estimateRegisters(def, plan);
   plan.registerLimit = registerLimit(c.ctaThreads());
   if (plan.estimatedRegisters > plan.registerLimit)
     return illegal(c, llvm::formatv("needs about {0} registers per thread; "

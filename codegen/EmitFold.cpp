@@ -214,6 +214,12 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
     for (float v : cb.emptyState())
       s.push_back(cF32(v));
   emitPushes(f, accs, st);
+  emitFoldTree(f, st);
+}
+
+void KernelBuilder::emitFoldTree(size_t f, LaneStates &st) {
+  const FoldPlan &fp = plan.folds[f];
+  const dsl::Combiner &cb = *def.folds[f].combiner;
   substituteConstants(f, 0, st);
   Value exchange;
   if (fp.needsShared())

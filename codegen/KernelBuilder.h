@@ -7,7 +7,8 @@
 //   VectorAccess.cpp  which columns a thread touches; loads and stores
 //   EmitFold.cpp      a fold: pushes, tree stages, broadcast, finish
 //   EmitOutputs.cpp   output scheduling: grouped loads, then stores
-// Everything is unrolled at build time (the column count is baked in).
+//   EmitStridedAxis.cpp  rolled channels-first phases (loops over C)
+// Everything else is unrolled at build time (the column count is baked in).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_CODEGEN_KERNELBUILDER_H
@@ -165,6 +166,9 @@ private:
   using LaneStates = std::vector<std::vector<Value>>; ///< [register lane][field]
   void emitFold(size_t f, const std::vector<Access> &accs);
   void emitPushes(size_t f, const std::vector<Access> &accs, LaneStates &st);
+  /// After the pushes (one state per register lane): the tree stages, the
+  /// broadcast of lane 0 and finish.
+  void emitFoldTree(size_t f, LaneStates &st);
   void emitStage(size_t f, size_t si, LaneStates &st, Value exchange);
   void emitSharedStage(size_t f, const StagePlan &sp, LaneStates &st,
                        Value exchange);
@@ -177,6 +181,31 @@ private:
 
   // ---- Outputs (EmitOutputs.cpp) ----
   void emitOutputs(const std::vector<Access> &accs);
+
+  // ---- Rolled channels-first phases (EmitStridedAxis.cpp) ----
+  /// Memos around a loop body: what the body builds stays in it.
+  class LoopScope {
+  public:
+    explicit LoopScope(KernelBuilder &kb);
+    ~LoopScope();
+
+  private:
+    KernelBuilder &kb;
+    llvm::DenseMap<const ExprNode *, Value> rowMemo;
+    llvm::DenseMap<const ExprNode *, std::pair<Value, Value>> rowReciprocals;
+    std::map<std::pair<const ExprNode *, int64_t>, Value> elemValues;
+    std::map<std::pair<int, int>, std::vector<Value>> loads;
+  };
+  /// A loop of `trips` >= 1 iterations, induction variable 0, step, ...
+  /// (index type), carrying `init`; `body` returns the next carried values.
+  /// The loop's results: the last carried values.
+  std::vector<Value>
+  rolledLoop(int64_t trips, int64_t step, const std::vector<Value> &init,
+             llvm::function_ref<std::vector<Value>(Value, mlir::ValueRange)>
+                 body);
+  void pushColumn(size_t f, std::vector<Value> &state, int id, Value col);
+  void emitRolledFold(size_t f);
+  void emitRolledOutputs();
 
   // ---- Kernel structure (LowerToMLIR.cpp) ----
   mlir::LLVM::LLVMFuncOp declareKernel(llvm::StringRef entryName);

@@ -1,7 +1,8 @@
 //===- codegen/LowerToMLIR.cpp - Row program -> MLIR: the kernel ----------===//
 //
 // The kernel's skeleton and its values. The body is straight-line code in
-// one block except the guarded stores (scf.if). Per-row values are built
+// one block except the guarded stores (scf.if) and, in a rolled
+// channels-first plan, its loops over C (EmitStridedAxis.cpp). Per-row values are built
 // once (memo by node); per-element values once per element slot of the
 // current phase's mapping (memo by node and slot), so a one-pass kernel
 // reuses the values its fold loaded. Ops come from the op table
@@ -385,6 +386,16 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
   }
   setupRow(fn);
   foldResults.resize(def.folds.size());
+  if (plan.rolled) {
+    for (size_t f = 0; f < def.folds.size(); ++f) {
+      AtLoc at(*this, structLoc("fold " + llvm::Twine(f)), /*structure=*/true);
+      emitRolledFold(f);
+    }
+    AtLoc at(*this, structLoc("outputs"), /*structure=*/true);
+    emitRolledOutputs();
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
+    return owned;
+  }
   std::vector<Access> mapping;
   for (size_t f = 0; f < def.folds.size(); ++f) {
     AtLoc at(*this, structLoc("fold " + llvm::Twine(f)), /*structure=*/true);

@@ -56,6 +56,9 @@ struct Plan {
   /// One pass with folds: the output phase walks fold 0's element mapping
   /// and reuses the values loaded for the fold.
   bool outputUsesFoldMapping = false;
+  /// Channels-first, rolled (StridedAxis.cpp): loops over C, one for each
+  /// fold and one for the outputs.
+  bool rolled = false;
   /// Output phase otherwise: thread p handles the W-element chunks
   /// p + P * j, j < outChunks.
   int64_t outChunks = 0;
@@ -83,10 +86,17 @@ int registerLimit(int ctaThreads);
 
 // ---- Channels-first programs (StridedAxis.cpp) ----
 /// A channels-first program runs one row per thread, one element per
-/// access, one pass (t1.v1.p1); other programs pass.
-llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def,
+/// access (t1.v1.p1 unrolled, rows of at most 128 columns; t1.v1.p2
+/// rolled, any row); other programs pass.
+llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def, int64_t cols,
                                    const keys::TileConfig &config);
-/// The config space of a channels-first program (rows per CTA).
+/// Whether `config` runs channels-first `def` rolled: the fold a loop over
+/// C, then a second loop re-reading the row for the outputs.
+bool isRolled(const dsl::KernelDef &def, const keys::TileConfig &config);
+/// Registers a rolled plan needs per thread (a conservative estimate).
+int rolledRegisters(const dsl::KernelDef &def, const Plan &plan);
+/// The config space of a channels-first program (rows per CTA; unrolled
+/// where legal, then rolled).
 std::vector<keys::TileConfig> stridedAxisConfigs(const dsl::KernelDef &def,
                                                  const keys::ShapeSpec &shape);
 

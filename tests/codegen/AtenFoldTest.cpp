@@ -58,6 +58,12 @@ std::vector<AtenCase> atenCases() {
        "1,192,1,15,13"},
       {"wan_rmsnorm_silu", "layout=channels_first,outvec=2,bias=0",
        "1,12,2,5,7"},
+      // Wider rows run rolled (t1.v1.p2): the fold a loop over C.
+      {"wan_rmsnorm_silu", "layout=channels_first", "1,192,2,30,52"},
+      {"wan_rmsnorm_silu", "layout=channels_first,conv_bias=1", "1,384,2,30,52"},
+      {"wan_rmsnorm_silu", "layout=channels_first,form=f32,outvec=1",
+       "1,333,1,15,13"},
+      {"wan_rmsnorm_silu", "layout=channels_first,dtype=f32", "1,512,1,30,52"},
       {"hf_rmsnorm", "", "1,4096,4096"},
       {"hf_rmsnorm", "residual=1", "8,1024,5120"},
       {"hf_rmsnorm", "modulate=1", "1,1024,2048"},
@@ -195,6 +201,48 @@ TEST_P(AtenConfigs, EveryConfigCompilesAuditedWithoutSpills) {
 
 INSTANTIATE_TEST_SUITE_P(Templates, AtenConfigs,
                          ::testing::ValuesIn(atenCases()));
+
+TEST(ChannelsFirstRolled, WideRowsRunRolledWithoutLocalMemory) {
+  // C = 192, 384, 512 had no config while a thread unrolled its whole row
+  // (ptxas spilled kilobytes); rolled, only the lanes' accumulators stay
+  // in registers: no local memory in the PTX, none in ptxas's report.
+  const bool havePtxas = !findPtxas().empty();
+  for (const AtenCase &c :
+       {AtenCase{"wan_rmsnorm_silu", "layout=channels_first", "1,192,2,30,52"},
+        AtenCase{"wan_rmsnorm_silu", "layout=channels_first,conv_bias=1",
+                 "1,384,3,32,32"},
+        AtenCase{"wan_rmsnorm_silu", "layout=channels_first,outvec=1",
+                 "1,384,1,15,13"},
+        AtenCase{"wan_rmsnorm_silu", "layout=channels_first,form=f32",
+                 "1,512,1,30,52"},
+        AtenCase{"conv_bias", "layout=channels_first", "1,384,3,32,32"}}) {
+    ShapedTemplate st = shapedCase(c);
+    ASSERT_TRUE(st.def);
+    std::vector<TileConfig> configs = enumerateConfigs(*st.def, st.shape);
+    int rolled = 0;
+    for (const TileConfig &cfg : configs) {
+      if (!cfg.twoPass)
+        continue;
+      ++rolled;
+      CompileOptions opts;
+      if (havePtxas)
+        opts.cubinTool = "ptxas";
+      llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, cfg, opts);
+      ASSERT_TRUE(bool(k)) << label(c) << " config " << cfg.str() << ": "
+                           << llvm::toString(k.takeError());
+      EXPECT_EQ(k->ptx.find("ld.local"), std::string::npos)
+          << label(c) << " " << cfg.str();
+      EXPECT_EQ(k->ptx.find("st.local"), std::string::npos)
+          << label(c) << " " << cfg.str();
+      if (havePtxas) {
+        PtxasUsage u = parsePtxasLog(k->assemblerLog);
+        EXPECT_EQ(u.spillBytes, 0) << label(c) << " " << cfg.str();
+        EXPECT_EQ(u.stackBytes, 0) << label(c) << " " << cfg.str();
+      }
+    }
+    EXPECT_EQ(rolled, 4) << label(c) << ": a rolled config per CTA size";
+  }
+}
 
 /// A program folding x in `order` (norm pushes), its state as the output.
 std::shared_ptr<const dsl::KernelDef> foldProgram(const dsl::FoldOrder &order) {

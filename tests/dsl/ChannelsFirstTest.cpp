@@ -274,9 +274,16 @@ TEST(AtenReduceOuter, InterpreterOnNcsDataMatchesTheTranscription) {
   struct Case { int64_t N, C, S; };
   // Splits across block.y (C = 96, 384 at ovs 4; 384 at ovs 2, 1), one
   // thread per output (C = 12, odd S), CTA groups (C = 1024, S = 128).
-  for (Case k : {Case{1, 96, 64}, Case{2, 12, 35}, Case{1, 384, 130},
-                 Case{1, 384, 99}, Case{1, 1024, 128}, Case{3, 33, 24},
-                 Case{1, 257, 40}}) {
+  std::vector<Case> cases{Case{1, 96, 64},   Case{2, 12, 35},
+                          Case{1, 384, 130},  Case{1, 384, 99},
+                          Case{1, 1024, 128}, Case{3, 33, 24},
+                          Case{1, 257, 40}};
+  // Every width a rolled kernel serves (the Wan VAE's 96..384 and more),
+  // at an even (ovs 4) and an odd (ovs 1) spatial size.
+  for (int64_t C : {96, 160, 192, 256, 384, 512, 1000})
+    for (int64_t S : {128, 129})
+      cases.push_back(Case{1, C, S});
+  for (Case k : cases) {
     const int64_t R = k.N * k.S;
     const int ovs = folds::aten_output_vec_size(k.S);
     for (bool norm : {false, true}) {

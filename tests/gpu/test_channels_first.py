@@ -4,8 +4,10 @@ under autocast) whose norm folds along the strided C axis in aten's
 outer-reduction order (docs/aten-reduce.md section 9), and the conv-bias
 epilogue. Several C (odd ones too), frames and spatial sizes (S % 4 == 0, 2,
 odd: the three output_vec_size cases), edge values, every legal config at
-the seed shape; layouts the kernels refuse raise instead of giving other
-bits; bitfold.torch serves NCDHW without a fallback.
+the seed shape; the wide rows the Wan VAE has (C = 192, 384, odd C up to
+1000) that run rolled (a loop over C, config t1.v1.p2); layouts the kernels
+refuse raise instead of giving other bits; bitfold.torch serves NCDHW
+without a fallback at every C.
 """
 import random
 
@@ -58,6 +60,17 @@ def wan_cases():
                 cases.append(((1, c) + sp, "bf16", form, "bf16", c % 2 == 0, c % 3 == 0,
                               1, 1.0, None, False))
         cases.append(((2, c, 3, 8, 8), "bf16", "x", "bf16", True, False, 2, 1.0, None, False))
+    # Wide rows (rolled): the Wan VAE's widths, odd C, both forms, with and
+    # without the conv bias, frames and spatial sizes of every ovs.
+    for c in (160, 192, 200, 256, 333, 384, 512, 1000):
+        for sp in [(3, 32, 32), (1, 15, 13), (2, 5, 7), (30, 52), (3, 64, 64)]:
+            for form in ("x", "f32"):
+                cases.append(((1, c) + sp, "bf16", form, "bf16", c % 2 == 0, True,
+                              1, 1.0, None, False))
+                cases.append(((1, c) + sp, "bf16", form, "f32", True, False,
+                              2, 1.0, None, True))
+        cases.append(((2, c, 3, 8, 8), "f32", "x", "f32", True, True, 0, 1.0, None, False))
+        cases.append(((1, c, 2, 8, 16), "f16", "x", "f16", False, True, 0, 30.0, None, False))
     # gamma f32 under bf16 autocast (the Wan pipeline), diffusers' form.
     for c in (12, 96, 128):
         for bias in (False, True):
@@ -84,8 +97,7 @@ def wan_cases():
         cases.append((shape, dt, rnd.choice(["x", "f32"]), rnd.choice([dt, "f32"]),
                       rnd.random() < 0.5, rnd.random() < 0.3, rnd.choice(SEEDS),
                       rnd.choice([1e-2, 1.0, 30.0]), None, False))
-    # With the conv bias, one thread holds C bias values too: C <= 64.
-    return [c[:5] + (c[5] and c[0][1] <= 64,) + c[6:] for c in cases]
+    return cases
 
 
 @pytest.mark.parametrize("shape,dt,form,gdt,bias,conv_bias,seed,amp,special,autocast",
@@ -102,10 +114,14 @@ def test_wan_rmsnorm_silu_channels_first(rt, shape, dt, form, gdt, bias, conv_bi
           f"autocast {autocast}")
 
 
-@pytest.mark.parametrize("form,bias,conv", [("x", False, False), ("x", True, False),
-                                            ("f32", False, False), ("f32", True, False)])
-def test_wan_channels_first_every_config_at_seed_shape(rt, form, bias, conv):
-    shape = (1, 96, 4, 480, 832)
+@pytest.mark.parametrize("shape,form,bias,conv", [
+    ((1, 96, 4, 480, 832), "x", False, False), ((1, 96, 4, 480, 832), "x", True, False),
+    ((1, 96, 4, 480, 832), "f32", False, False), ((1, 96, 4, 480, 832), "f32", True, False),
+    ((1, 96, 4, 480, 832), "x", True, True),
+    # Rolled only (no unrolled config holds the row), the Wan VAE's widths.
+    ((1, 192, 3, 64, 64), "x", True, True), ((1, 384, 3, 32, 32), "f32", False, True),
+    ((1, 333, 2, 15, 13), "x", True, False), ((1, 512, 1, 30, 52), "f32", True, True)])
+def test_wan_channels_first_every_config_gives_the_same_bits(rt, shape, form, bias, conv):
     params = wan_params("bf16", form, "bf16", bias, conv, shape)
     configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
     assert len(configs) >= 2
@@ -151,17 +167,38 @@ def test_conv_bias_channels_first(rt, shape, dtype, bias_dtype, residual, seed, 
           f"NCDHW shape {shape} {params} seed {seed} special {special}")
 
 
-@pytest.mark.parametrize("c,conv", [(192, False), (384, False), (96, True)])
-def test_wan_channels_first_wider_rows_are_refused_not_wrong(rt, c, conv):
-    # No one-pass config holds these rows (with the conv bias: the row and
-    # its C bias values) in one thread (docs/aten-reduce.md section 9): the
-    # launch fails to compile; bitfold.torch never asks.
+@pytest.mark.parametrize("shape", [(1, 96, 4, 60, 104), (1, 384, 3, 32, 32),
+                                   (2, 1500, 1, 15, 13)])
+def test_conv_bias_channels_first_every_config_gives_the_same_bits(rt, shape):
+    params = "dtype=bf16,bias_dtype=f32,residual=0,layout=channels_first"
+    configs = list_configs("conv_bias", shape, ["--params", params])
+    assert any(c.endswith("p2") for c in configs), configs  # rolled: any C
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = randn(shape, torch.bfloat16, 1.0, gen)
+    bias = randn((shape[1],), torch.float32, 1.0, gen)
+    expect = ref.conv_bias(x, bias, None)
+    kernel = rt.kernel("conv_bias", params)
+    try:
+        for cfg in configs:
+            kernel.set_config(cfg)
+            y = poison(torch.empty_like(x))
+            kernel.launch([x, bias, y], [])
+            check("conv_bias", y, expect, f"config {cfg} NCDHW {shape}")
+    finally:
+        kernel.set_config(None)
+
+
+@pytest.mark.parametrize("c,conv", [(1021, False), (1024, True)])
+def test_wan_channels_first_rows_split_across_ctas_are_refused_not_wrong(rt, c, conv):
+    # At ovs 4 and at most 270336 pixels aten splits each pixel's C over
+    # CTAs (docs/aten-reduce.md section 9): outside the order's row range,
+    # the binding refuses; bitfold.torch then runs the eager chain.
     shape = (1, c, 2, 16, 16)
     gen = torch.Generator(device="cuda").manual_seed(c)
     x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
     k = rt.kernel("wan_rmsnorm_silu", wan_params("bf16", "x", "bf16", True, conv, shape))
     ts = [x, g, b] + ([cb] if conv else []) + [torch.empty_like(x)]
-    expect_refused(k, ts, [c ** 0.5], [])
+    expect_refused(k, ts, [c ** 0.5], ["rows"])
 
 
 def test_channels_first_refuses_other_layouts(rt):
@@ -192,15 +229,18 @@ def test_torch_ops_serve_ncdhw_without_fallback():
     bt.configure(mode="auto", verify="once")
     gen = torch.Generator(device="cuda").manual_seed(7)
     for form in ("x", "f32"):
-        for c, conv in ((96, False), (64, True)):
-            x, g, b, cb = wan_operands((1, c, 4, 60, 104), "bf16", "bf16", True, conv, 1.0, gen,
+        for c, conv in ((96, False), (64, True), (96, True), (192, True), (384, False),
+                        (384, True), (333, False)):
+            x, g, b, cb = wan_operands((1, c, 3, 32, 32), "bf16", "bf16", True, conv, 1.0, gen,
                                        None)
             y = bt.wan_rmsnorm_silu(x, g.view(c, 1, 1, 1), b, cb, form)
             check("wan_rmsnorm_silu", y, wan_eager(x, g, b, cb, form),
                   f"bitfold.torch {form} C {c} conv bias {conv}")
-    x = randn((1, 96, 4, 60, 104), torch.bfloat16, 1.0, gen)
-    bias = randn((96,), torch.bfloat16, 1.0, gen)
-    check("conv_bias", bt.conv_bias(x, bias), ref.conv_bias(x, bias), "bitfold.torch NCDHW")
+    for c in (96, 192, 384, 1500):
+        x = randn((1, c, 3, 32, 32), torch.bfloat16, 1.0, gen)
+        bias = randn((c,), torch.bfloat16, 1.0, gen)
+        check("conv_bias", bt.conv_bias(x, bias), ref.conv_bias(x, bias),
+              f"bitfold.torch NCDHW C {c}")
     s = bt.stats()
     for op in ("wan_rmsnorm_silu", "conv_bias"):
         assert s[op]["fallbacks"] == {}, s[op]

@@ -3,7 +3,7 @@ variant serves a pixel tensor's layout. A dense NC[D]HW tensor with more than
 one pixel per image takes the channels-first variant with aten's
 output_vec_size for its D*H*W; channels-last tensors keep the channels-last
 variant; every other layout (permuted, sliced, expanded, one pixel per
-image, more than 128 channels) keeps the channels-last variant too, which
+image) keeps the channels-last variant too, which
 the library's binding refuses, so the op serves it eagerly with eager's
 bits.
 """
@@ -53,10 +53,26 @@ class ChannelsFirstDispatch(unittest.TestCase):
             "one pixel per image": rand(2, 96, 1, 1, 1),
             "one channel": rand(2, 1, 4, 8, 8),
             "3-D": rand(2, 96, 64),
-            "more than 128 channels (no one-pass config)": rand(1, 192, 2, 4, 4),
         }
         for what, t in cases.items():
             self.assertEqual(self.params(t), "", what)
+
+    def test_every_wan_vae_width_takes_the_channels_first_variant(self):
+        # Rows wider than one thread's registers run rolled (a loop over C):
+        # the Wan VAE's 192 and 384 channels, odd widths, up to the
+        # template's 1024; the conv bias at any C.
+        for c in (96, 128, 160, 192, 200, 333, 384, 512, 1024):
+            self.assertEqual(self.params(rand(1, c, 2, 4, 4)),
+                             ",layout=channels_first,outvec=4", c)
+            self.assertEqual(self.ops._channels_first_params(rand(1, c, 2, 4, 4), outvec=False),
+                             ",layout=channels_first", c)
+        wan = self.ops.WAN_RMSNORM_SILU
+        for conv in (None, rand(384, seed=3)):
+            key = wan.variant((rand(1, 384, 2, 4, 4), rand(384, 1, 1, 1, seed=1), None,
+                               conv, "x"))
+            self.assertTrue(wan.params(key).endswith(",layout=channels_first,outvec=4"), key)
+        # Beyond the template's limit: the channels-last variant (refused, eager).
+        self.assertEqual(self.ops._channels_first_params(rand(1, 1025, 2, 2, 2), 1024), "")
 
     def test_wan_asks_for_the_channels_first_kernel_for_ncdhw(self):
         import bitfold

@@ -114,15 +114,19 @@ QK_LAYERNORM = Op(
 
 # ---- conv_bias, residual_gate: elementwise epilogues ----------------------------
 
-def _channels_first_params(x, max_c=128, outvec=True):
+def _channels_first_params(x, max_c=None, outvec=True):
     """The kernel parameters that serve x in its own layout: for a dense
     NC[D]HW x with more than one pixel per image, the channels-first variant
     (the fold runs along the strided C axis in aten's outer-reduction order,
     whose output_vec_size S = D*H*W decides: docs/aten-reduce.md section 9);
     "" otherwise (channels-last x; any other layout, which the channels-last
-    kernel refuses and the op then serves eagerly, with eager's bits)."""
-    if x.dim() not in (4, 5) or not 2 <= x.shape[1] <= max_c or not x.is_contiguous():
-        return ""  # wider: no one-pass config (docs/aten-reduce.md section 9)
+    kernel refuses and the op then serves eagerly, with eager's bits).
+    Every C up to max_c (the template's limit) has a config: wide rows run
+    rolled (a loop over C)."""
+    if x.dim() not in (4, 5) or x.shape[1] < 2 or not x.is_contiguous():
+        return ""
+    if max_c is not None and x.shape[1] > max_c:
+        return ""  # the template's own limit (wan_rmsnorm_silu: C <= 1024)
     s = x[0, 0].numel()
     if s < 2:  # one pixel per image: aten reduces C innermost (channels-last)
         return ""
@@ -237,7 +241,7 @@ WAN_RMSNORM_SILU = Op(
     out=False, check=_wan_check, ins=_wan_ins,
     tag=lambda a: (a[4], a[2] is None, a[3] is None), refuse=_wan_refuse,
     variant=lambda a: (a[0].dtype, a[4], a[1].dtype, a[2] is not None, a[3] is not None,
-                       _channels_first_params(a[0], 128 if a[3] is None else 64)),
+                       _channels_first_params(a[0], 1024)),
     params=lambda k: (f"dtype={_DT_NAME[k[0]]},form={k[1]},gamma={_DT_NAME[k[2]]},"
                       f"bias={int(k[3])},conv_bias={int(k[4])}{k[5]}"),
     operands=_wan_operands, alloc=_wan_alloc,

@@ -1,0 +1,125 @@
+"""diffusers' AutoencoderKLWan (Wan 2.1 VAE), encode + decode, patched with
+bitfold.torch.patch (verify off) vs unpatched, in the default NCDHW layout
+and in channels_last_3d: torch.equal of the outputs, bitfold kernel
+launches and eager fallbacks (with their reasons) per forward, and the
+wall time of a forward both ways.
+
+    python3 bench/wan_vae.py [--frames 9] [--hw 256] [--reps 10] [--out DIR]
+        (on a GPU host with torch and diffusers; writes DIR/wan_vae.json
+        and DIR/wan_vae.md)
+
+Method: random weights (seeded), bf16, a video [1, 3, frames, hw, hw]
+(latent [1, 16, 1 + (frames - 1) / 4, hw / 8, hw / 8]); one forward is
+vae(video, sample_posterior=False): encode, then decode of the posterior's
+mode. Times: median of `reps` forwards after 3 warm ones, each between
+torch.cuda.synchronize() calls. Launches and fallbacks: bitfold.torch's
+stats() over one forward after the warm ones. Exit status 1 if any case
+differs from eager, falls back, or is slower patched than unpatched.
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+
+def build(seed, channels_last):
+    from diffusers import AutoencoderKLWan
+    torch.manual_seed(seed)
+    vae = AutoencoderKLWan().to("cuda", torch.bfloat16).eval()
+    if channels_last:  # cuDNN then writes NDHWC activations
+        for m in vae.modules():
+            if isinstance(m, torch.nn.Conv3d):
+                m.weight.data = m.weight.data.contiguous(memory_format=torch.channels_last_3d)
+    return vae
+
+
+def median_ms(fn, reps):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def case(frames, hw, reps, channels_last, seed=0):
+    import bitfold.torch as bt
+    vae = build(seed, channels_last)
+    g = torch.Generator(device="cuda").manual_seed(seed + 1)
+    x = torch.randn(1, 3, frames, hw, hw, generator=g, device="cuda", dtype=torch.bfloat16)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last_3d)
+    fwd = lambda: vae(x, sample_posterior=False, return_dict=False)[0]  # noqa: E731
+    with torch.no_grad():
+        eager = fwd()
+        t_eager = median_ms(fwd, reps)
+        bt.configure(verify="off")
+        patched = bt.patch(vae, verify="off")
+        out = fwd()
+        t_bitfold = median_ms(fwd, reps)
+        bt.reset_stats()
+        fwd()
+        torch.cuda.synchronize()
+        stats = bt.stats()
+        bt.unpatch(vae)
+    fallbacks = {}
+    for op, s in stats.items():
+        for why, n in s["fallbacks"].items():
+            fallbacks[f"{op}: {why}"] = n
+    return {"layout": "channels_last_3d" if channels_last else "NCDHW",
+            "video": list(x.shape), "output": list(out.shape),
+            "torch_equal": bool(torch.equal(out, eager)),
+            "ms_unpatched": round(t_eager, 2), "ms_patched": round(t_bitfold, 2),
+            "patched_sites": len(patched),
+            "launches": sum(s["launches"] for s in stats.values()),
+            "fallbacks": sum(fallbacks.values()), "fallback_reasons": fallbacks}
+
+
+def table(rows, args):
+    out = [f"Wan 2.1 VAE (AutoencoderKLWan) encode+decode, video "
+           f"[1,3,{args.frames},{args.hw},{args.hw}], bf16, verify off, median of "
+           f"{args.reps}; `python3 bench/wan_vae.py --frames {args.frames} --hw {args.hw} "
+           f"--reps {args.reps}` on {torch.cuda.get_device_name()}",
+           "",
+           "| layout | torch.equal | launches | fallbacks | unpatched ms | patched ms | speed-up |",
+           "|---|---|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        out.append(f"| {r['layout']} | {r['torch_equal']} | {r['launches']} | {r['fallbacks']} | "
+                   f"{r['ms_unpatched']} | {r['ms_patched']} | "
+                   f"{r['ms_unpatched'] / r['ms_patched']:.3f} |")
+    for r in rows:
+        if r["fallback_reasons"]:
+            out.append(f"\n{r['layout']} fallbacks: {r['fallback_reasons']}")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=9)
+    ap.add_argument("--hw", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args()
+    rows = [case(args.frames, args.hw, args.reps, cl) for cl in (False, True)]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "wan_vae.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    md = table(rows, args)
+    with open(os.path.join(args.out, "wan_vae.md"), "w") as f:
+        f.write(md)
+    print(md)
+    bad = [r["layout"] for r in rows
+           if not r["torch_equal"] or r["fallbacks"] or r["ms_patched"] > r["ms_unpatched"]]
+    if bad:
+        raise SystemExit(f"not equal, falling back or slower patched: {bad}")
+
+
+if __name__ == "__main__":
+    main()
