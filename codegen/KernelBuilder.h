@@ -172,6 +172,8 @@ private:
 
   // ---- Outputs (EmitOutputs.cpp) ----
   void emitOutputs(const std::vector<Access> &accs);
+  /// Per-row outputs: one store per row, by lane 0, after the folds.
+  void emitRowOutputs();
 
   // ---- Kernel structure (LowerToMLIR.cpp) ----
   mlir::LLVM::LLVMFuncOp declareKernel(llvm::StringRef entryName);

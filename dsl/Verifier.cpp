@@ -7,6 +7,7 @@
 
 #include "dsl/IR.h"
 #include "dsl/Limits.h"
+#include "dsl/RowOutputs.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -130,6 +131,9 @@ private:
         report(llvm::formatv("{0} '{1}': dtype i1 cannot be stored; use bf16, "
                              "f16, f32, f8e4m3fn, f8e5m2 or i8",
                              o.isOutput ? "output" : "input", o.name));
+      if (!o.isOutput)
+        for (std::string &m : indexMapProblems(o, nodeName))
+          report(std::move(m));
       if (o.map == IndexMap::PerBatch &&
           (o.batchDim < 0 || o.batchDim >= int(def.dims.size())))
         report(llvm::formatv("input '{0}': per_batch needs the rows-per-batch "
@@ -420,7 +424,7 @@ private:
                              "fold numbers",
                              i));
       checkValue(llvm::formatv("fold {0} input", i), f.input, int(i));
-      if (f.input.get() && !dependsOnElement(f.input.get()))
+      if (f.input.get() && !firstElementNode(f.input.get()))
         report(llvm::formatv("fold {0}: the folded value does not vary along "
                              "the row (it reads no per-element or per-column "
                              "operand)",
@@ -458,18 +462,19 @@ private:
   void checkOutputs() {
     if (def.numOutputs() == 0)
       report("the program writes no output");
+    for (std::string &m : aliasProblems(def))
+      report(std::move(m));
     for (const OperandDecl &o : def.operands) {
       if (!o.isOutput)
         continue;
       std::string where = llvm::formatv("output '{0}'", o.name).str();
-      if (o.map != IndexMap::PerElement)
-        report(llvm::formatv("{0}: an output is written per element, found {1}",
-                             where, indexMapName(o.map)));
       if (!o.value.get()) {
         report(where + ": no value assigned");
         continue;
       }
       checkValue(where, o.value, int(def.folds.size()));
+      for (std::string &m : indexMapProblems(o, nodeName))
+        report(std::move(m));
       if (o.value->op != Op::Invalid && o.value.dtype() != o.dtype)
         report(llvm::formatv("{0} is {1} but its value is {2}; {3}", where,
                              dtypeName(o.dtype), dtypeName(o.value.dtype()),
@@ -544,23 +549,6 @@ private:
       for (const Expr &a : n->args)
         stack.push_back(a.get());
     }
-  }
-
-  bool dependsOnElement(const ExprNode *root) {
-    llvm::DenseSet<const ExprNode *> seen;
-    std::vector<const ExprNode *> stack{root};
-    while (!stack.empty()) {
-      const ExprNode *n = stack.back();
-      stack.pop_back();
-      if (!n || !seen.insert(n).second || n->op == Op::FoldValue)
-        continue;
-      if (n->op == Op::Load && n->index >= 0 &&
-          n->index < int(def.operands.size()))
-        return true;
-      for (const Expr &a : n->args)
-        stack.push_back(a.get());
-    }
-    return false;
   }
 
   const KernelDef &def;

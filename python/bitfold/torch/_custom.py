@@ -36,8 +36,9 @@ def register(op, namespace=NAMESPACE):
     fake = _table.define("fake", params, "verify='default'", "    return _post(_eager(*a))\n",
                          scope)
     schema = f"({op.args}, str verify='default') -> {op.returns}"
-    custom = torch.library.custom_op(f"{namespace}::{op.name}", body, mutates_args=(),
-                                     schema=schema)
+    # User ops with `aliases` outputs write over those inputs (in place).
+    custom = torch.library.custom_op(f"{namespace}::{op.name}", body,
+                                     mutates_args=getattr(op, "mutates", ()), schema=schema)
     custom.register_fake(fake)
     return custom
 
