@@ -587,9 +587,12 @@ llvm::Error Binder::checkOverlaps() {
             continue;
           const OperandDecl &x = def.operands[j];
           const OperandView &xv = out.views[h][j];
-          // A per-row view is one column: any common byte is an overlap.
-          bool dense = o.map == IndexMap::PerRow || x.map == IndexMap::PerRow;
-          if (!overlaps(ov, xv, out.cols, elem, elemBytes[j], dense))
+          // Per-row views are rows of one column (two of them may
+          // interleave); against a per-element view any common byte is an
+          // overlap.
+          bool rowO = o.map == IndexMap::PerRow, rowX = x.map == IndexMap::PerRow;
+          if (!overlaps(ov, xv, rowO && rowX ? 1 : out.cols, elem, elemBytes[j],
+                        rowO != rowX))
             continue;
           // Elementwise kernels may write over their own input exactly;
           // kernels with folds only over an input the output declares
