@@ -12,6 +12,7 @@
 #include "runtime/TensorBinding.h"
 
 #include "dsl/Parser.h"
+#include "tests/runtime/HostTensor.h"
 
 #include <gtest/gtest.h>
 
@@ -38,21 +39,7 @@ std::shared_ptr<const dsl::KernelDef> parse(const std::string &text) {
   return def ? *def : nullptr;
 }
 
-struct Tensor {
-  std::vector<int64_t> shape, strides; ///< strides empty: compact
-  uintptr_t address;
-  DLDataType dtype{kDLBfloat, 16, 1};
-  DLTensor dl{};
-  const DLTensor *get() {
-    dl.data = reinterpret_cast<void *>(address);
-    dl.device = {kDLCUDA, 0};
-    dl.ndim = int(shape.size());
-    dl.dtype = dtype;
-    dl.shape = shape.data();
-    dl.strides = strides.empty() ? nullptr : strides.data();
-    return &dl;
-  }
-};
+using bitfold::testing::Tensor;
 
 const DLDataType kF32{kDLFloat, 32, 1};
 
