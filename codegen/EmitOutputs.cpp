@@ -6,6 +6,7 @@
 // access at a time left a thread with a single access's loads in flight.
 // The group is bounded by the bytes it loads (registers; 128 made ptxas
 // spill a 64-bit address in residual_gate per_batch r2.t64).
+// Per-row outputs come last: one store per row, by the row's lane 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,7 +63,7 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs) {
       Pending pd{&a, {}};
       for (size_t o = 0; o < def.operands.size(); ++o) {
         const dsl::OperandDecl &od = def.operands[o];
-        if (!od.isOutput)
+        if (!od.isOutput || od.map == dsl::IndexMap::PerRow)
           continue;
         std::vector<Value> v;
         for (int e = 0; e < a.width; ++e)
@@ -81,4 +82,23 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs) {
         storeAccess(oi, *pd.acc, v);
     }
   }
+  emitRowOutputs();
+}
+
+void KernelBuilder::emitRowOutputs() {
+  std::vector<std::pair<int, Value>> values;
+  // Values first, outside the branch: the row memo may reuse them.
+  for (size_t o = 0; o < def.operands.size(); ++o)
+    if (def.operands[o].isOutput && def.operands[o].map == dsl::IndexMap::PerRow)
+      values.push_back({int(o), rowValue(def.operands[o].value.get())});
+  if (values.empty())
+    return;
+  Value lane0 = cmpI(arith::CmpIPredicate::eq, laneInRow, cI32(0));
+  auto ifOp = scf::IfOp::create(b, loc, andI(rowValid, lane0),
+                                /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  for (auto &[oi, v] : values)
+    LLVM::StoreOp::create(b, loc, v, base[oi],
+                          int(dsl::dtypeBytes(def.operands[oi].dtype)));
 }

@@ -181,6 +181,8 @@ private:
 
   // ---- Outputs (EmitOutputs.cpp) ----
   void emitOutputs(const std::vector<Access> &accs);
+  /// Per-row outputs: one store per row, by lane 0, after the folds.
+  void emitRowOutputs();
 
   // ---- Rolled channels-first phases (EmitStridedAxis.cpp) ----
   /// Memos around a loop body: what the body builds stays in it.

@@ -277,6 +277,9 @@ Value KernelBuilder::rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
     break;
   }
   case dsl::IndexMap::PerColumn: rowOff = cIdx(0); break;
+  case dsl::IndexMap::PerRow: // one element per row, `stride` apart
+    rowOff = arith::MulIOp::create(b, loc, toIdx(local), toIdx(stride));
+    break;
   }
   return LLVM::GEPOp::create(b, loc, ptrGlobal, storageType(o.dtype), g1,
                              ValueRange{rowOff});

@@ -65,11 +65,16 @@ bool bitfold::dsl::isChannelsFirst(const KernelDef &def) {
   return false;
 }
 
+int64_t bitfold::dsl::storedCols(const OperandDecl &o, int64_t cols) {
+  return o.map == IndexMap::PerRow ? 1 : cols;
+}
+
 llvm::StringRef bitfold::dsl::indexMapName(IndexMap m) {
   switch (m) {
   case IndexMap::PerElement: return "per_element";
   case IndexMap::PerBatch: return "per_batch";
   case IndexMap::PerColumn: return "per_column";
+  case IndexMap::PerRow: return "per_row";
   }
   return "?";
 }
@@ -482,6 +487,11 @@ void RowProgram::output(llvm::StringRef name, DType dtype, Layout layout,
   def.operands.push_back(std::move(o));
 }
 
+void RowProgram::outputPerRow(llvm::StringRef name, DType dtype, Expr value) {
+  output(name, dtype, Layout::RowMajor, std::move(value));
+  def.operands.back().map = IndexMap::PerRow;
+}
+
 State RowProgram::fold(const Expr &input, const FoldOrder &order,
                        std::shared_ptr<const Combiner> combiner) {
   FoldDecl f;
@@ -516,6 +526,21 @@ void RowProgram::guardCols(int64_t multipleOf, int64_t minCols,
   def.colsMultipleOf = multipleOf;
   def.minCols = minCols;
   def.maxCols = maxCols;
+}
+
+void RowProgram::inPlace(llvm::StringRef output, llvm::StringRef input) {
+  int in = -1;
+  for (size_t i = 0; i < def.operands.size(); ++i)
+    if (def.operands[i].name == input && !def.operands[i].isOutput)
+      in = int(i);
+  for (OperandDecl &o : def.operands)
+    if (o.isOutput && o.name == output && in >= 0) {
+      o.aliasOf = in;
+      return;
+    }
+  errors.push_back(llvm::formatv("inPlace('{0}', '{1}'): declare the output "
+                                 "and the input first",
+                                 output, input));
 }
 
 void RowProgram::guardAlign(llvm::StringRef operand, int elements) {

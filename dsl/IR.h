@@ -327,9 +327,17 @@ enum class IndexMap : uint8_t {
   PerElement, ///< [r, c]
   PerBatch,   ///< [r / S, c]: broadcast over the S rows of a batch.
   PerColumn,  ///< [c]: one row for all.
+  /// Outputs only: [r], one value per row (a fold result or an expression
+  /// of per-row values: mean, rstd, a quant scale, a per-row loss), written
+  /// once per row after the folds. The tensor holds `rows` values.
+  PerRow,
 };
 llvm::StringRef layoutName(Layout l);
 struct KernelDef;
+struct OperandDecl;
+/// Columns an operand's tensor stores per row: 1 for a per-row output,
+/// otherwise the program's `cols`.
+int64_t storedCols(const OperandDecl &o, int64_t cols);
 /// Whether the program has a channels-first operand (its rows are pixels of
 /// NC[D]HW tensors and its folds run along the strided C axis).
 bool isChannelsFirst(const KernelDef &def);
@@ -346,6 +354,10 @@ struct OperandDecl {
   /// Guard: the reference takes the code path this program copies only when
   /// the operand's address is a multiple of this many elements (0: any).
   int guardAlignElems = 0;
+  /// Outputs: the input (operand index) this output may overwrite in place
+  /// (text: `aliases NAME`), or -1. A declaration, not a promise: the
+  /// runtime checks what the caller passes (docs/kernel-format.md).
+  int aliasOf = -1;
 };
 
 struct FoldDecl {
@@ -416,6 +428,9 @@ public:
   /// An f32 scalar with the value callers get by default.
   Expr scalar(llvm::StringRef name, float defaultValue);
   void output(llvm::StringRef name, DType dtype, Layout layout, Expr value);
+  /// An output of one value per row (IndexMap::PerRow, a [rows] tensor):
+  /// `value` is per row (fold results, scalars, dims, constants).
+  void outputPerRow(llvm::StringRef name, DType dtype, Expr value);
 
   /// Reduce `input` over the row's columns. Returns the finished results
   /// (combiner's finish), one per-row Expr each.
@@ -430,6 +445,10 @@ public:
   /// `elements` elements (e.g. aten's vectorized layer norm needs x and y
   /// aligned to its 4-element vectors).
   void guardAlign(llvm::StringRef operand, int elements);
+  /// Output `output` may overwrite input `input` in place (the same
+  /// tensor passed as both): vLLM's fused_add_rms_norm updates its
+  /// residual and x. Declare after both.
+  void inPlace(llvm::StringRef output, llvm::StringRef input);
 
   /// Verify and freeze. Errors list every problem found, one per line.
   llvm::Expected<std::shared_ptr<const KernelDef>> build();

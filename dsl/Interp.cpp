@@ -485,7 +485,9 @@ llvm::Error checkBinding(const KernelDef &def, const Binding &b) {
             "{4} rows)", o.name, layoutName(o.layout),
             t.spatial > 0 ? "no spatial size" : "the spatial size S whose "
             "images make up the rows", t.spatial, need));
-      if (need > 1 && t.rowStride < b.cols && t.spatial == 0)
+      // A per-row output's row is its one value.
+      const int64_t width = o.map == IndexMap::PerRow ? 1 : b.cols;
+      if (need > 1 && t.rowStride < width && t.spatial == 0)
         return bindingError(llvm::formatv(
             "operand '{0}': row stride {1} is below the {2} columns", o.name,
             t.rowStride, b.cols));
@@ -628,10 +630,14 @@ private:
 
   void runOutputs() {
     runRow(outPhase);
+    // Per-row values need no column: stored once, at column 0 of the row.
+    for (size_t i = 0; i < def.operands.size(); ++i)
+      if (outputSlot[i] >= 0 && def.operands[i].map == IndexMap::PerRow)
+        storeElement(binding.tensors[group][i], row, 0, vals[outputSlot[i]]);
     for (int64_t c = 0; c < binding.cols; ++c) {
       runColumn(outPhase, c);
       for (size_t i = 0; i < def.operands.size(); ++i)
-        if (outputSlot[i] >= 0)
+        if (outputSlot[i] >= 0 && def.operands[i].map != IndexMap::PerRow)
           storeElement(binding.tensors[group][i], row, c, vals[outputSlot[i]]);
     }
   }

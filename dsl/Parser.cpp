@@ -240,6 +240,7 @@ private:
   bool layout(Layout &out);
   bool indexMap(OperandDecl &o);
   bool alignment(OperandDecl &o);
+  bool aliases(OperandDecl &o);
   bool declared(const llvm::StringMap<int> &names, llvm::StringRef what,
                 int &index);
   bool identList(std::vector<std::string> &out, llvm::StringRef what);
@@ -404,6 +405,23 @@ bool Parser::indexMap(OperandDecl &o) {
 }
 
 /// [align N]
+/// [aliases INPUT]: the output may overwrite that input in place.
+bool Parser::aliases(OperandDecl &o) {
+  if (!isKeyword("aliases"))
+    return true;
+  bump();
+  Token at = tok;
+  std::string name;
+  if (!ident(name, "the input it overwrites"))
+    return false;
+  for (size_t i = 0; i < def.operands.size(); ++i)
+    if (def.operands[i].name == name && !def.operands[i].isOutput) {
+      o.aliasOf = int(i);
+      return true;
+    }
+  return failAt(at, "expected a declared input, found '" + name + "'");
+}
+
 bool Parser::alignment(OperandDecl &o) {
   if (!isKeyword("align"))
     return true;
@@ -1009,7 +1027,15 @@ bool Parser::output() {
   o.isOutput = true;
   o.map = IndexMap::PerElement;
   if (!ident(o.name, "an output name") || !punct(":") || !dtype(o.dtype) ||
-      !layout(o.layout) || !alignment(o) || !punct("="))
+      !layout(o.layout))
+    return false;
+  // `per_row`: one value per row (written only when used, so texts
+  // without it keep v1 and their hashes).
+  if (isKeyword("per_row")) {
+    bump();
+    o.map = IndexMap::PerRow;
+  }
+  if (!alignment(o) || !aliases(o) || !punct("="))
     return false;
   Token at = tok;
   if (!value(mainScope, o.value))

@@ -221,8 +221,12 @@ static void printProgram(llvm::raw_ostream &os, const KernelDef &def,
     std::string v = body.print(o.value);
     os << "  output " << o.name << " : " << dtypeName(o.dtype) << " "
        << layoutName(o.layout);
+    if (o.map == IndexMap::PerRow)
+      os << " per_row";
     if (o.guardAlignElems)
       os << " align " << o.guardAlignElems;
+    if (o.aliasOf >= 0 && o.aliasOf < int(def.operands.size()))
+      os << " aliases " << def.operands[o.aliasOf].name;
     os << " = " << v << "\n";
   }
 }

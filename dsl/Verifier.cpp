@@ -7,6 +7,7 @@
 
 #include "dsl/IR.h"
 #include "dsl/Limits.h"
+#include "dsl/RowOutputs.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -133,6 +134,9 @@ private:
                              "bf16, f16, f32, f8e4m3fn, f8e5m2 or i8",
                              o.isOutput ? "output" : "input", o.name,
                              dtypeName(o.dtype)));
+      if (!o.isOutput)
+        for (std::string &m : indexMapProblems(o, nodeName))
+          report(std::move(m));
       if (o.map == IndexMap::PerBatch &&
           (o.batchDim < 0 || o.batchDim >= int(def.dims.size())))
         report(llvm::formatv("input '{0}': per_batch needs the rows-per-batch "
@@ -428,7 +432,7 @@ private:
                                     ? "a predicate (i1)"
                                     : "an index value (i32)"));
       checkValue(llvm::formatv("fold {0} input", i), f.input, int(i));
-      if (f.input.get() && !dependsOnElement(f.input.get()))
+      if (f.input.get() && !firstElementNode(f.input.get()))
         report(llvm::formatv("fold {0}: the folded value does not vary along "
                              "the row (it reads no per-element or per-column "
                              "operand)",
@@ -466,18 +470,19 @@ private:
   void checkOutputs() {
     if (def.numOutputs() == 0)
       report("the program writes no output");
+    for (std::string &m : aliasProblems(def))
+      report(std::move(m));
     for (const OperandDecl &o : def.operands) {
       if (!o.isOutput)
         continue;
       std::string where = llvm::formatv("output '{0}'", o.name).str();
-      if (o.map != IndexMap::PerElement)
-        report(llvm::formatv("{0}: an output is written per element, found {1}",
-                             where, indexMapName(o.map)));
       if (!o.value.get()) {
         report(where + ": no value assigned");
         continue;
       }
       checkValue(where, o.value, int(def.folds.size()));
+      for (std::string &m : indexMapProblems(o, nodeName))
+        report(std::move(m));
       if (o.value->op != Op::Invalid && o.value.dtype() != o.dtype)
         report(llvm::formatv("{0} is {1} but its value is {2}; {3}", where,
                              dtypeName(o.dtype), dtypeName(o.value.dtype()),
@@ -577,24 +582,6 @@ private:
       report(llvm::formatv("{0}: gathers from '{1}', whose layout is {2}; "
                            "gather reads row_major inputs only",
                            here, o.name, layoutName(o.layout)));
-  }
-
-  bool dependsOnElement(const ExprNode *root) {
-    llvm::DenseSet<const ExprNode *> seen;
-    std::vector<const ExprNode *> stack{root};
-    while (!stack.empty()) {
-      const ExprNode *n = stack.back();
-      stack.pop_back();
-      if (!n || !seen.insert(n).second || n->op == Op::FoldValue)
-        continue;
-      if ((n->op == Op::Load && n->index >= 0 &&
-           n->index < int(def.operands.size())) ||
-          n->op == Op::ColIndex)
-        return true;
-      for (const Expr &a : n->args)
-        stack.push_back(a.get());
-    }
-    return false;
   }
 
   const KernelDef &def;

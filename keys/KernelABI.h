@@ -46,6 +46,8 @@ struct KernelABI {
            numScalars;
   }
   int pointer(int g, int i) const { return (g * numOperands + i) * 2; }
+  /// Elements between rows (channels-first: S; a per-row output: between
+  /// its values).
   int rowStride(int g, int i) const { return pointer(g, i) + 1; }
   int groupRows(int g) const { return numGroups * numOperands * 2 + g; }
   int dim(int d) const { return groupRows(numGroups) + d; }

@@ -58,10 +58,11 @@ ShapeClass keys::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
                          ? (groupR + rowsPerBatch - 1) /
                                std::max<int64_t>(rowsPerBatch, 1)
                          : groupR;
-      uint64_t rowBytes = uint64_t(cols) * dsl::dtypeBytes(op.dtype);
+      const int64_t width = dsl::storedCols(op, cols);
+      uint64_t rowBytes = uint64_t(width) * dsl::dtypeBytes(op.dtype);
       align[i] = std::min(align[i], viewAlignBytes(0, rows, rowBytes));
       int64_t last = 0;
-      if (!lastElementOffset(rows, cols, cols, last))
+      if (!lastElementOffset(rows, width, width, last))
         last = INT64_MAX;
       maxOffset = std::max(maxOffset, last);
     }

@@ -98,6 +98,8 @@ private:
   llvm::Error checkExtent(int g, int i, const DLTensor &t, Extent &ext);
   llvm::Error rowMajorExtent(int g, int i, const DLTensor &t,
                              const int64_t *st, Extent &ext);
+  llvm::Error perRowExtent(int g, int i, const DLTensor &t, const int64_t *st,
+                           Extent &ext);
   llvm::Error pixelRank(int g, int i, const DLTensor &t,
                         llvm::StringRef layout);
   llvm::Error channelsLastExtent(int g, int i, const DLTensor &t,
@@ -264,6 +266,36 @@ llvm::Error Binder::channelsFirstExtent(int g, int i, const DLTensor &t,
   return llvm::Error::success();
 }
 
+/// A per-row output: the R values of one strided vector (any shape whose
+/// dims of size > 1 nest at one element stride: (R,), (B, T), a column of
+/// a wider tensor), as rows of one column.
+llvm::Error Binder::perRowExtent(int g, int i, const DLTensor &t,
+                                 const int64_t *st, Extent &ext) {
+  ext.rows = ext.numel;
+  ext.cols = 1;
+  ext.rowStride = 1;
+  int64_t expect = 0;
+  for (int d = t.ndim - 1; d >= 0 && ext.numel > 1; --d) {
+    if (t.shape[d] == 1)
+      continue;
+    if (expect == 0)
+      ext.rowStride = st[d];
+    else if (st[d] != expect)
+      return fail(BITFOLD_ERROR_STRIDE, g, i,
+                  llvm::formatv("is a per-row output: its values must lie "
+                                "one stride apart; shape {0} has strides {1}",
+                                shapeText(t), listText(st, t.ndim)));
+    if (__builtin_mul_overflow(st[d], t.shape[d], &expect))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
+  }
+  if (ext.rowStride < 1)
+    return fail(BITFOLD_ERROR_STRIDE, g, i,
+                llvm::formatv("is a per-row output with stride {0}; it needs "
+                              "a positive stride",
+                              ext.rowStride));
+  return llvm::Error::success();
+}
+
 llvm::Error Binder::deviceTypeError(int g, int i, int32_t type) {
   if (type == kDLCPU)
     return fail(BITFOLD_ERROR_DEVICE, g, i,
@@ -333,6 +365,8 @@ llvm::Error Binder::checkExtent(int g, int i, const DLTensor &t, Extent &ext) {
                                   shapeText(t)));
     }
   }
+  if (def.operands[i].map == IndexMap::PerRow)
+    return perRowExtent(g, i, t, st, ext);
   switch (def.operands[i].layout) {
   case Layout::ChannelsLast: return channelsLastExtent(g, i, t, st, ext);
   case Layout::ChannelsFirst: return channelsFirstExtent(g, i, t, st, ext);
@@ -411,6 +445,12 @@ llvm::Error Binder::shapeError(int g, int i, int ref, const Extent *ext) {
   const std::string &refName = def.operands[ref].name;
   const DLTensor &t = *tensors[g * nOps + i];
   const DLTensor &refT = *tensors[g * nOps + ref];
+  if (op.map == IndexMap::PerRow)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("must hold one value per row of '{0}' ({1} "
+                              "values: shape {2} without its last dim); "
+                              "found shape {3}",
+                              refName, R, shapeText(refT), shapeText(t)));
   if (op.map == IndexMap::PerColumn)
     return fail(BITFOLD_ERROR_SHAPE, g, i,
                 llvm::formatv("must hold one value per column, {0} "
@@ -487,7 +527,7 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
       } else if (out.dims[d] != S && R > 0) {
         return batchDimError(g, i, S, e.rows);
       }
-    } else if (e.cols != C ||
+    } else if (e.cols != dsl::storedCols(op, C) ||
                e.rows != (op.map == IndexMap::PerColumn ? 1 : R)) {
       return shapeError(g, i, ref, ext);
     } else if (e.spatial != ext[ref].spatial && op.map == IndexMap::PerElement) {
@@ -504,7 +544,8 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
     int64_t last = 0;
     if (v.spatial > 0) // dense N C S: checked not to overflow
       last = rowsStored > 0 && C > 0 ? rowsStored * C - 1 : 0;
-    else if (!keys::lastElementOffset(rowsStored, v.rowStride, C, last))
+    else if (!keys::lastElementOffset(rowsStored, v.rowStride,
+                                      dsl::storedCols(op, C), last))
       return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
                   "addresses beyond 2^63 elements");
     uint64_t bytes = 0, end = 0;
@@ -521,7 +562,7 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
 
 /// Whether two views of the same dtype size touch a common byte.
 bool overlaps(const OperandView &a, const OperandView &b, int64_t cols,
-              unsigned elem, unsigned bElem) {
+              unsigned elem, unsigned bElem, bool dense) {
   if (a.rows == 0 || b.rows == 0 || cols == 0)
     return false;
   uintptr_t aEnd = a.base + uintptr_t(a.lastOffset + 1) * elem;
@@ -531,7 +572,7 @@ bool overlaps(const OperandView &a, const OperandView &b, int64_t cols,
   // Same row stride (chunks of one wider tensor): the column windows may
   // interleave without touching. Channels-first views are dense: any
   // common byte is an overlap.
-  if (a.spatial > 0 || b.spatial > 0)
+  if (dense || a.spatial > 0 || b.spatial > 0)
     return true;
   if (elem == bElem && a.rowStride == b.rowStride && a.rowStride >= cols &&
       (a.rows > 1 || b.rows > 1)) {
@@ -543,6 +584,21 @@ bool overlaps(const OperandView &a, const OperandView &b, int64_t cols,
     }
   }
   return true;
+}
+
+/// Why an overlap of output `o` with operand `x` cannot run.
+std::string overlapHint(const KernelDef &def, const OperandDecl &o,
+                        const OperandDecl &x, bool exact) {
+  if (!exact)
+    return def.name + " can write over an input only exactly (same address, "
+                      "strides and dtype)";
+  if (def.folds.empty())
+    return def.name + " cannot write over it";
+  return llvm::formatv("{0} reads whole rows before writing; it runs in "
+                       "place only where the program declares it (output {1} "
+                       "... aliases {2})",
+                       def.name, o.name, x.name)
+      .str();
 }
 
 llvm::Error Binder::checkOverlaps() {
@@ -559,24 +615,29 @@ llvm::Error Binder::checkOverlaps() {
             continue;
           const OperandDecl &x = def.operands[j];
           const OperandView &xv = out.views[h][j];
-          if (!overlaps(ov, xv, out.cols, elem, elemBytes[j]))
+          // Per-row views are rows of one column (two of them may
+          // interleave); against a per-element view any common byte is an
+          // overlap.
+          bool rowO = o.map == IndexMap::PerRow, rowX = x.map == IndexMap::PerRow;
+          if (!overlaps(ov, xv, rowO && rowX ? 1 : out.cols, elem, elemBytes[j],
+                        rowO != rowX))
             continue;
-          // Elementwise kernels may write over their own input exactly.
-          bool inPlace = def.folds.empty() && !x.isOutput && h == g &&
-                         x.map == IndexMap::PerElement && xv.base == ov.base &&
-                         xv.rowStride == ov.rowStride && x.dtype == o.dtype;
-          if (inPlace)
+          // Elementwise kernels may write over their own input exactly;
+          // kernels with folds only over an input the output declares
+          // (`aliases`): each element is then re-read or kept by the thread
+          // that overwrites it, after every fold of the row.
+          bool exact = !x.isOutput && h == g && x.map == IndexMap::PerElement &&
+                       o.map == IndexMap::PerElement && xv.base == ov.base &&
+                       xv.rowStride == ov.rowStride &&
+                       xv.spatial == ov.spatial && x.dtype == o.dtype;
+          if (exact && (def.folds.empty() || o.aliasOf == j))
             continue;
           if (x.isOutput && (h < g || (h == g && j < i)))
             continue; // reported once, from the first output
           return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
-                      llvm::formatv("overlaps {0} in memory; {1} {2}",
-                                    tensorName(def, h, j), def.name,
-                                    def.folds.empty()
-                                        ? "can write over an input only "
-                                          "exactly (same address and strides)"
-                                        : "reads whole rows before writing, "
-                                          "so it cannot run in place"));
+                      llvm::formatv("overlaps {0} in memory; {1}",
+                                    tensorName(def, h, j),
+                                    overlapHint(def, o, x, exact)));
         }
     }
   return llvm::Error::success();

@@ -293,11 +293,12 @@ llvm::Expected<HostProblem> HostProblem::make(const dsl::KernelDef &def,
     for (const dsl::OperandDecl &o : def.operands) {
       int64_t rows = operandRows(o, shape.groupRows[g], shape.rowsPerBatch);
       unsigned eb = dsl::dtypeBytes(o.dtype);
-      std::vector<uint8_t> buf(size_t(rows * shape.cols) * eb);
+      const int64_t cols = dsl::storedCols(o, shape.cols);
+      std::vector<uint8_t> buf(size_t(rows * cols) * eb);
       // Modulation and gate operands are small in real models.
       bool small = o.map != dsl::IndexMap::PerElement;
       float amp = small ? 0.1f * amplitude : amplitude;
-      for (size_t e = 0; e < size_t(rows * shape.cols); ++e) {
+      for (size_t e = 0; e < size_t(rows * cols); ++e) {
         float v = o.isOutput ? NAN : amp * normal(rng);
         if (!o.isOutput && v == 0.0f)
           v = amp * 0.5f; // never all zeros
@@ -309,7 +310,7 @@ llvm::Expected<HostProblem> HostProblem::make(const dsl::KernelDef &def,
       t.dtype = o.dtype;
       t.data = buf.data();
       t.rows = rows;
-      t.rowStride = shape.cols;
+      t.rowStride = cols;
       if (o.layout == dsl::Layout::ChannelsFirst) { // N C S, S = D*H*W
         t.spatial = rows / shape.dims[0];
         t.rowStride = shape.cols * t.spatial;

@@ -72,7 +72,8 @@ llvm::Error tools::dumpOperandsAsNpy(const dsl::KernelDef &def,
       llvm::sys::path::append(path, name);
       if (llvm::Error e =
               writeNpy(path, npyDescr(o.dtype), problem.rows(g, int(i)),
-                       problem.shape.cols, problem.storage[g][i]))
+                       dsl::storedCols(o, problem.shape.cols),
+                       problem.storage[g][i]))
         return e;
     }
   return llvm::Error::success();

@@ -75,9 +75,13 @@ struct DeviceTensor {
 
 /// The tensor dims of operand `o` (rows of it in the group): the user's
 /// dims per element (channels-last strides where the layout says so),
-/// (batches, C) per batch, (C) per column.
+/// (batches, C) per batch, (C) per column, (rows) per row.
 void describeTensor(const dsl::OperandDecl &o, const templates::ProblemShape &s,
                     int64_t rows, DeviceTensor &t) {
+  if (o.map == dsl::IndexMap::PerRow) {
+    t.shape = {rows};
+    return;
+  }
   if (o.map == dsl::IndexMap::PerColumn) {
     t.shape = {s.cols};
     return;

@@ -24,7 +24,8 @@ import struct
 import sys
 
 __all__ = ["Program", "Value", "Input", "FoldOrder", "Combiner", "OPS", "DTYPES", "LAYOUTS",
-           "round", "extend", "const", "rsqrt_cuda", "rcp_nvcc", "per_element", "per_column", "per_batch"]
+           "round", "extend", "const", "rsqrt_cuda", "rcp_nvcc", "per_element", "per_column", "per_batch",
+           "per_row"]
 
 # Storage dtypes the format knows (i1: predicates, never stored).
 DTYPES = ("f32", "bf16", "f16", "i1")
@@ -200,6 +201,8 @@ def round(v, dtype):  # noqa: A001 (the DSL's name)
 # ---- index maps, inputs -----------------------------------------------------------
 
 per_element, per_column = "per_element", "per_column"
+# An output of one value per row (fold results and expressions of them).
+per_row = "per_row"
 
 
 def per_batch(dim):
@@ -335,10 +338,14 @@ class Program:
         return {r: Value(self._graph, "fold_value", "f32", attr=f"{f.index}.{r}")
                 for r in combiner.results}
 
-    def output(self, name, dtype, value, layout="row_major", align=None):
+    def output(self, name, dtype, value, layout="row_major", align=None, index=per_element):
+        """index=per_row: one value per row (a [rows] tensor), from fold
+        results, scalars, dims and constants."""
         _check(value.dtype == dtype, f"output {name} : {dtype} = {value.ref()} of dtype "
                f"{value.dtype}: round it (dsl.round) or extend it first")
-        self.outputs.append((name, dtype, layout, align, value))
+        _check(index in (per_element, per_row), f"output {name}: index {index!r}: "
+               "per_element or per_row")
+        self.outputs.append((name, dtype, layout, align, value, index))
         self._output_where[name] = _where()
 
     def text(self):
@@ -360,8 +367,9 @@ class Program:
                 if f is not None:
                     lines.append("  " + f.line())
             lines.append("  " + v.line())
-        for name, dtype, layout, align, value in self.outputs:
+        for name, dtype, layout, align, value, index in self.outputs:
             lines.append(f"  output {name} : {dtype} {layout}" +
+                         (" per_row" if index == per_row else "") +
                          (f" align {align}" if align else "") + f" = {value.ref()}")
         return "\n".join(lines) + "\n"
 
@@ -391,6 +399,6 @@ class Program:
 
     def signature(self):
         """What a torch op needs: inputs [(name, dtype, layout)], scalars
-        [(name, default)], outputs [(name, dtype, layout)]."""
+        [(name, default)], outputs [(name, dtype, layout, index)]."""
         return ([(i.name, i.dtype, i.layout, i.index) for i in self.inputs], list(self.scalars),
-                [(n, d, lay) for n, d, lay, _, _ in self.outputs])
+                [(n, d, lay, ix) for n, d, lay, _, _, ix in self.outputs])

@@ -485,7 +485,7 @@ TEST(Verifier, RejectsAnOutputThatIsNotWrittenPerElement) {
   KernelDef def = twoFolds();
   def.operands.back().map = IndexMap::PerColumn;
   EXPECT_TRUE(failsWith(verify(def), {"output 'y': an output is written per "
-                                      "element, found per_column"}));
+                                      "element or per_row, found per_column"}));
 }
 
 TEST(Verifier, RejectsAFoldResultThatDoesNotExist) {

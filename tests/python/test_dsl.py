@@ -96,6 +96,16 @@ def row_sum():
     return p
 
 
+def mean_and_center():
+    p = dsl.Program("mean_and_center", guard=(1, 1, 65536))
+    x = p.input("x", "f32").load()
+    s = p.fold(x, dsl.FoldOrder.serial(), sum_combiner())["acc"]
+    mean = s / p.dim_value("cols")
+    p.output("y", "f32", x - mean)
+    p.output("mean", "f32", mean, index=dsl.per_row)
+    return p
+
+
 def rmsnorm():
     p = dsl.Program("rmsnorm", guard=(8, 8, 8192))
     xf = dsl.extend(p.input("x", "bf16").load())
@@ -296,7 +306,8 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
             self.skipTest(f"libbitfold.so not loadable here: {e}")
 
     def test_every_doc_example_built_in_python(self):
-        for build in (residual_add, modulate, bias_cl, add_eps, relu, row_sum, rmsnorm):
+        for build in (residual_add, modulate, bias_cl, add_eps, relu, row_sum, rmsnorm,
+                      mean_and_center):
             self.same.assert_same(build().text(), doc_example(build.__name__), build.__name__)
 
     def test_the_user_kernel_examples(self):
@@ -310,7 +321,7 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
     def test_a_different_program_is_told_apart(self):
         other = residual_add()
         other.outputs[0] = ("y", "bf16", "row_major", None,
-                            dsl.round(other._graph.nodes[0] * 2.0, "bf16"))
+                            dsl.round(other._graph.nodes[0] * 2.0, "bf16"), dsl.per_element)
         with self.assertRaises(AssertionError):
             self.same.assert_same(other.text(), doc_example("residual_add"), "changed")
 

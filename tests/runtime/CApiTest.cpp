@@ -567,7 +567,8 @@ TEST_F(CApi, LaunchRejectsOverlappingOutputs) {
     EXPECT_EQ(launch(k, ln.all()), BITFOLD_ERROR_UNSUPPORTED);
     EXPECT_EQ(message, "ln_modulate: tensor 3 ('y'): overlaps tensor 0 ('x') "
                        "in memory; ln_modulate reads whole rows before "
-                       "writing, so it cannot run in place");
+                       "writing; it runs in place only where the program "
+                       "declares it (output y ... aliases x)");
   }
   bitfold_kernel *gate = kernel("residual_gate");
   Tensor r({1, 8, 64}, 0x10000000), u({1, 8, 64}, 0x20000000),

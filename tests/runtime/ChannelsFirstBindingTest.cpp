@@ -14,6 +14,7 @@
 #include "runtime/TensorBinding.h"
 
 #include "TemplateDef.h"
+#include "tests/runtime/HostTensor.h"
 
 #include <gtest/gtest.h>
 
@@ -29,21 +30,7 @@ std::shared_ptr<const dsl::KernelDef> build(const char *name,
   return bitfold::testutil::buildTemplate(name, params, C);
 }
 
-struct Tensor {
-  std::vector<int64_t> shape, strides; ///< strides empty: compact NC[D]HW
-  uintptr_t address;
-  DLDataType dtype{kDLBfloat, 16, 1};
-  DLTensor dl{};
-  const DLTensor *get() {
-    dl.data = reinterpret_cast<void *>(address);
-    dl.device = {kDLCUDA, 0};
-    dl.ndim = int(shape.size());
-    dl.dtype = dtype;
-    dl.shape = shape.data();
-    dl.strides = strides.empty() ? nullptr : strides.data();
-    return &dl;
-  }
-};
+using bitfold::testing::Tensor;
 
 /// conv_bias (x, bias, y) with x as given and y dense at its own address.
 bitfold_status bindConv(Tensor x, std::string *msg = nullptr,

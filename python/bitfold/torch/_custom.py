@@ -85,6 +85,7 @@ def register(op, namespace=NAMESPACE):
     (op.fake where set: a user op's shape rule; else the eager chain)."""
     params = _table.parameters(op)
     lib = _library(namespace)
+    # op.args marks the inputs an `aliases` output writes over (Tensor(a0!) x).
     lib.define(f"{op.name}({op.args}, str verify='default') -> {op.returns}")
     handle = getattr(getattr(torch.ops, namespace), op.name)
     scope = {"_call": call, "_op": op, "_check": op.check or op.explain,

@@ -5,7 +5,9 @@ the user's namespace, and a fake impl from the program's shape rule.
 
 Shape rule: every output has the rows and columns of the program's first
 per-element input (its shape; row_major outputs contiguous, channels_last
-outputs in the input's channels-last layout) and its declared dtype. The
+outputs in the input's channels-last layout) and its declared dtype; a
+per_row output holds one value per row: that input's shape without its
+column dim (row_major: shape[:-1]; channels-last/first: (N, *spatial)). The
 C API names the operands and says which are outputs; their dtypes and
 layouts come from the program's declarations.
 """
@@ -18,14 +20,16 @@ import bitfold
 from bitfold import dsl
 from . import _custom, _ops, _table
 
-_TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+_TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
+          "i8": torch.int8, "f8e4m3fn": getattr(torch, "float8_e4m3fn", None),
+          "f8e5m2": getattr(torch, "float8_e5m2", None)}
 _NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 _registered = {}
 
 
 def _declarations(text):
     """inputs [(name, dtype, layout, index)], scalars [(name, default)],
-    outputs [(name, dtype, layout)] of a program text (after the library
+    outputs [(name, dtype, layout, index)] of a program text (after the library
     accepted it: only the declaration lines are read here)."""
     inputs, scalars, outputs = [], [], []
     for line in text.splitlines():
@@ -35,7 +39,10 @@ def _declarations(text):
         elif len(words) >= 4 and words[0] == "scalar":
             scalars.append((words[1], _number(words[5]) if len(words) >= 6 else None))
         elif len(words) >= 5 and words[0] == "output":
-            outputs.append((words[1], words[3], words[4]))
+            per_row = len(words) >= 6 and words[5] == "per_row"
+            alias = words[words.index("aliases") + 1] if "aliases" in words else None
+            outputs.append((words[1], words[3], words[4],
+                            "per_row" if per_row else "per_element", alias))
     return inputs, scalars, outputs
 
 
@@ -94,24 +101,63 @@ def _type_check(qual, inputs):
     return check
 
 
+def _row_shape(x, layout):
+    """One value per row of x: its shape without the column dim."""
+    if layout == "row_major":
+        return x.shape[:-1]
+    return (x.shape[0],) + tuple(x.shape[2:])
+
+
 def _alloc(inputs, outputs):
     n, ref = len(inputs), _reference(inputs)
+    ref_layout = inputs[ref][2] if inputs else "row_major"
+    names = [i[0] for i in inputs]
     kinds = [(_TORCH[dt], torch.contiguous_format if layout == "row_major"
-              else torch.preserve_format) for _, dt, layout in outputs]
+              else torch.preserve_format, (index, names.index(alias) if alias else None))
+             for _, dt, layout, index, alias in outputs]
+
+    def one(a, dt, fmt, how):
+        index, alias = how
+        if alias is not None:  # in place: the input is the output
+            return a[alias]
+        x = a[ref]
+        if index == "per_row":
+            return torch.empty(_row_shape(x, ref_layout), dtype=dt, device=x.device)
+        return torch.empty_like(x, dtype=dt, memory_format=fmt)
 
     if len(kinds) == 1:
-        (dt, fmt), = kinds
+        (dt, fmt, how), = kinds
 
         def alloc_one(a, o, aux):
-            y = torch.empty_like(a[ref], dtype=dt, memory_format=fmt)
+            y = one(a, dt, fmt, how)
             return (y,), a[:n] + (y,)
         return alloc_one
 
     def alloc(a, o, aux):
-        x = a[ref]
-        outs = tuple(torch.empty_like(x, dtype=dt, memory_format=fmt) for dt, fmt in kinds)
+        outs = tuple(one(a, dt, fmt, how) for dt, fmt, how in kinds)
         return outs, a[:n] + outs
     return alloc
+
+
+def _in_place(inputs, outputs, args_text):
+    """For outputs declared `aliases`: the torch schema's parameter text
+    with those inputs marked mutable (Tensor(a0!) x), their names, and the
+    custom op's result (the outputs that are not inputs; torch ops may not
+    return their inputs). The direct function returns every output."""
+    aliased = [alias for *_, alias in outputs if alias]
+    if not aliased:
+        return args_text, (), None, None
+    for k, name in enumerate(aliased):
+        args_text = re.sub(rf"\bTensor {name}\b", f"Tensor(a{k}!) {name}", args_text, count=1)
+    keep = [i for i, (*_, alias) in enumerate(outputs) if not alias]
+
+    def result(r):
+        r = r if isinstance(r, tuple) else (r,)
+        kept = tuple(r[i].contiguous() for i in keep)
+        return None if not kept else kept[0] if len(kept) == 1 else kept
+    returns = ("()" if not keep else "Tensor" if len(keep) == 1
+               else "(" + ", ".join(["Tensor"] * len(keep)) + ")")
+    return args_text, tuple(aliased), result, returns
 
 
 def _make_op(qual, op_name, kernel, text, fallback):
@@ -125,17 +171,21 @@ def _make_op(qual, op_name, kernel, text, fallback):
     ref = _reference(inputs)
     pack = struct.Struct(f"{ns}f").pack
     returns = "Tensor" if len(outputs) == 1 else "(" + ", ".join(["Tensor"] * len(outputs)) + ")"
+    args_text, mutates, in_place_result, in_place_returns = _in_place(
+        inputs, outputs, _args_text(inputs, scalars))
     op = _ops.Op(
-        op_name, _args_text(inputs, scalars), returns, out=False, kernel=kernel.name,
+        op_name, args_text, in_place_returns or returns, out=False, kernel=kernel.name,
         ins=lambda a, o: a[:n], tag=lambda a: a[n:], variant=lambda a: None,
         params=lambda v: "", alloc=alloc, scalars=lambda a: pack(*a[n:]),
         width=lambda a: a[ref].shape[-1] if a[ref].dim() else 0,
-        explain=_type_check(qual, inputs), eager=fallback, custom_result=lambda r: r,
+        explain=_type_check(qual, inputs), eager=fallback,
+        custom_result=in_place_result or (lambda r: r),
         lookup=lambda variant: kernel, label=qual,
         diagnose=None if fallback is not None else _diagnose(qual, inputs),
         doc=f"{qual}: the bitfold program {kernel.name} (bitfold.torch.op_from_source).")
     op.fake = lambda *a: (lambda outs: outs[0] if len(outs) == 1 else outs)(alloc(a, None,
                                                                                   None)[0])
+    op.mutates = mutates
     if ns and not all(isinstance(d, float) or d is None for _, d in scalars):
         raise ValueError(f"{qual}: unreadable scalar defaults {scalars}")
     return op
