@@ -275,17 +275,7 @@ def test_hf_rmsnorm(rt, shape, dt, wdt, residual, modulate, seed, amp, special, 
     x, r, w, sc, sh = hf_operands(shape, dt, wdt, residual, modulate, amp, gen, special)
     expect, expect_sum = hf_eager(x, w, eps, r, sc, sh)
     params = hf_params(dt, wdt, residual, modulate)
-    from bitfold import BitfoldError
-    try:
-        y, s = hf_launch(rt.kernel("hf_rmsnorm", params), x, r, w, sc, sh, eps, expect.dtype)
-    except BitfoldError as e:
-        # Known gap (docs/aten-reduce.md section 7): 32 lanes of D/32
-        # elements exceed the register estimate of every config when the
-        # fold loads a residual or f32 x at D of about 3600..8160.
-        wide = 3500 < shape[2] <= 8160 and (residual or dt == "f32")
-        if wide and "COMPILE" in str(e):
-            pytest.xfail(f"no legal config: {e}")
-        raise
+    y, s = hf_launch(rt.kernel("hf_rmsnorm", params), x, r, w, sc, sh, eps, expect.dtype)
     what = f"shape {shape} {params} seed {seed} amp {amp} special {special} eps {eps}"
     check("hf_rmsnorm", y, expect, what)
     if residual:
@@ -297,20 +287,30 @@ def test_hf_every_config_at_seed_shape(rt, shape):
     check_hf_every_config(rt, shape)
 
 
-def check_hf_every_config(rt, shape):
-    """Every legal config of hf_rmsnorm (bf16) at shape against eager."""
-    params = hf_params("bf16", "bf16", False, False)
+@pytest.mark.parametrize("d", [4096, 8192])
+def test_hf_f32_with_a_residual_every_config(rt, d):
+    # Two passes (x and the residual read again) at D ~3600..8160: the only
+    # configs there; every config gives eager's bits.
+    check_hf_every_config(rt, (1, 64, d), "f32", residual=True)
+
+
+def check_hf_every_config(rt, shape, dt="bf16", residual=False):
+    """Every legal config of hf_rmsnorm at shape against eager."""
+    params = hf_params(dt, dt, residual, False)
     configs = list_configs("hf_rmsnorm", shape, ["--params", params])
     assert configs, f"no legal config at {shape}"
     gen = torch.Generator(device="cuda").manual_seed(42)
-    x, r, w, sc, sh = hf_operands(shape, "bf16", "bf16", False, False, 1.0, gen, None)
-    expect, _ = hf_eager(x, w, 1e-6)
+    x, r, w, sc, sh = hf_operands(shape, dt, dt, residual, False, 1.0, gen, None)
+    expect, expect_sum = hf_eager(x, w, 1e-6, r)
     kernel = rt.kernel("hf_rmsnorm", params)
     try:
         for cfg in configs:
             kernel.set_config(cfg)
-            y, _ = hf_launch(kernel, x, r, w, sc, sh, 1e-6, expect.dtype)
-            check("hf_rmsnorm", y, expect, f"config {cfg} shape {shape} {params}")
+            y, s = hf_launch(kernel, x, r, w, sc, sh, 1e-6, expect.dtype)
+            what = f"config {cfg} shape {shape} {params}"
+            check("hf_rmsnorm", y, expect, what)
+            if residual:
+                check("hf_rmsnorm", s, expect_sum, "sum " + what)
     finally:
         kernel.set_config(None)
 

@@ -226,13 +226,9 @@ def test_hf_rmsnorm(shape, dtype, weight_dtype, residual, modulate):
         # aten gives such rows a head and tail the template refuses (and 15
         # rows are below the order's 16): the op must fall back, equal bits.
         fell_back("hf_rmsnorm", "shape")
-    elif residual and dtype == torch.float32 and d >= 3600:
-        # Known gap (issue 13): f32 rows with a residual of D >= ~3600 have no
-        # legal config (32 lanes hold D/32 f32 values each), so the compile
-        # fails and the op computes eager.
-        fell_back("hf_rmsnorm", "compile")
     else:
         no_fallback("hf_rmsnorm")
+
 
 
 @needs_template("hf_rmsnorm", "dtype=bf16,weight=bf16,residual=0,modulate=0")

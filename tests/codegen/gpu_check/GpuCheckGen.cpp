@@ -80,6 +80,13 @@ int main(int argc, char **argv) {
       {"rms_2048", mk("rmsnorm_modulate", {1, 37, 2048})},
       {"wan", mk("wan_rmsnorm_silu", {1, 96, 2, 5, 7})},
   };
+  // f32 rows with a residual where only two passes fit (D ~3600..8160 at
+  // 16 rows and more), and beyond.
+  for (int64_t d : {4096, 8192}) {
+    TemplateRequest r = mk("hf_rmsnorm", {1, 19, d}, dsl::DType::F32, true);
+    r.dtype = dsl::DType::F32;
+    instances.push_back({"hf_res_f32_" + std::to_string(d), r});
+  }
   std::error_code ec;
   llvm::raw_fd_ostream index(out + "/index.txt", ec);
   std::mt19937 rng(1234);
