@@ -5,14 +5,18 @@ launches and eager fallbacks (with their reasons) per forward, and the
 wall time of a forward both ways.
 
     python3 bench/wan_vae.py [--frames 9] [--hw 256] [--reps 10] [--out DIR]
+        [--layouts NCDHW,channels_last_3d] [--profile]
         (on a GPU host with torch and diffusers; writes DIR/wan_vae.json
-        and DIR/wan_vae.md)
+        and DIR/wan_vae.md; --profile also DIR/wan_vae_profile_<layout>.txt:
+        torch.profiler's kernels of one forward unpatched and patched, and
+        every layout the patched forward refused, with the reason)
 
 Method: random weights (seeded), bf16, a video [1, 3, frames, hw, hw]
 (latent [1, 16, 1 + (frames - 1) / 4, hw / 8, hw / 8]); one forward is
 vae(video, sample_posterior=False): encode, then decode of the posterior's
 mode. Times: median of `reps` forwards after 3 warm ones, each between
-torch.cuda.synchronize() calls. Launches and fallbacks: bitfold.torch's
+torch.cuda.synchronize() calls, unpatched, patched, then unpatched again
+(a drift over the run shows as two different unpatched times). Launches and fallbacks: bitfold.torch's
 stats() over one forward after the warm ones. Exit status 1 if any case
 differs from eager, falls back, or is slower patched than unpatched.
 """
@@ -49,7 +53,28 @@ def median_ms(fn, reps):
     return statistics.median(times)
 
 
-def case(frames, hw, reps, channels_last, seed=0):
+def profile_table(fwd, rows=40):
+    """The CUDA kernels and ops of one forward, most GPU time first."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fwd()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=rows)
+
+
+def refused_sites():
+    """Every layout a patched call refused since the last reset: op, the
+    reason and its detail, and the site key (dtypes, shapes, strides)."""
+    from bitfold.torch import _ops
+    lines = []
+    for op, table in _ops._sites.items():
+        for key, ent in table.items():
+            if ent[0] is None:
+                lines.append(f"{op}: {ent[1]}: {ent[2]}\n    key {key}")
+    return lines
+
+
+def case(frames, hw, reps, channels_last, seed=0, profile_dir=None):
     import bitfold.torch as bt
     vae = build(seed, channels_last)
     g = torch.Generator(device="cuda").manual_seed(seed + 1)
@@ -72,7 +97,20 @@ def case(frames, hw, reps, channels_last, seed=0):
         fwd()
         torch.cuda.synchronize()
         stats = bt.stats()
-        bt.unpatch(vae)
+        if profile_dir:
+            layout = "channels_last_3d" if channels_last else "NCDHW"
+            text = ["# patched forward (verify off)", profile_table(fwd),
+                    "# layouts refused (op: reason: detail, then the site key)",
+                    *refused_sites()]
+            bt.unpatch(vae)
+            text = ["# unpatched forward", profile_table(fwd)] + text
+            with open(os.path.join(profile_dir, f"wan_vae_profile_{layout}.txt"), "w") as f:
+                f.write("\n".join(text) + "\n")
+        else:
+            bt.unpatch(vae)
+        # Unpatched again: a drift over the run (clocks, allocator, cuDNN's
+        # plan cache) shows as a difference between the two unpatched times.
+        t_eager_after = median_ms(fwd, reps)
     fallbacks = {}
     for op, s in stats.items():
         for why, n in s["fallbacks"].items():
@@ -81,6 +119,7 @@ def case(frames, hw, reps, channels_last, seed=0):
             "video": list(x.shape), "output": list(out.shape),
             "torch_equal": bool(torch.equal(out, eager)),
             "ms_unpatched": round(t_eager, 2), "ms_patched": round(t_bitfold, 2),
+            "ms_unpatched_after": round(t_eager_after, 2),
             "patched_sites": len(patched),
             "launches": sum(s["launches"] for s in stats.values()),
             "fallbacks": sum(fallbacks.values()), "fallback_reasons": fallbacks}
@@ -92,11 +131,12 @@ def table(rows, args):
            f"{args.reps}; `python3 bench/wan_vae.py --frames {args.frames} --hw {args.hw} "
            f"--reps {args.reps}` on {torch.cuda.get_device_name()}",
            "",
-           "| layout | torch.equal | launches | fallbacks | unpatched ms | patched ms | speed-up |",
-           "|---|---|--:|--:|--:|--:|--:|"]
+           "| layout | torch.equal | launches | fallbacks | unpatched ms | patched ms | "
+           "unpatched again ms | speed-up |",
+           "|---|---|--:|--:|--:|--:|--:|--:|"]
     for r in rows:
         out.append(f"| {r['layout']} | {r['torch_equal']} | {r['launches']} | {r['fallbacks']} | "
-                   f"{r['ms_unpatched']} | {r['ms_patched']} | "
+                   f"{r['ms_unpatched']} | {r['ms_patched']} | {r['ms_unpatched_after']} | "
                    f"{r['ms_unpatched'] / r['ms_patched']:.3f} |")
     for r in rows:
         if r["fallback_reasons"]:
@@ -110,9 +150,18 @@ def main():
     ap.add_argument("--hw", type=int, default=256)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=".")
+    ap.add_argument("--layouts", default="NCDHW,channels_last_3d",
+                    help="comma-separated: NCDHW, channels_last_3d")
+    ap.add_argument("--profile", action="store_true",
+                    help="also write torch.profiler tables and the refused layouts")
     args = ap.parse_args()
-    rows = [case(args.frames, args.hw, args.reps, cl) for cl in (False, True)]
+    layouts = args.layouts.split(",")
+    unknown = set(layouts) - {"NCDHW", "channels_last_3d"}
+    if unknown:
+        ap.error(f"unknown layouts {sorted(unknown)}: NCDHW, channels_last_3d")
     os.makedirs(args.out, exist_ok=True)
+    rows = [case(args.frames, args.hw, args.reps, lay == "channels_last_3d",
+                 profile_dir=args.out if args.profile else None) for lay in layouts]
     with open(os.path.join(args.out, "wan_vae.json"), "w") as f:
         json.dump(rows, f, indent=1)
     md = table(rows, args)

@@ -297,6 +297,25 @@ class NormOpsOnAStubRuntime(unittest.TestCase):
         self.bt.hf_rmsnorm(x.contiguous()[:, :4], w, 1e-6)  # another layout: asked again
         self.assertEqual(self.rt.kernels[0].attempts, 2)
 
+    def test_a_refusal_first_met_in_strict_mode_is_warned_and_counted_later_in_auto(self):
+        self.use(StubRuntime(refuse="BITFOLD_ERROR_STRIDE"))
+        x, w = rand(2, 8, 64), rand(64, seed=1)
+        self.bt.configure(mode="strict")
+        with self.assertRaisesRegex(self.bt.BitfoldFallback, "stride"):
+            self.bt.hf_rmsnorm(x, w, 1e-6)
+        self.bt.configure(mode="auto")
+        self.bt.reset_stats()  # the strict call's site stays until here; again:
+        with self.assertRaisesRegex(self.bt.BitfoldFallback, "stride"):
+            self.bt.hf_rmsnorm(x, w, 1e-6, mode="strict")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                y = self.bt.hf_rmsnorm(x, w, 1e-6)
+        self.assertTrue(torch.equal(y, self.bt._eager.hf_rmsnorm(x, w, 1e-6)))
+        self.assertEqual(self.rt.kernels[0].attempts, 2, "a remembered refusal reached launch")
+        self.assertEqual(self.bt.stats()["hf_rmsnorm"]["fallbacks"], {"stride": 3})
+        self.assertEqual(sum("eager fallback (stride)" in str(m.message) for m in caught), 1)
+
     def test_a_refusal_that_depends_on_the_addresses_is_not_remembered(self):
         self.use(StubRuntime(refuse="BITFOLD_ERROR_ALIGNMENT"))
         x, w = rand(2, 8, 64), rand(64, seed=1)

@@ -495,7 +495,14 @@ def call(op, a, out, verify, mode):
     if ent is not None:
         launch = ent[0]
         if launch is None:
-            return _into(out, _refused_again(op, ent, a, mode))
+            fallbacks = ent[3]
+            if fallbacks is None or mode is not None or config.mode != "auto":
+                return _into(out, _refused_again(op, ent, a, mode))
+            # Counted, already warned, auto mode: straight to the chain (a
+            # refused call should cost eager plus the lookup, no more).
+            fallbacks[ent[1]] = fallbacks.get(ent[1], 0) + 1
+            r = op.eager(*a)
+            return r if out is None else out.copy_(r)
         if ent[1] or (verify or config.verify) != "once":
             outs, ts = op.alloc(a, out, ent[2])
             if launch(ts):
@@ -518,7 +525,7 @@ def _count_refusal(op, ent, mode):
 def _refused_again(op, ent, a, mode):
     """The eager result of a remembered refusal (counted or raised)."""
     if op.diagnose is not None:
-        op.diagnose(a, ent[1:])  # an op without an eager chain: raises
+        op.diagnose(a, ent[1:3])  # an op without an eager chain: raises
     _count_refusal(op, ent, mode)
     return op.eager(*a)
 
@@ -551,9 +558,15 @@ def _checked(op, a, key, out, verify, mode):
             _op_stats(name)["compiling"] += 1
             return _into(out, op.eager(*a))
     if refusal[0] in _REMEMBERED:
+        # The entry's fourth field is the fallback counts a later hit adds
+        # to directly, set only where nothing else is owed on a hit: the
+        # op has an eager chain and this refusal is warned (auto mode);
+        # else the hit takes _refused_again.
+        auto = op.diagnose is None and (mode or config.mode) == "auto"
         with _lock:  # never over a launcher: its layout was taken before
             if name not in _disabled and key not in op.sites:
-                _store(op.sites, key, (None,) + refusal)
+                counts = _op_stats(name)["fallbacks"] if auto else None
+                _store(op.sites, key, (None,) + tuple(refusal) + (counts,))
     if op.diagnose is not None:
         op.diagnose(a, refusal)  # an op without an eager chain: raises
     _fallback(name, refusal[0], refusal[1], mode)
