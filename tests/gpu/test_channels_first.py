@@ -7,7 +7,8 @@ odd: the three output_vec_size cases), edge values, every legal config at
 the seed shape; the wide rows the Wan VAE has (C = 192, 384, odd C up to
 1000) that run rolled (a loop over C, config t1.v1.p2); layouts the kernels
 refuse raise instead of giving other bits; bitfold.torch serves NCDHW
-without a fallback at every C.
+without a fallback at every C, and the frames-major layout (a contiguous
+(N, T, C, H, W) seen as (N, C, T, H, W)) as its N*T images.
 """
 import random
 
@@ -224,7 +225,7 @@ def test_channels_first_refuses_other_layouts(rt):
     expect_refused(k, [x, g, b, x], [96 ** 0.5], ["overlaps"])
 
 
-def test_torch_ops_serve_ncdhw_without_fallback():
+def test_torch_ops_serve_ncdhw_without_fallback(rt):  # rt: skips without a GPU
     import bitfold.torch as bt
     bt.reset_stats()
     bt.configure(mode="auto", verify="once")
@@ -246,3 +247,28 @@ def test_torch_ops_serve_ncdhw_without_fallback():
     for op in ("wan_rmsnorm_silu", "conv_bias"):
         assert s[op]["fallbacks"] == {}, s[op]
         assert s[op]["launches"] >= 1, s[op]
+
+
+@pytest.mark.parametrize("form", ["x", "f32"])
+def test_torch_ops_serve_frames_major_x_without_fallback(rt, form):  # rt: skips without a GPU
+    # The Wan VAE's frame reshapes: x (N, C, T, H, W) stored as a contiguous
+    # (N, T, C, H, W). aten folds C over the N*T images; bitfold.torch runs
+    # the channels-first kernel on that view (every ovs, odd and wide C,
+    # the conv bias), with eager's bits and eager's output strides.
+    import bitfold.torch as bt
+    bt.reset_stats()
+    bt.configure(mode="auto", verify="off")
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    for n, c, t, h, w, conv in ((1, 96, 4, 64, 64, False), (1, 192, 2, 32, 32, True),
+                                (2, 96, 3, 15, 14, True), (1, 33, 2, 5, 7, False),
+                                (1, 384, 4, 16, 16, True)):
+        x = randn((n, t, c, h, w), torch.bfloat16, 1.0, gen).transpose(1, 2)
+        g, b = randn((c,), torch.bfloat16, 1.0, gen), randn((c,), torch.bfloat16, 1.0, gen)
+        cb = randn((c,), torch.bfloat16, 1.0, gen) if conv else None
+        y = bt.wan_rmsnorm_silu(x, g.view(c, 1, 1, 1), b, cb, form)
+        want = wan_eager(x, g, b, cb, form)
+        check("wan_rmsnorm_silu", y, want, f"frames-major {form} {(n, c, t, h, w)} conv {conv}")
+        assert y.stride() == want.stride(), (y.stride(), want.stride())
+    s = bt.stats()["wan_rmsnorm_silu"]
+    assert s["fallbacks"] == {}, s
+    assert s["launches"] == 5, s

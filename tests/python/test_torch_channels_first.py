@@ -1,7 +1,8 @@
 """bitfold.torch on CPU (skipped, visibly, without torch): which kernel
 variant serves a pixel tensor's layout. A dense NC[D]HW tensor with more than
 one pixel per image takes the channels-first variant with aten's
-output_vec_size for its D*H*W; channels-last tensors keep the channels-last
+output_vec_size for its D*H*W (the norm also a frames-major one, as the
+images N*T); channels-last tensors keep the channels-last
 variant; every other layout (permuted, sliced, expanded, one pixel per
 image) keeps the channels-last variant too, which
 the library's binding refuses, so the op serves it eagerly with eager's
@@ -94,6 +95,43 @@ class ChannelsFirstDispatch(unittest.TestCase):
                              "layout=channels_first,outvec=4")
             self.assertEqual(rt.kernels[-1].launches[-1]["tensors"][0][2], tuple(x.stride()))
             self.assertTrue(y.is_contiguous())
+        finally:
+            bitfold.default_runtime, _ops._ALLOW_HOST = saved
+            wan.new_kernels()
+
+    def test_wan_serves_frames_major_x_as_its_images(self):
+        # The Wan VAE's frame reshapes give x (N, C, T, H, W) stored as
+        # (N, T, C, H, W): aten folds C over N*T images of H*W pixels, so
+        # the kernel is given that contiguous (N*T, C, H, W) view (the
+        # outvec of H*W, not T*H*W) and y keeps x's strides, as eager's.
+        import bitfold
+        import bitfold.torch as bt
+        from bitfold.torch import _ops
+        wan = self.ops.WAN_RMSNORM_SILU
+        saved = (bitfold.default_runtime, _ops._ALLOW_HOST)
+        rt = StubRuntime()
+        try:
+            bitfold.default_runtime = lambda: rt
+            wan.new_kernels()
+            _ops._ALLOW_HOST = True
+            bt.reset_stats()
+            bt.configure(mode="auto", verify="off")
+            for (n, t, h, w), ovs in (((1, 4, 6, 6), 4), ((2, 3, 5, 6), 2), ((1, 2, 3, 5), 1)):
+                x = rand(n, t, 96, h, w).transpose(1, 2)
+                self.assertFalse(x.is_contiguous())
+                for _ in range(2):  # the checked path, then the prepared site
+                    y = bt.wan_rmsnorm_silu(x, rand(96, 1, 1, 1, seed=1), None, None, "x")
+                    self.assertEqual(rt.kernels[-1].params,
+                                     "dtype=bf16,form=x,gamma=bf16,bias=0,conv_bias=0,"
+                                     f"layout=channels_first,outvec={ovs}")
+                    xs, ys = (rt.kernels[-1].launches[-1]["tensors"][i] for i in (0, -1))
+                    self.assertEqual(xs[1:], ((n * t, 96, h, w), (96 * h * w, h * w, w, 1)))
+                    self.assertEqual(ys[1:], xs[1:])
+                    self.assertEqual(y.stride(), x.stride())
+            self.assertEqual(bt.stats()["wan_rmsnorm_silu"]["fallbacks"], {})
+            # Only the norm takes it: the conv bias keeps contiguous NC[D]HW.
+            self.assertEqual(self.ops._channels_first_params(
+                rand(1, 4, 96, 6, 6).transpose(1, 2), outvec=False), "")
         finally:
             bitfold.default_runtime, _ops._ALLOW_HOST = saved
             wan.new_kernels()
