@@ -19,9 +19,14 @@ using namespace bitfold::codegen;
 
 namespace {
 
-/// Output columns per iteration of the rolled output loop (when C allows):
-/// a few loads of the row in flight per thread, not all of them.
-constexpr int64_t kRolledUnroll = 4;
+/// Output columns per iteration of the rolled output loop (halved until C
+/// allows): some loads of the row in flight per thread, not all of them.
+/// 16 over 4: 5-9% faster at C = 96, 192 and 384 on the H200
+/// (bench/results/2026-12-02-chanfirst-unroll-h200.md).
+constexpr int64_t kRolledUnroll = 16;
+/// Rows of the fold (T * G columns each) per iteration of its loop, where
+/// the row count allows: two rows' loads in flight instead of one.
+constexpr int64_t kFoldRowsPerIteration = 2;
 
 } // namespace
 
@@ -94,30 +99,35 @@ void KernelBuilder::emitRolledFold(size_t f) {
   const int64_t C = plan.cols, T = fp.T;
   // State g = acc slot of lane t: st[t * G + g]. Columns T*m + t, the m-th
   // into slot m % G; rows m < C / T are whole (every lane in range), the
-  // loop takes them G at a time, the rest is unrolled after it.
+  // loop takes them K * G at a time, the rest is unrolled after it.
   const int G = fp.byElement ? 1 : fp.acc;
   const int F = int(cb.numFields());
   LaneStates st(T * G);
   for (auto &s : st)
     for (float v : cb.emptyState())
       s.push_back(cF32(v));
-  const int64_t iters = (C / T) / G;
+  const int64_t iters = (C / T) / G; // whole rows of T * G columns
+  int64_t K = kFoldRowsPerIteration;
+  while (K > 1 && iters % K)
+    K /= 2;
   if (iters > 0) {
     std::vector<Value> init;
     for (auto &s : st)
       init.insert(init.end(), s.begin(), s.end());
     std::vector<Value> res = rolledLoop(
-        iters, T * G, init, [&](Value base, ValueRange carried) {
+        iters / K, K * T * G, init, [&](Value base, ValueRange carried) {
           LoopScope scope(*this);
           for (int64_t L = 0; L < T * G; ++L)
             for (int i = 0; i < F; ++i)
               st[L][i] = carried[L * F + i];
           int id = 0;
-          for (int g = 0; g < G; ++g)
-            for (int64_t t = 0; t < T; ++t) {
-              Value col = arith::AddIOp::create(b, loc, base, cIdx(T * g + t));
-              pushColumn(f, st[t * G + g], id++, col);
-            }
+          for (int64_t k = 0; k < K; ++k)
+            for (int g = 0; g < G; ++g)
+              for (int64_t t = 0; t < T; ++t) {
+                Value col = arith::AddIOp::create(b, loc, base,
+                                                  cIdx(k * T * G + T * g + t));
+                pushColumn(f, st[t * G + g], id++, col);
+              }
           std::vector<Value> out;
           for (auto &s : st)
             out.insert(out.end(), s.begin(), s.end());
@@ -146,7 +156,9 @@ void KernelBuilder::emitRolledFold(size_t f) {
 
 void KernelBuilder::emitRolledOutputs() {
   const int64_t C = plan.cols;
-  const int64_t U = C % kRolledUnroll == 0 ? kRolledUnroll : C % 2 == 0 ? 2 : 1;
+  int64_t U = kRolledUnroll;
+  while (U > 1 && C % U)
+    U /= 2;
   rolledLoop(C / U, U, {}, [&](Value c, ValueRange) {
     LoopScope scope(*this);
     std::vector<Access> accs;
