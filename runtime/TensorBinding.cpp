@@ -68,7 +68,12 @@ struct Extent {
   int64_t rows = 0, cols = 0, rowStride = 0;
   int64_t numel = 0;
   int64_t spatial = 0; ///< channels-first: S.
+  const int64_t *shape = nullptr; ///< channels-first: the tensor's dims.
 };
+
+bool sameShape(const DLTensor &a, const DLTensor &b) {
+  return std::equal(a.shape, a.shape + a.ndim, b.shape, b.shape + b.ndim);
+}
 
 class Binder {
 public:
@@ -229,32 +234,52 @@ llvm::Error Binder::channelsLastExtent(int g, int i, const DLTensor &t,
   return llvm::Error::success();
 }
 
-/// Dense NC[D]HW only: any other stride pattern (a permuted, expanded,
-/// overlapping or negative-stride view) is refused, so the caller falls
-/// back to its own path with the reference's bits.
+/// Dense images of [C, S]: memory order (fastest first) the trailing dims
+/// k..n-1, then C, then dims 2..k-1, then N, for some 2 <= k < n. k = 2 is
+/// contiguous NC[D]HW (S = D*H*W); k = 3 of a 5-D tensor is frames-major
+/// (a contiguous (N, T, C, H, W) seen as (N, C, T, H, W): S = H*W, the
+/// N*T images of the Wan VAE's frame reshapes). Pixel r (row-major over
+/// the dims but C) then starts at (r / S) * C * S + r % S for every k,
+/// which is all the kernel assumes. Any other stride pattern (channels-
+/// last, permuted, expanded, overlapping or negative-stride views) is
+/// refused, so the caller falls back to its own path with the reference's
+/// bits.
 llvm::Error Binder::channelsFirstExtent(int g, int i, const DLTensor &t,
                                         const int64_t *st, Extent &ext) {
   const int n = t.ndim;
   if (llvm::Error e = pixelRank(g, i, t, "channels-first"))
     return e;
   ext.cols = t.shape[1];
-  int order[kMaxNdim];
-  for (int d = n - 1; d >= 0; --d)
-    order[n - 1 - d] = d;
-  int64_t expected[kMaxNdim];
-  if (!denseStrides(t, order, expected))
-    return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
+  ext.shape = t.shape;
+  int64_t expected[kMaxNdim], contiguous[kMaxNdim];
+  bool matched = false;
+  for (int k = 2; k < n && !matched; ++k) {
+    int order[kMaxNdim], m = 0;
+    for (int d = n - 1; d >= k; --d)
+      order[m++] = d;
+    order[m++] = 1;
+    for (int d = k - 1; d >= 2; --d)
+      order[m++] = d;
+    order[m++] = 0;
+    if (!denseStrides(t, order, expected))
+      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
+    if (k == 2)
+      std::copy(expected, expected + n, contiguous);
+    matched = stridesAre(t, st, expected);
+  }
+  if (!matched)
+    std::copy(contiguous, contiguous + n, expected);
   ext.spatial = expected[1];
   ext.rowStride = ext.spatial;
-  if (__builtin_mul_overflow(t.shape[0], ext.spatial, &ext.rows))
-    return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
+  ext.rows = ext.cols > 0 ? ext.numel / ext.cols : 0;
   if (ext.numel == 0)
     return llvm::Error::success();
-  if (!stridesAre(t, st, expected))
+  if (!matched)
     return fail(BITFOLD_ERROR_STRIDE, g, i,
                 llvm::formatv("is not dense channels-first (contiguous "
-                              "NC[D]HW): shape {0} has strides {1}, needs "
-                              "{2}",
+                              "NC[D]HW, or images of C x H*W such as a "
+                              "contiguous (N, D, C, H, W) transposed): shape "
+                              "{0} has strides {1}, contiguous needs {2}",
                               shapeText(t), listText(st, n),
                               listText(expected, n)));
   if (ext.spatial == 1)
@@ -530,12 +555,15 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
     } else if (e.cols != dsl::storedCols(op, C) ||
                e.rows != (op.map == IndexMap::PerColumn ? 1 : R)) {
       return shapeError(g, i, ref, ext);
-    } else if (e.spatial != ext[ref].spatial && op.map == IndexMap::PerElement) {
+    } else if (op.map == IndexMap::PerElement && e.shape && ext[ref].shape &&
+               !sameShape(*tensors[g * nOps + i], *tensors[g * nOps + ref])) {
       return fail(BITFOLD_ERROR_SHAPE, g, i,
-                  llvm::formatv("has {0} pixels per image but '{1}' has {2}; "
-                                "channels-first operands share N and D*H*W",
-                                e.spatial, def.operands[ref].name,
-                                ext[ref].spatial));
+                  llvm::formatv("has shape {0} but '{1}' has {2}; "
+                                "channels-first operands share their shape "
+                                "(their images may differ)",
+                                shapeText(*tensors[g * nOps + i]),
+                                def.operands[ref].name,
+                                shapeText(*tensors[g * nOps + ref])));
     }
     // The largest element offset, and the last byte must be addressable
     // (base + byte_offset near 2^64).

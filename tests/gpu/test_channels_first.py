@@ -272,3 +272,24 @@ def test_torch_ops_serve_frames_major_x_without_fallback(rt, form):  # rt: skips
     s = bt.stats()["wan_rmsnorm_silu"]
     assert s["fallbacks"] == {}, s
     assert s["launches"] == 5, s
+
+
+def test_conv_bias_residual_in_another_image_layout_runs_without_fallback(rt):
+    # The Wan VAE's residual blocks: a conv's output (contiguous NCDHW) plus
+    # a frames-major residual, and the reverse; each operand binds with its
+    # own pixels per image.
+    import bitfold.torch as bt
+    bt.reset_stats()
+    bt.configure(mode="auto", verify="off")
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    for n, c, t, h, w in ((1, 192, 4, 64, 64), (1, 96, 3, 15, 14), (2, 384, 2, 8, 8)):
+        contiguous = randn((n, c, t, h, w), torch.bfloat16, 1.0, gen)
+        frames = randn((n, t, c, h, w), torch.bfloat16, 1.0, gen).transpose(1, 2)
+        bias = randn((c,), torch.bfloat16, 1.0, gen)
+        for x, res in ((contiguous, frames), (frames, contiguous), (frames, frames)):
+            y = bt.conv_bias(x, bias, res)
+            want = ref.conv_bias(x, bias, res)
+            check("conv_bias", y, want, f"{(n, c, t, h, w)} x {x.stride()} res {res.stride()}")
+    s = bt.stats()["conv_bias"]
+    assert s["fallbacks"] == {}, s
+    assert s["launches"] == 9, s

@@ -1,8 +1,9 @@
 //===- tests/runtime/ChannelsFirstBindingTest.cpp - NC[D]HW launches ------===//
 //
 // What the binding decides for channels-first kernels (wan_rmsnorm_silu and
-// conv_bias with layout=channels_first): dense NC[D]HW tensors bind as
-// pixel rows whose C elements lie S apart; every other stride pattern
+// conv_bias with layout=channels_first): dense images of C x S (contiguous
+// NC[D]HW, or frames-major) bind as pixel rows whose C elements lie S
+// apart, each operand with its own S; every other stride pattern
 // (permuted, channels-last, sliced, expanded, overlapping, negative), one
 // pixel per image, images of different sizes, a misaligned x, an S whose
 // output_vec_size is not the order's, an output over its input: refused with
@@ -87,6 +88,49 @@ TEST(ChannelsFirstBinding, EveryOtherStridePatternIsRefused) {
               BITFOLD_ERROR_STRIDE)
         << c.what << ": " << msg;
   }
+}
+
+TEST(ChannelsFirstBinding, FramesMajorTensorsBindAsImagesOfHW) {
+  // (N, C, T, H, W) stored as a contiguous (N, T, C, H, W): the N*T images
+  // are C x H*W, so S = H*W and pixel r starts at (r / S) * C * S + r % S.
+  LaunchBinding b;
+  std::string msg;
+  ASSERT_EQ(bindConv(Tensor{{2, 8, 3, 4, 5}, {480, 20, 160, 5, 1}, 0x1000000},
+                     &msg, &b),
+            BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(b.groupRows[0], 2 * 3 * 4 * 5);
+  EXPECT_EQ(b.views[0][0].spatial, 4 * 5);
+  EXPECT_EQ(b.views[0][2].spatial, 3 * 4 * 5); // y is contiguous NCDHW
+  EXPECT_EQ(b.maxElementOffset, 2 * 8 * 3 * 4 * 5 - 1);
+  // Images of C x W (rows of H outer too): the same rule, S = W.
+  ASSERT_EQ(bindConv(Tensor{{2, 8, 3, 4, 5}, {480, 5, 160, 40, 1}, 0x1000000},
+                     &msg, &b),
+            BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(b.views[0][0].spatial, 5);
+}
+
+TEST(ChannelsFirstBinding, AResidualInAnotherImageLayoutBindsWithItsOwnS) {
+  // The Wan VAE's residual blocks: x from a conv (contiguous NCDHW), the
+  // residual frames-major. Each operand keeps its own S.
+  auto def = build("conv_bias", "layout=channels_first,residual=1", 8);
+  Tensor x{{1, 8, 4, 6, 6}, {}, 0x1000000}, bias{{8}, {}, 0x7000000},
+      h{{1, 8, 4, 6, 6}, {1152, 36, 288, 6, 1}, 0x3000000},
+      y{{1, 8, 4, 6, 6}, {}, 0x9000000};
+  const DLTensor *ts[] = {x.get(), bias.get(), h.get(), y.get()};
+  LaunchBinding b;
+  std::string msg;
+  ASSERT_EQ(takeStatus(bindTensors(*def, ts, 4, b), msg), BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(b.views[0][0].spatial, 4 * 6 * 6);
+  EXPECT_EQ(b.views[0][2].spatial, 6 * 6);
+  // The same pixel count in another shape is not the same pixels.
+  Tensor h2{{1, 8, 2, 12, 6}, {}, 0x3000000};
+  const DLTensor *ts2[] = {x.get(), bias.get(), h2.get(), y.get()};
+  EXPECT_EQ(takeStatus(bindTensors(*def, ts2, 4, b), msg), BITFOLD_ERROR_SHAPE)
+      << msg;
+  EXPECT_NE(msg.find("share their shape"), std::string::npos) << msg;
 }
 
 TEST(ChannelsFirstBinding, OnePixelPerImageIsLeftToTheChannelsLastKernel) {

@@ -114,26 +114,21 @@ QK_LAYERNORM = Op(
 
 # ---- conv_bias, residual_gate: elementwise epilogues ----------------------------
 
-def _channels_first_params(x, max_c=None, outvec=True, frames=False):
-    """The kernel parameters that serve x in its own layout: for a dense
-    NC[D]HW x with more than one pixel per image, the channels-first variant
-    (the fold runs along the strided C axis in aten's outer-reduction order,
-    whose output_vec_size S = D*H*W decides: docs/aten-reduce.md section 9);
-    "" otherwise (channels-last x; any other layout, which the channels-last
-    kernel refuses and the op then serves eagerly, with eager's bits).
-    Every C up to max_c (the template's limit) has a config: wide rows run
-    rolled (a loop over C). frames: a frames-major 5-D x counts too, as the
-    images (N*T, C, H, W) that the op's alloc passes."""
+def _channels_first_params(x, max_c=None, outvec=True):
+    """The kernel parameters that serve x in its own layout: for x dense
+    images of C x S with S > 1 (contiguous NC[D]HW, or frames-major: a
+    contiguous (N, T, C, H, W) seen as (N, C, T, H, W), S = H*W), the
+    channels-first variant (the fold runs along the strided C axis in aten's
+    outer-reduction order, whose output_vec_size S decides: docs/aten-reduce.md
+    section 9); "" otherwise (channels-last x; any other layout, which the
+    channels-last kernel refuses and the op then serves eagerly, with eager's
+    bits). Every C up to max_c (the template's limit) has a config: wide rows
+    run rolled (a loop over C)."""
     if x.dim() not in (4, 5) or x.shape[1] < 2:
         return ""
     if max_c is not None and x.shape[1] > max_c:
         return ""  # the template's own limit (wan_rmsnorm_silu: C <= 1024)
-    if x.is_contiguous():
-        s = x[0, 0].numel()
-    elif frames and _frames_major(x):
-        s = x.shape[3] * x.shape[4]  # the images are (n, t): S = H*W
-    else:
-        return ""
+    s = _image_pixels(x)
     if s < 2:  # one pixel per image: aten reduces C innermost (channels-last)
         return ""
     if not outvec:  # an elementwise kernel: no reduction order to match
@@ -141,19 +136,19 @@ def _channels_first_params(x, max_c=None, outvec=True, frames=False):
     return f",layout=channels_first,outvec={4 if s % 4 == 0 else 2 if s % 2 == 0 else 1}"
 
 
-def _frames_major(x):
-    """x (N, C, T, H, W) stored as a contiguous (N, T, C, H, W), T > 1: the
-    layout of the Wan VAE's frame-folding reshapes. aten's reduction over
-    C coalesces N and T into one image axis, so the fold order is that of
-    the contiguous (N*T, C, H, W) view the kernel is given
-    (docs/aten-reduce.md section 9)."""
-    return x.dim() == 5 and x.shape[2] > 1 and x.transpose(1, 2).is_contiguous()
-
-
-def _as_images(x):
-    """(N*T, C, H, W), a view of a frames-major x."""
-    n, c, t, h, w = x.shape
-    return x.transpose(1, 2).reshape(n * t, c, h, w)
+def _image_pixels(x):
+    """S where x is dense images of C x S, memory order (slowest first) N,
+    dims 2..k-1, C, dims k.. (the library's binding takes the same); else 0.
+    aten coalesces the dims outside C into one image axis, so its fold order
+    is that of the contiguous images."""
+    n = x.dim()
+    for k in range(2, n):
+        if x.permute([0] + list(range(2, k)) + [1] + list(range(k, n))).is_contiguous():
+            s = 1
+            for d in x.shape[k:]:
+                s *= d
+            return s
+    return 0
 
 
 def _conv_ins(a, o):
@@ -176,7 +171,9 @@ CONV_BIAS = Op(
                       f"residual={int(k[2])}{k[3]}"),
     alloc=_conv_alloc, width=_channels, custom_result=_identity,
     doc="""x.clone().add_(bias.view(1, C, 1, ...)) [+ residual]; x channels-last
-    or contiguous NC[D]HW (4-D or 5-D, dense), bias (C,) in x's dtype or f32; out as ln_modulate's.""")
+    or images of C x S (contiguous NC[D]HW, 4-D or 5-D, or frames-major), the
+    residual in x's layout or, for images, any images of C x S; bias (C,) in
+    x's dtype or f32; out as ln_modulate's.""")
 
 
 def _gate_kind(residual, update, gate):
@@ -229,17 +226,15 @@ def _wan_ins(a, o):
 
 
 def _wan_alloc(a, o, aux):
-    """The per-channel operands flattened to (C,), as the template takes them;
-    x and y as images (N*T, C, H, W) where the site found x frames-major
-    (aux; y then has x's strides, as eager's result)."""
+    """The per-channel operands flattened to (C,), as the template takes them."""
     x, gamma, bias, conv_bias = a[:4]
     y = _empty_like(x, dtype=gamma.dtype)
-    ts = (_as_images(x) if aux else x, gamma.reshape(-1))
+    ts = (x, gamma.reshape(-1))
     if bias is not None:
         ts += (bias.reshape(-1),)
     if conv_bias is not None:
         ts += (conv_bias.reshape(-1),)
-    return (y,), ts + (_as_images(y) if aux else y,)
+    return (y,), ts + (y,)
 
 
 def _wan_refuse(a):
@@ -264,11 +259,10 @@ WAN_RMSNORM_SILU = Op(
     out=False, check=_wan_check, ins=_wan_ins,
     tag=lambda a: (a[4], a[2] is None, a[3] is None), refuse=_wan_refuse,
     variant=lambda a: (a[0].dtype, a[4], a[1].dtype, a[2] is not None, a[3] is not None,
-                       _channels_first_params(a[0], 1024, frames=True)),
+                       _channels_first_params(a[0], 1024)),
     params=lambda k: (f"dtype={_DT_NAME[k[0]]},form={k[1]},gamma={_DT_NAME[k[2]]},"
                       f"bias={int(k[3])},conv_bias={int(k[4])}{k[5]}"),
     operands=_wan_operands, alloc=_wan_alloc,
-    aux=lambda a: not a[0].is_contiguous() and _frames_major(a[0]),
     scalars=lambda a: _f32.pack(float(a[0].shape[1]) ** 0.5), width=_channels,
     custom_result=_identity,
     doc="""The Wan VAE RMSNorm + SiLU on x (N, C, [T,] H, W), channels-last,
