@@ -79,7 +79,7 @@ float rowDivisionFast(float x, float d, float y);
 /// sm_90 models). Returns x's Extend node where `n` has that shape.
 const dsl::ExprNode *matchFastSilu(const dsl::ExprNode *n);
 inline constexpr float kFastSiluMinX = -80.0f;
-inline constexpr uint32_t kFastSiluMargin = 16;
+inline constexpr uint32_t kFastSiluMargin = 12;
 /// RN(log2(e)) in binary32.
 inline constexpr float kFastSiluLog2e = 0x1.715476p+0f;
 /// Whether the fast path's s is taken for input x (the lowering's test).
