@@ -235,7 +235,8 @@ def builders(rt):
 
     for shape in [(1, 96, 4, 480, 832), (1, 192, 4, 240, 416), (1, 384, 2, 120, 208)]:
         out.append(lambda shape=shape: wan(shape, "x"))
-    out.append(lambda: wan((1, 96, 4, 480, 832), "f32"))
+    for shape in [(1, 96, 4, 480, 832), (1, 384, 2, 120, 208)]:
+        out.append(lambda shape=shape: wan(shape, "f32"))
     for form in ("x", "f32"):
         out.append(lambda form=form: wan((1, 96, 4, 480, 832), form, ncdhw=True))
 

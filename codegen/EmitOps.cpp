@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <array>
+#include <functional>
 
 using namespace mlir;
 using namespace bitfold;
@@ -248,6 +249,81 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
     scf::YieldOp::create(b, loc, q);
   }
   return std::vector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
+}
+
+std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
+                                               const Access &acc) {
+  // ExactRewrites.h (docs/exact-silu.md): s = RN(x * rcp.approx(RN(1 +
+  // ex2.approx(RN(x * -log2e))))) where x >= kFastSiluMinX and s is far
+  // from a bf16 midpoint, the exact chain elsewhere. The whole access's
+  // fast values come first (independent MUFU chains side by side), then
+  // one rarely taken branch per element, then the paired cvt.rn.
+  const ExprNode *xNode = rewrites.fastSilu.lookup(n);
+  std::vector<Value> xs;
+  for (int e = 0; e < acc.width; ++e)
+    xs.push_back(elemValue(xNode, acc, e));
+  AtLoc at(*this, nodeLoc(n));
+  std::vector<Value> fast, ok;
+  for (Value x : xs) {
+    Value t = arith::MulFOp::create(b, loc, x, cF32(-kFastSiluLog2e));
+    Value d = arith::AddFOp::create(
+        b, loc, intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {t}), cF32(1.0f));
+    Value s = arith::MulFOp::create(
+        b, loc, x, NVVM::RcpApproxFtzF32Op::create(b, loc, f32, d));
+    // fastSiluAccepts: |low16(s) - 0x8000| > K, unsigned, in three ops.
+    Value low = arith::AndIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
+                              cI32(int32_t(kFastSiluMargin - 0x8000u))),
+        cI32(0xffff));
+    fast.push_back(s);
+    ok.push_back(andI(cmp(P::OGE, x, cF32(kFastSiluMinX)),
+                      cmpI(arith::CmpIPredicate::ugt, low,
+                           cI32(2 * kFastSiluMargin))));
+  }
+  std::vector<Value> y;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, ok[i],
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(b, loc, fast[i]);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(b, loc, exactSilu(n->args[0].get(), xNode, xs[i]));
+    y.push_back(ifOp.getResult(0));
+  }
+  std::vector<Value> out;
+  for (size_t i = 0; i < y.size(); i += 2) {
+    if (i + 1 == y.size()) {
+      out.push_back(emitRound(n, y[i]));
+      break;
+    }
+    Value pair = cvtRnPair(DType::BF16, y[i + 1], y[i]);
+    out.push_back(LLVM::ExtractElementOp::create(b, loc, pair, cI32(0)));
+    out.push_back(LLVM::ExtractElementOp::create(b, loc, pair, cI32(1)));
+  }
+  return out;
+}
+
+Value KernelBuilder::exactSilu(const ExprNode *chain, const ExprNode *xNode,
+                               Value x) {
+  // The plain lowering of silu's nodes, op by op, inside the fallback's
+  // region and without the element memo (nothing built here may serve code
+  // outside it). Both widenings of x's bf16 value are `x`.
+  llvm::DenseMap<const ExprNode *, Value> memo;
+  std::function<Value(const ExprNode *)> eval = [&](const ExprNode *m) {
+    if (m == xNode ||
+        (m->op == DOp::Extend && m->args[0].get() == xNode->args[0].get()))
+      return x;
+    if (auto it = memo.find(m); it != memo.end())
+      return it->second;
+    llvm::SmallVector<Value, 2> a;
+    for (const dsl::Expr &arg : m->args)
+      a.push_back(eval(arg.get()));
+    AtLoc at(*this, nodeLoc(m));
+    return memo[m] = emitOp(m, a);
+  };
+  return eval(chain);
 }
 
 Value KernelBuilder::subFtz(Value x, Value y) {

@@ -96,6 +96,33 @@ float codegen::rowDivisionFast(float x, float d, float y) {
   return std::fma(r, y, q0);
 }
 
+const ExprNode *codegen::matchFastSilu(const ExprNode *n) {
+  if (n->op != DOp::Round || n->roundTo != DType::BF16)
+    return nullptr;
+  // div_rn(x, 1 + exp_libdevice(-x)), as dsl::silu builds it.
+  const ExprNode *div = n->args[0].get();
+  if (div->op != DOp::Div)
+    return nullptr;
+  const ExprNode *x = div->args[0].get(), *den = div->args[1].get();
+  if (x->op != DOp::Extend || x->args[0]->type != DType::BF16 ||
+      den->op != DOp::Add || !isConst(den->args[0].get(), 0x3f800000u))
+    return nullptr;
+  // Each use of a bf16 value widens it in a node of its own.
+  const ExprNode *e = den->args[1].get();
+  if (e->op != DOp::ExpLibdevice || e->args[0]->op != DOp::Neg)
+    return nullptr;
+  const ExprNode *y = e->args[0]->args[0].get();
+  if (y != x && (y->op != DOp::Extend || y->args[0].get() != x->args[0].get()))
+    return nullptr;
+  return x;
+}
+
+bool codegen::fastSiluEnabled() {
+  // Off by default until the H200 oracle has run it (docs/exact-silu.md).
+  const char *v = std::getenv("BITFOLD_FAST_SILU");
+  return v && llvm::StringRef(v) == "1";
+}
+
 Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
   Rewrites r;
   // The lowering's notion of a per-element node (KernelBuilder::isElem): a
@@ -111,6 +138,7 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
     return memo[m] = e;
   };
   const bool rowDivision = rowDivisionEnabled();
+  const bool fastSilu = fastSiluEnabled();
   dsl::forEachNode(def, [&](const ExprNode &n) {
     if (rowDivision && matchRowDivision(&n, perElement))
       r.rowDivision.insert(&n);
@@ -118,6 +146,8 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
       r.narrow.try_emplace(&n, *m);
     if (const ExprNode *x = matchNvccReciprocal(&n))
       r.nvccReciprocal.try_emplace(&n, x);
+    if (const ExprNode *x = fastSilu ? matchFastSilu(&n) : nullptr)
+      r.fastSilu.try_emplace(&n, x);
   });
   return r;
 }
@@ -140,6 +170,11 @@ void codegen::printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,
     lines.push_back(names.lookup(n) + ": div_rn by a per-row value -> per-row "
                                       "RN(1/d) and Markstein's correction "
                                       "where x, d in [2^-60, 2^60]");
+  for (const auto &[n, x] : rewrites.fastSilu)
+    lines.push_back(names.lookup(n) + ": round to bf16 of silu(" +
+                    names.lookup(x) +
+                    ") -> ex2/rcp.approx where the result is far from a bf16 "
+                    "midpoint, the exact chain elsewhere");
   llvm::sort(lines);
   for (const std::string &l : lines)
     os << l << "\n";

@@ -16,6 +16,8 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <bit>
+#include <cstdint>
 #include <optional>
 
 namespace bitfold::codegen {
@@ -66,6 +68,32 @@ bool rowDivisionEnabled();
 /// The rewrite's per-element arithmetic given y = RN(1/d), on the host.
 float rowDivisionFast(float x, float d, float y);
 
+/// `round_bf16(silu(x))` (dsl::silu: `div_rn(x, 1 + exp_libdevice(-x))`)
+/// with x a widened bf16 value: the output is a function of x's 2^16 bit
+/// patterns. Per element the fast path s = RN(x * rcp.approx(RN(1 +
+/// ex2.approx(RN(x * -log2e))))) and, where x >= kFastSiluMinX (false for
+/// NaN) and s's f32 bits lie more than kFastSiluMargin units of the last
+/// place from a bf16 rounding midpoint, RN_bf16(s); elsewhere the exact
+/// chain. docs/exact-silu.md proves that this is the chain's bf16 value for
+/// every input (a CPU test runs all 2^16 with the ISA's error bounds and the
+/// sm_90 models). Returns x's Extend node where `n` has that shape.
+const dsl::ExprNode *matchFastSilu(const dsl::ExprNode *n);
+inline constexpr float kFastSiluMinX = -80.0f;
+inline constexpr uint32_t kFastSiluMargin = 12;
+/// RN(log2(e)) in binary32.
+inline constexpr float kFastSiluLog2e = 0x1.715476p+0f;
+/// Whether the fast path's s is taken for input x (the lowering's test).
+inline bool fastSiluAccepts(float x, float s) {
+  // |low16 - 0x8000| > K as one add, and and compare (unsigned).
+  uint32_t low = (std::bit_cast<uint32_t>(s) + (kFastSiluMargin - 0x8000u)) &
+                 0xffffu;
+  return x >= kFastSiluMinX && low > 2 * kFastSiluMargin;
+}
+/// BITFOLD_FAST_SILU=1 turns it on, =0 or unset leaves it off (recorded in
+/// the cache key); off by default until the H200 oracle
+/// (tests/gpu/test_silu_exhaustive.py) has run it.
+bool fastSiluEnabled();
+
 /// The rewrite stage's result: the nodes the lowering rewrites.
 struct Rewrites {
   llvm::DenseMap<const dsl::ExprNode *, NarrowArith> narrow;
@@ -73,6 +101,8 @@ struct Rewrites {
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> nvccReciprocal;
   /// div_rn nodes by a per-row divisor (matchRowDivision).
   llvm::DenseSet<const dsl::ExprNode *> rowDivision;
+  /// round_bf16(silu(x)) nodes -> x's Extend node (matchFastSilu).
+  llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> fastSilu;
 };
 Rewrites findRewrites(const dsl::KernelDef &def, int smVersion);
 

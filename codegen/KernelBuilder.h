@@ -117,6 +117,11 @@ private:
   Value roundToI8(Value v);
   Value emitFma(const ExprNode *n, llvm::ArrayRef<Value> a);
   std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc);
+  /// The bf16 values of a rewritten round_bf16(silu(x)) for every element
+  /// of `acc` (ExactRewrites.h, matchFastSilu).
+  std::vector<Value> emitFastSilu(const ExprNode *n, const Access &acc);
+  /// silu's exact chain `chain` (its div_rn node) on one element's x.
+  Value exactSilu(const ExprNode *chain, const ExprNode *xNode, Value x);
   Value cvtRnPair(dsl::DType t, Value hi, Value lo);
   Value minMax(dsl::Op op, Value x, Value y);
   Value expLibdevice(Value x);

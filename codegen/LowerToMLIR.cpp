@@ -191,6 +191,12 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
     v = emitNarrowArith(*m, n->roundTo, [&](const ExprNode *x) {
       return elemValue(x, acc, e);
     });
+  } else if (rewrites.fastSilu.count(n)) {
+    // Every element of the access at once (fast values side by side).
+    std::vector<Value> y = emitFastSilu(n, acc);
+    for (int i = 0; i < acc.width; ++i)
+      elemValues[std::make_pair(n, int64_t(acc.id) * 64 + i)] = y[i];
+    return y[e];
   } else if (n->op == DOp::Round && !dsl::isByteDType(n->roundTo) &&
              e % 2 == 0 && e + 1 < acc.width) {
     v = roundPair(n, acc, e);

@@ -88,6 +88,7 @@ llvm::ArrayRef<const char *> keys::codegenEnvVars() {
       "BITFOLD_CUBIN_TOOL", // the PTX -> cubin tool (codegen/Assemble.cpp)
       "BITFOLD_PTXAS",      // which ptxas binary (codegen/Assemble.cpp)
       "BITFOLD_ROW_DIVISION", // the per-row reciprocal (codegen/ExactRewrites.h)
+      "BITFOLD_FAST_SILU",    // the SiLU fast path (codegen/ExactRewrites.h)
   };
   return vars;
 }

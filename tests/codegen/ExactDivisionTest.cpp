@@ -7,11 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/Codegen.h"
 #include "codegen/ExactRewrites.h"
-#include "tools/ShapedTemplate.h"
-#include "codegen/Plan.h"
-#include "templates/Problem.h"
+#include "tests/codegen/CompileStock.h"
 
 #include <gtest/gtest.h>
 
@@ -107,24 +104,10 @@ namespace {
 
 llvm::Expected<CompiledKernel> compileWan(const char *params,
                                           const char *shape) {
-  llvm::Expected<templates::Problem> p =
-      templates::makeProblem("wan_rmsnorm_silu", params, shape);
-  if (!p)
-    return p.takeError();
-  tools::ShapedTemplate st = tools::shapeProblem(*p);
-  std::vector<TileConfig> configs = enumerateConfigs(*st.def, st.shape);
-  CompileOptions opts;
-  opts.emitCubin = false;
-  return compile(*st.def, st.shape, configs.front(), opts);
+  return bitfold::testing::compileStock("wan_rmsnorm_silu", params, shape);
 }
 
-size_t countOf(llvm::StringRef ptx, llvm::StringRef what) {
-  size_t n = 0;
-  for (size_t at = ptx.find(what); at != llvm::StringRef::npos;
-       at = ptx.find(what, at + 1))
-    ++n;
-  return n;
-}
+using bitfold::testing::countOf;
 
 } // namespace
 
