@@ -42,7 +42,8 @@ bool pow2(int64_t v) { return v > 0 && std::has_single_bit(uint64_t(v)); }
 
 } // namespace
 
-void codegen::loadsOf(const ExprNode *root, std::set<int> &out) {
+void codegen::loadsOf(const KernelDef &def, const ExprNode *root,
+                      std::set<int> &out) {
   std::vector<const ExprNode *> stack{root};
   std::set<const ExprNode *> seen;
   while (!stack.empty()) {
@@ -50,7 +51,9 @@ void codegen::loadsOf(const ExprNode *root, std::set<int> &out) {
     stack.pop_back();
     if (!n || !seen.insert(n).second || n->op == Op::FoldValue)
       continue;
-    if (n->op == Op::Load) // a gather's scalar loads use no access
+    // A gather's scalar loads and a per-row input's one load (row set-up)
+    // use no access.
+    if (n->op == Op::Load && dsl::variesAlongRow(def, *n))
       out.insert(n->index);
     for (const dsl::Expr &a : n->args)
       stack.push_back(a.get());
@@ -271,10 +274,10 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
   const int P = plan.config.threadsPerRow;
   std::set<int> foldLoads, outLoads;
   for (const dsl::FoldDecl &f : def.folds)
-    loadsOf(f.input.get(), foldLoads);
+    loadsOf(def, f.input.get(), foldLoads);
   for (const dsl::OperandDecl &o : def.operands)
     if (o.isOutput)
-      loadsOf(o.value.get(), outLoads);
+      loadsOf(def, o.value.get(), outLoads);
   int64_t perThread = (D + P - 1) / P;
   int est = 40;
   for (size_t f = 0; f < plan.folds.size(); ++f) {

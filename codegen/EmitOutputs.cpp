@@ -29,7 +29,7 @@ std::set<int> outputLoads(const dsl::KernelDef &def) {
   std::set<int> out;
   for (const dsl::OperandDecl &o : def.operands)
     if (o.isOutput)
-      loadsOf(o.value.get(), out);
+      loadsOf(def, o.value.get(), out);
   return out;
 }
 

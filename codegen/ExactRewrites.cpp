@@ -131,7 +131,7 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
   std::function<bool(const ExprNode *)> perElement = [&](const ExprNode *m) {
     if (auto it = memo.find(m); it != memo.end())
       return it->second;
-    bool e = m->op == DOp::Load || m->op == DOp::ColIndex;
+    bool e = dsl::variesAlongRow(def, *m);
     if (m->op != DOp::FoldValue)
       for (const dsl::Expr &a : m->args)
         e = e || perElement(a.get());

@@ -239,6 +239,9 @@ private:
   Value groupRowsF;              ///< rows of the row's group (i64).
   Value rowInGroup;              ///< the row within its group (i64).
   std::vector<Value> base;       ///< per operand: ptr<1> to its row start.
+  /// Per operand: a per-row input's value, loaded once in the row set-up
+  /// (so it dominates every use); null for other operands.
+  std::vector<Value> rowInputs;
   /// Per operand: the column stride S of a channels-first operand (index
   /// type), null for operands whose columns are packed.
   std::vector<Value> colStride;

@@ -86,6 +86,7 @@ Type KernelBuilder::storageType(DType t) {
   case DType::F8E4M3FN:
   case DType::F8E5M2:
   case DType::I8: return b.getI8Type();
+  case DType::I32: return i32;
   default: return f32;
   }
 }
@@ -108,7 +109,7 @@ bool KernelBuilder::isElem(const ExprNode *n) {
   auto it = elemMemo.find(n);
   if (it != elemMemo.end())
     return it->second;
-  bool e = n->op == DOp::Load || n->op == DOp::ColIndex;
+  bool e = dsl::variesAlongRow(def, *n);
   if (n->op != DOp::FoldValue)
     for (const dsl::Expr &a : n->args)
       e = e || isElem(a.get());
@@ -128,6 +129,7 @@ Value KernelBuilder::rowLeaf(const ExprNode *n) {
   case DOp::FoldValue: return foldResults[n->index][n->field];
   case DOp::RowIndex: // the row within its group (i32: rows < 2^31)
     return arith::TruncIOp::create(b, loc, i32, rowInGroup);
+  case DOp::Load: return rowInputs[n->index]; // a per-row input
   default: return Value();
   }
 }
@@ -344,6 +346,14 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
     Value ptr = pick([&](int g) { return arg(abi.pointer(g, i)); });
     Value stride = pick([&](int g) { return arg(abi.rowStride(g, i)); });
     base.push_back(rowBase(def.operands[i], ptr, stride, local));
+    // Rows past the end read the last row (rowC), so this load is in
+    // bounds for every thread.
+    const dsl::OperandDecl &o = def.operands[i];
+    rowInputs.push_back(
+        !o.isOutput && o.map == dsl::IndexMap::PerRow
+            ? Value(LLVM::LoadOp::create(b, loc, storageType(o.dtype),
+                                         base.back(), dsl::dtypeBytes(o.dtype)))
+            : Value());
     colStride.push_back(def.operands[i].layout == dsl::Layout::ChannelsFirst
                             ? toIdx(stride)
                             : Value());

@@ -77,9 +77,10 @@ struct Plan {
 llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const keys::ShapeSpec &shape,
                               const keys::TileConfig &config);
 
-/// Adds the operands whose loads appear in `root`'s cone (not looking
-/// through folds) to `out`.
-void loadsOf(const dsl::ExprNode *root, std::set<int> &out);
+/// Adds the operands whose per-element loads appear in `root`'s cone (not
+/// looking through folds; per-row inputs are loaded once per row) to `out`.
+void loadsOf(const dsl::KernelDef &def, const dsl::ExprNode *root,
+             std::set<int> &out);
 
 /// Registers ptxas may use per thread with `ctaThreads` threads (.maxntid).
 int registerLimit(int ctaThreads);

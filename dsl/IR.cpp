@@ -31,8 +31,8 @@ unsigned bitfold::dsl::dtypeBytes(DType t) {
   case DType::F32: return 4;
   case DType::BF16:
   case DType::F16: return 2;
-  case DType::I1:
-  case DType::I32: return 0;
+  case DType::I1: return 0;
+  case DType::I32: return 4;
   case DType::F8E4M3FN:
   case DType::F8E5M2:
   case DType::I8: return 1;
@@ -67,6 +67,15 @@ bool bitfold::dsl::isChannelsFirst(const KernelDef &def) {
 
 int64_t bitfold::dsl::storedCols(const OperandDecl &o, int64_t cols) {
   return o.map == IndexMap::PerRow ? 1 : cols;
+}
+
+bool bitfold::dsl::variesAlongRow(const KernelDef &def, const ExprNode &n) {
+  if (n.op == Op::ColIndex)
+    return true;
+  // A per-row input (a target index) is one value for the whole row.
+  return n.op == Op::Load &&
+         !(n.index >= 0 && n.index < int(def.operands.size()) &&
+           def.operands[n.index].map == IndexMap::PerRow);
 }
 
 llvm::StringRef bitfold::dsl::indexMapName(IndexMap m) {

@@ -39,7 +39,7 @@ namespace bitfold::dsl {
 /// float8_e4m3fn, float8_e5m2 and int8): `extend` widens them exactly,
 /// `round` narrows to them as torch's `.to()` does (dsl/Float8.h).
 /// I32 is an index value (row_index, col_index and integer arithmetic on
-/// them); it is never stored.
+/// them); it is stored only as a per-row input (a target index per row).
 enum class DType : uint8_t { F32, BF16, F16, I1, F8E4M3FN, F8E5M2, I8, I32 };
 llvm::StringRef dtypeName(DType t);
 /// Bytes per element of a storage dtype (I1 has none).
@@ -327,9 +327,10 @@ enum class IndexMap : uint8_t {
   PerElement, ///< [r, c]
   PerBatch,   ///< [r / S, c]: broadcast over the S rows of a batch.
   PerColumn,  ///< [c]: one row for all.
-  /// Outputs only: [r], one value per row (a fold result or an expression
-  /// of per-row values: mean, rstd, a quant scale, a per-row loss), written
-  /// once per row after the folds. The tensor holds `rows` values.
+  /// [r], one value per row; the tensor holds `rows` values. An output:
+  /// a fold result or an expression of per-row values (mean, rstd, a quant
+  /// scale, a per-row loss), written once per row after the folds. An
+  /// input: read once per row (cross-entropy's i32 target class).
   PerRow,
 };
 llvm::StringRef layoutName(Layout l);
@@ -338,6 +339,10 @@ struct OperandDecl;
 /// Columns an operand's tensor stores per row: 1 for a per-row output,
 /// otherwise the program's `cols`.
 int64_t storedCols(const OperandDecl &o, int64_t cols);
+/// Whether leaf `n` differs between the elements of a row: the column
+/// index, or a load of an input that is not per_row. What is built from
+/// no such leaf (outside folds) is one value per row.
+bool variesAlongRow(const KernelDef &def, const ExprNode &n);
 /// Whether the program has a channels-first operand (its rows are pixels of
 /// NC[D]HW tensors and its folds run along the strided C axis).
 bool isChannelsFirst(const KernelDef &def);
@@ -422,6 +427,8 @@ public:
   /// A named row-count dimension (e.g. S, rows per batch).
   Dim dim(llvm::StringRef name);
 
+  /// An input; IndexMap::PerRow gives one value per row (dtype i32 for a
+  /// per-row index such as a target class, row_major).
   Input input(llvm::StringRef name, DType dtype, Layout layout,
               IndexMap map = IndexMap::PerElement, Dim batch = Dim{});
   Expr scalar(llvm::StringRef name, DType dtype = DType::F32);

@@ -100,7 +100,9 @@ public:
         in.perElement |= instrs[in.args[i]].perElement;
       }
     }
-    if (n->op == Op::Load || n->op == Op::ColIndex)
+    // Combiner bodies (no def) have no loads.
+    if (def ? variesAlongRow(*def, *n)
+            : n->op == Op::Load || n->op == Op::ColIndex)
       in.perElement = true;
     int slot = int(instrs.size());
     instrs.push_back(in);
@@ -319,6 +321,11 @@ float loadElement(const HostTensor &t, int64_t row, int64_t col) {
     return f8E5M2BitsToFloat(uint8_t(base[i]));
   case DType::I8:
     return float(int8_t(base[i]));
+  case DType::I32: { // an index value: its bits, as the tape holds i32
+    int32_t v;
+    std::memcpy(&v, base + i * 4, 4);
+    return std::bit_cast<float>(v);
+  }
   default:
     return NAN;
   }
@@ -560,9 +567,10 @@ private:
 
   float evalLeaf(const Instr &in, int64_t c) {
     switch (in.op) {
-    case Op::Load:
+    case Op::Load: // a per-row input's one value is at column 0
       return loadElement(binding.tensors[group][in.index], operandRow(in.index),
-                         c);
+                         def.operands[in.index].map == IndexMap::PerRow ? 0
+                                                                        : c);
     case Op::Scalar: return binding.scalars[in.index];
     case Op::Dim:
       return float(in.index == -1   ? binding.cols
@@ -588,8 +596,8 @@ private:
   /// The row of input `operand` that the current row reads (its index map).
   int64_t operandRow(int operand) const {
     const OperandDecl &o = def.operands[operand];
-    return o.map == IndexMap::PerElement ? row
-           : o.map == IndexMap::PerColumn ? 0
+    return o.map == IndexMap::PerElement || o.map == IndexMap::PerRow ? row
+           : o.map == IndexMap::PerColumn                               ? 0
                                           : row / binding.dims[o.batchDim];
   }
 

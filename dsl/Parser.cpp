@@ -384,9 +384,11 @@ bool Parser::layout(Layout &out) {
 }
 
 bool Parser::indexMap(OperandDecl &o) {
-  if (!oneOf({IndexMap::PerElement, IndexMap::PerBatch, IndexMap::PerColumn},
+  if (!oneOf({IndexMap::PerElement, IndexMap::PerBatch, IndexMap::PerColumn,
+              IndexMap::PerRow},
              indexMapName, o.map,
-             "an index map (per_element, per_batch(DIM) or per_column)"))
+             "an index map (per_element, per_batch(DIM), per_column or "
+             "per_row)"))
     return false;
   if (o.map != IndexMap::PerBatch)
     return true;

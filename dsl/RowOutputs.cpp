@@ -7,7 +7,8 @@
 
 using namespace bitfold::dsl;
 
-const ExprNode *bitfold::dsl::firstElementNode(const ExprNode *root) {
+const ExprNode *bitfold::dsl::firstElementNode(const KernelDef &def,
+                                               const ExprNode *root) {
   llvm::DenseSet<const ExprNode *> seen;
   std::vector<const ExprNode *> stack{root};
   while (!stack.empty()) {
@@ -16,9 +17,9 @@ const ExprNode *bitfold::dsl::firstElementNode(const ExprNode *root) {
     // A fold result is per row whatever the fold reads.
     if (!n || !seen.insert(n).second || n->op == Op::FoldValue)
       continue;
-    // A load and the column index vary along the row; a gather does when
-    // its column does (its arguments are walked).
-    if (n->op == Op::Load || n->op == Op::ColIndex)
+    // A load (but a per-row input's) and the column index vary along the
+    // row; a gather does when its column does (its arguments are walked).
+    if (variesAlongRow(def, *n))
       return n;
     for (const Expr &a : n->args)
       stack.push_back(a.get());
@@ -62,16 +63,45 @@ std::vector<std::string> bitfold::dsl::aliasProblems(const KernelDef &def) {
   return out;
 }
 
-std::vector<std::string> bitfold::dsl::indexMapProblems(const OperandDecl &o,
+/// A per-row operand is a vector of one value per row: row_major, no align.
+static void perRowLayoutProblems(const OperandDecl &o,
+                                 std::vector<std::string> &out) {
+  const char *kind = o.isOutput ? "output" : "input";
+  if (o.layout != Layout::RowMajor)
+    out.push_back(llvm::formatv("{0} '{1}': a per_row {0} is row_major (a "
+                                "vector of one value per row), found {2}",
+                                kind, o.name, layoutName(o.layout)));
+  if (o.guardAlignElems)
+    out.push_back(llvm::formatv("{0} '{1}': a per_row {0} takes no align "
+                                "guard",
+                                kind, o.name));
+}
+
+/// A per-row input: one value per row, read by every thread of the row.
+static void perRowInputProblems(const OperandDecl &o,
+                                std::vector<std::string> &out) {
+  if (o.dtype == DType::I32 && o.map != IndexMap::PerRow)
+    out.push_back(llvm::formatv("input '{0}': an i32 input is per_row (one "
+                                "index per row, e.g. a target class), found "
+                                "{1}",
+                                o.name, indexMapName(o.map)));
+  if (o.map == IndexMap::PerRow)
+    perRowLayoutProblems(o, out);
+}
+
+std::vector<std::string> bitfold::dsl::indexMapProblems(const KernelDef &def,
+                                                        const OperandDecl &o,
                                                         NodeNamer nodeName) {
   std::vector<std::string> out;
   if (!o.isOutput) {
-    if (o.map == IndexMap::PerRow)
-      out.push_back(llvm::formatv("input '{0}': per_row is an output's index "
-                                  "map (one value written per row)",
-                                  o.name));
+    perRowInputProblems(o, out);
     return out;
   }
+  if (o.dtype == DType::I32)
+    out.push_back(llvm::formatv("output '{0}': i32 is stored only by a "
+                                "per_row input; use i8, f8e4m3fn, f8e5m2, "
+                                "bf16, f16 or f32",
+                                o.name));
   if (o.map != IndexMap::PerElement && o.map != IndexMap::PerRow) {
     out.push_back(llvm::formatv("output '{0}': an output is written per "
                                 "element or per_row, found {1}",
@@ -80,20 +110,13 @@ std::vector<std::string> bitfold::dsl::indexMapProblems(const OperandDecl &o,
   }
   if (o.map != IndexMap::PerRow)
     return out;
-  if (o.layout != Layout::RowMajor)
-    out.push_back(llvm::formatv("output '{0}': a per_row output is row_major "
-                                "(a vector of one value per row), found {1}",
-                                o.name, layoutName(o.layout)));
-  if (o.guardAlignElems)
-    out.push_back(llvm::formatv("output '{0}': a per_row output takes no "
-                                "align guard",
-                                o.name));
-  if (const ExprNode *n = firstElementNode(o.value.get())) {
+  perRowLayoutProblems(o, out);
+  if (const ExprNode *n = firstElementNode(def, o.value.get())) {
     std::string where = nodeName ? " (" + nodeName(*n) + ")" : "";
     out.push_back(llvm::formatv(
         "output '{0}' is per_row but its value reads an element of the row "
         "outside a fold{1}; a per-row value is built from fold_value, "
-        "scalar, dim and const",
+        "scalar, dim, const and per_row inputs",
         o.name, where));
   }
   return out;

@@ -129,13 +129,13 @@ private:
                              "elements, found {2}",
                              o.isOutput ? "output" : "input", o.name,
                              o.guardAlignElems));
-      if (o.dtype == DType::I1 || o.dtype == DType::I32)
+      if (o.dtype == DType::I1)
         report(llvm::formatv("{0} '{1}': dtype {2} cannot be stored; use "
                              "bf16, f16, f32, f8e4m3fn, f8e5m2 or i8",
                              o.isOutput ? "output" : "input", o.name,
                              dtypeName(o.dtype)));
       if (!o.isOutput)
-        for (std::string &m : indexMapProblems(o, nodeName))
+        for (std::string &m : indexMapProblems(def, o, nodeName))
           report(std::move(m));
       if (o.map == IndexMap::PerBatch &&
           (o.batchDim < 0 || o.batchDim >= int(def.dims.size())))
@@ -432,7 +432,7 @@ private:
                                     ? "a predicate (i1)"
                                     : "an index value (i32)"));
       checkValue(llvm::formatv("fold {0} input", i), f.input, int(i));
-      if (f.input.get() && !firstElementNode(f.input.get()))
+      if (f.input.get() && !firstElementNode(def, f.input.get()))
         report(llvm::formatv("fold {0}: the folded value does not vary along "
                              "the row (it reads no per-element or per-column "
                              "operand)",
@@ -481,7 +481,7 @@ private:
         continue;
       }
       checkValue(where, o.value, int(def.folds.size()));
-      for (std::string &m : indexMapProblems(o, nodeName))
+      for (std::string &m : indexMapProblems(def, o, nodeName))
         report(std::move(m));
       if (o.value->op != Op::Invalid && o.value.dtype() != o.dtype)
         report(llvm::formatv("{0} is {1} but its value is {2}; {3}", where,
@@ -582,6 +582,10 @@ private:
       report(llvm::formatv("{0}: gathers from '{1}', whose layout is {2}; "
                            "gather reads row_major inputs only",
                            here, o.name, layoutName(o.layout)));
+    if (o.map == IndexMap::PerRow)
+      report(llvm::formatv("{0}: gathers from '{1}', a per_row input (one "
+                           "value per row: load it)",
+                           here, o.name));
   }
 
   const KernelDef &def;

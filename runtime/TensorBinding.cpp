@@ -291,7 +291,8 @@ llvm::Error Binder::channelsFirstExtent(int g, int i, const DLTensor &t,
   return llvm::Error::success();
 }
 
-/// A per-row output: the R values of one strided vector (any shape whose
+/// A per-row operand (an output, or an input such as a target index): the
+/// R values of one strided vector (any shape whose
 /// dims of size > 1 nest at one element stride: (R,), (B, T), a column of
 /// a wider tensor), as rows of one column.
 llvm::Error Binder::perRowExtent(int g, int i, const DLTensor &t,
@@ -307,7 +308,7 @@ llvm::Error Binder::perRowExtent(int g, int i, const DLTensor &t,
       ext.rowStride = st[d];
     else if (st[d] != expect)
       return fail(BITFOLD_ERROR_STRIDE, g, i,
-                  llvm::formatv("is a per-row output: its values must lie "
+                  llvm::formatv("is per_row: its values must lie "
                                 "one stride apart; shape {0} has strides {1}",
                                 shapeText(t), listText(st, t.ndim)));
     if (__builtin_mul_overflow(st[d], t.shape[d], &expect))
@@ -315,7 +316,7 @@ llvm::Error Binder::perRowExtent(int g, int i, const DLTensor &t,
   }
   if (ext.rowStride < 1)
     return fail(BITFOLD_ERROR_STRIDE, g, i,
-                llvm::formatv("is a per-row output with stride {0}; it needs "
+                llvm::formatv("is per_row with stride {0}; it needs "
                               "a positive stride",
                               ext.rowStride));
   return llvm::Error::success();
@@ -838,6 +839,7 @@ DLDataType bitfold::runtime::toDLDataType(dsl::DType t) {
   case dsl::DType::F8E4M3FN: return DLDataType{10, 8, 1};
   case dsl::DType::F8E5M2: return DLDataType{12, 8, 1};
   case dsl::DType::I8: return DLDataType{kDLInt, 8, 1};
+  case dsl::DType::I32: return DLDataType{kDLInt, 32, 1}; // per-row indices
   default: return DLDataType{kDLUInt, 1, 1};
   }
 }

@@ -299,6 +299,11 @@ llvm::Expected<HostProblem> HostProblem::make(const dsl::KernelDef &def,
       bool small = o.map != dsl::IndexMap::PerElement;
       float amp = small ? 0.1f * amplitude : amplitude;
       for (size_t e = 0; e < size_t(rows * cols); ++e) {
+        if (o.dtype == dsl::DType::I32) { // per-row indices: a column each
+          int32_t c = int32_t(rng() % uint64_t(shape.cols));
+          std::memcpy(buf.data() + e * eb, &c, 4);
+          continue;
+        }
         float v = o.isOutput ? NAN : amp * normal(rng);
         if (!o.isOutput && v == 0.0f)
           v = amp * 0.5f; // never all zeros

@@ -27,6 +27,8 @@ static llvm::StringRef npyDescr(dsl::DType t) {
     return "<u2";
   case dsl::DType::I8:
     return "|i1";
+  case dsl::DType::I32:
+    return "<i4";
   default: // float8 as their bits
     return "|u1";
   }

@@ -15,22 +15,32 @@ C++ DSL (dsl/IR.h) have one canonical text and one hash.
 As in the C++ builders, bf16/f16 operands of arithmetic are widened with an
 `extend` node each time they are used, Python numbers become `const` nodes,
 and `+ - * /` are add, sub, mul, div_rn (never contracted; write fma_rn).
-Rounding is always explicit (dsl.round). The op table (OPS) mirrors
-dsl/Ops.def (a CPU test checks it): a new op is one entry there and here.
+Rounding is always explicit (dsl.round). The op tables (OPS, INT_OPS)
+mirror dsl/Ops.def (a CPU test checks them): a new op is one entry there
+and here.
+
+Index values (i32, docs/kernel-format.md "Index ops") come from
+Program.row_index(), Program.col_index(), Program.iconst(n) and per_row
+i32 inputs; the integer ops have the text format's names (iadd, isub,
+imul, idiv, irem, icmp_lt ... icmp_ne, iselect, itof) and take Python ints
+as iconst nodes (one node per value); dsl.gather(input, col) reads an input at a computed
+column (NaN outside the row).
 """
 import os
 import re
 import struct
 import sys
 
-__all__ = ["Program", "Value", "Input", "FoldOrder", "Combiner", "OPS", "DTYPES", "LAYOUTS",
-           "round", "extend", "const", "rsqrt_cuda", "rcp_nvcc", "per_element", "per_column", "per_batch",
-           "per_row"]
+__all__ = ["Program", "Value", "Input", "FoldOrder", "Combiner", "OPS", "INT_OPS", "DTYPES",
+           "LAYOUTS", "round", "extend", "const", "rsqrt_cuda", "rcp_nvcc", "per_element",
+           "per_column", "per_batch", "per_row", "gather"]
 
-# Storage dtypes the format knows (i1: predicates, never stored).
-DTYPES = ("f32", "bf16", "f16", "i1")
+# Dtypes the format knows (i1: predicates, never stored; i32: index values,
+# stored only by per_row inputs).
+DTYPES = ("f32", "bf16", "f16", "i1", "f8e4m3fn", "f8e5m2", "i8", "i32")
 LAYOUTS = ("row_major", "channels_last")
-_NARROW = ("bf16", "f16")
+# Storage dtypes that `extend` widens and `round` narrows to.
+_NARROW = ("bf16", "f16", "f8e4m3fn", "f8e5m2", "i8")
 
 # op spelling -> (arity, type rule); the rules are dsl/Ops.h's TypeRule:
 # arith: numbers (bf16/f16 widened) -> f32; compare: numbers -> i1;
@@ -50,6 +60,19 @@ OPS = {
     "fma_rn": (3, "arith"), "select": (3, "select"),
 }
 _RESULT = {"arith": "f32", "compare": "i1", "logic": "i1", "select": "f32"}
+
+# The index ops on i32 values (dsl/Ops.h's IntArith, IntCompare, IntSelect,
+# IntToFloat): spelling -> (arity, rule); iselect takes (i1, i32, i32).
+INT_OPS = {
+    "iadd": (2, "int_arith"), "isub": (2, "int_arith"), "imul": (2, "int_arith"),
+    "idiv": (2, "int_arith"), "irem": (2, "int_arith"),
+    "icmp_lt": (2, "int_compare"), "icmp_le": (2, "int_compare"),
+    "icmp_gt": (2, "int_compare"), "icmp_ge": (2, "int_compare"),
+    "icmp_eq": (2, "int_compare"), "icmp_ne": (2, "int_compare"),
+    "iselect": (3, "int_select"), "itof": (1, "int_to_float"),
+}
+_INT_RESULT = {"int_arith": "i32", "int_compare": "i1", "int_select": "i32",
+               "int_to_float": "f32"}
 
 
 def _f32_bits(x):
@@ -79,6 +102,8 @@ class Value:
 
     def line(self):
         ops = ", ".join(a.ref() for a in self.args)
+        if self.op == "gather":
+            return f"{self.ref()} = gather {self.attr}, {ops} : {self.dtype}"
         if self.op == "round":
             return f"{self.ref()} = round to {self.attr} {ops} : {self.dtype}"
         head = f"{self.op} {self.attr}" if self.attr is not None else self.op
@@ -104,6 +129,7 @@ class _Graph:
 
     def __init__(self):
         self.nodes = []
+        self.iconsts = {}  # int -> its iconst node (_index)
 
     def _add(self, v):
         self.nodes.append(v)
@@ -130,7 +156,25 @@ def _number(g, o):
         return const(g, o)
     _check(o.graph is g, "operands from two different programs or functions")
     _check(o.dtype != "i1", f"{o.ref()} is a predicate (i1), not a number")
+    _check(o.dtype != "i32", f"{o.ref()} is an index value (i32), not a number: convert it "
+           "with itof")
     return extend(o) if o.dtype in _NARROW else o
+
+
+def _index(g, o):
+    """o as an i32 operand: a Python int becomes the graph's one iconst
+    node of that value (as a text names one `%one` and reuses it; the
+    canonical text counts nodes, not spellings)."""
+    if not isinstance(o, Value):
+        _check(isinstance(o, int) and not isinstance(o, bool) and -2**31 <= o < 2**31,
+               f"index operand {o!r} is neither an i32 value nor an int in i32's range")
+        if o not in g.iconsts:
+            g.iconsts[o] = Value(g, "iconst", "i32", attr=o)
+        return g.iconsts[o]
+    _check(o.graph is g, "operands from two different programs or functions")
+    _check(o.dtype == "i32", f"{o.ref()} is {o.dtype}, not an index value (i32): index ops "
+           "take row_index, col_index, iconst, per_row i32 inputs and their arithmetic")
+    return o
 
 
 def _predicate(g, o):
@@ -168,6 +212,42 @@ for _op in OPS:  # dsl.add, dsl.exp_libdevice, ..., dsl.and_, dsl.or_, dsl.not_
     __all__.append(_fn.__name__)
 
 
+def _apply_int(op, *operands):
+    arity, rule = INT_OPS[op]
+    _check(len(operands) == arity, f"{op} takes {arity} operands, not {len(operands)}")
+    g = _graph_of(operands)
+    if rule == "int_select":
+        args = (_predicate(g, operands[0]),) + tuple(_index(g, o) for o in operands[1:])
+    else:
+        args = tuple(_index(g, o) for o in operands)
+    return Value(g, op, _INT_RESULT[rule], args)
+
+
+def _int_op_function(op):
+    def fn(*operands):
+        return _apply_int(op, *operands)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = (f"The `{op}` index op ({INT_OPS[op][0]} operands; docs/kernel-format.md "
+                  "\"Index ops\"); Python ints become iconst nodes.")
+    return fn
+
+
+for _op in INT_OPS:  # dsl.iadd, ..., dsl.icmp_eq, dsl.iselect, dsl.itof
+    globals()[_op] = _int_op_function(_op)
+    __all__.append(_op)
+
+
+def gather(input, col):  # noqa: A002 (the format's word)
+    """Input `input` (a declared, row_major, not per_row Input) at column
+    `col` (an i32 value or int) of the row its index map gives, widened to
+    f32; NaN outside [0, cols)."""
+    _check(isinstance(input, Input), f"gather reads a declared input, not {input!r}")
+    _check(input.index != per_row, f"gather from {input.name}: a per_row input has one value "
+           "per row (load it)")
+    g = input.program._graph
+    return Value(g, "gather", "f32", (_index(g, col),), attr=input.name)
+
+
 def rsqrt_cuda(t):
     """CUDA's rsqrtf as nvcc compiles it: rsqrt.approx.ftz with the
     subnormal input rescaled by 2^24 (and the result by 2^12); the C++
@@ -187,21 +267,26 @@ def rcp_nvcc(d):
 
 
 def extend(v):
-    """bf16/f16 -> f32 (exact); an f32 value is returned as it is."""
+    """bf16/f16/f8e4m3fn/f8e5m2/i8 -> f32 (exact); an f32 value is returned
+    as it is."""
     _check(isinstance(v, Value), f"extend takes a value, not {v!r}")
+    _check(v.dtype in _NARROW + ("f32",), f"extend {v.ref()}: a {v.dtype} value is not a "
+           "stored number" + (" (itof converts an index value)" if v.dtype == "i32" else ""))
     return v if v.dtype == "f32" else Value(v.graph, "extend", "f32", (v,))
 
 
 def round(v, dtype):  # noqa: A001 (the DSL's name)
-    """f32 -> bf16/f16, round to nearest even (NaN/Inf kept)."""
-    _check(dtype in _NARROW, f"round to {dtype!r}: bf16 or f16")
+    """f32 -> bf16/f16/f8e4m3fn/f8e5m2/i8 as torch's .to() (round to
+    nearest even; i8 toward zero, docs/kernel-format.md)."""
+    _check(dtype in _NARROW, f"round to {dtype!r}: one of {_NARROW}")
     return Value(v.graph, "round", dtype, (_number(v.graph, v),), attr=dtype)
 
 
 # ---- index maps, inputs -----------------------------------------------------------
 
 per_element, per_column = "per_element", "per_column"
-# An output of one value per row (fold results and expressions of them).
+# One value per row: an output (fold results and expressions of them), or
+# an input read once per row (an i32 target index).
 per_row = "per_row"
 
 
@@ -315,7 +400,10 @@ class Program:
         return name
 
     def input(self, name, dtype, layout="row_major", index=per_element, align=None):
+        """index=per_row: one value per row (dtype i32 for an index such as
+        a target class); i32 inputs are per_row."""
         _check(dtype in DTYPES and dtype != "i1", f"input {name}: dtype {dtype!r}")
+        _check(dtype != "i32" or index == per_row, f"input {name}: an i32 input is per_row")
         _check(layout in LAYOUTS, f"input {name}: layout {layout!r} (one of {LAYOUTS})")
         i = Input(self, name, dtype, layout, index, align)
         self.inputs.append(i)
@@ -325,6 +413,18 @@ class Program:
         """An f32 given per launch (default: the value used when none is)."""
         self.scalars.append((name, default))
         return Value(self._graph, "scalar", "f32", attr=name)
+
+    def row_index(self):
+        """The row within its group (i32)."""
+        return Value(self._graph, "row_index", "i32")
+
+    def col_index(self):
+        """The element's column (i32)."""
+        return Value(self._graph, "col_index", "i32")
+
+    def iconst(self, n):
+        """An i32 constant."""
+        return _index(self._graph, n)
 
     def dim_value(self, name):
         """`dim cols`, `dim rows` or a declared dim, as an f32 value."""

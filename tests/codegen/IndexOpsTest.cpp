@@ -4,7 +4,8 @@
 // defined zero-divisor results) and gathers compile for every legal config
 // of a shape, pass the PTX audit, and keep the division guards; the zoo
 // kernels that use them (and the softmax zoo kernels) compile at (., 4096)
-// with no spills (ptxas -v, where ptxas is installed). Gathers at a
+// with no spills (ptxas -v, where ptxas is installed); the per-row input
+// kernels (cross_entropy, group_norm) compile for every config. Gathers at a
 // per-element column are scalar loads the register estimate does not
 // count yet: configs with 512 elements a thread spill (not tested here).
 //
@@ -113,6 +114,25 @@ TEST(IndexOpsCodegen, ZooKernelsCompileAtTheirDefaultConfigWithoutSpills) {
     auto def = parseKernel((*buf)->getBuffer(), path);
     ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
     compileConfigs(**def, 4096, /*everyConfig=*/false);
+  }
+}
+
+TEST(IndexOpsCodegen, PerRowInputKernelsCompileAuditedForEveryConfig) {
+  // cross_entropy: a per-row i32 target loaded once per row and gathered
+  // at; group_norm: the 512-lane Welford. Both at their smallest guarded
+  // width for every config, and cross_entropy at a vocabulary's width by
+  // its default config.
+  for (auto [name, cols] : {std::pair{"cross_entropy", 8192},
+                            std::pair{"group_norm", 1200}}) {
+    std::string path =
+        std::string(BITFOLD_SOURCE_DIR) + "/examples/zoo/" + name + ".bfk";
+    auto buf = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(bool(buf)) << path;
+    auto def = parseKernel((*buf)->getBuffer(), path);
+    ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+    compileConfigs(**def, cols, /*everyConfig=*/true);
+    if (std::string(name) == "cross_entropy")
+      compileConfigs(**def, 131072, /*everyConfig=*/false);
   }
 }
 

@@ -166,8 +166,9 @@ TEST(ParserFuzz, MutatedTextsNeverCrashAndAlwaysRoundTrip) {
                           << input;
     parsed += bool(dsl::parseKernel(input));
   }
-  // Some mutations must still parse, or the round trip is never exercised.
-  EXPECT_GT(parsed, mutations / 50) << "seed " << seed;
+  // Some mutations must still parse, or the round trip is never exercised
+  // (about 2% do with today's corpus; which ones depends on the seeds).
+  EXPECT_GT(parsed, mutations / 80) << "seed " << seed;
 }
 
 } // namespace

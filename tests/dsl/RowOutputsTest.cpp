@@ -1,9 +1,11 @@
 //===- tests/dsl/RowOutputsTest.cpp - Per-row outputs and in place --------===//
 //
-// per_row outputs (one value per row) and `aliases` (an output that may
-// overwrite an input): the text reads back, the verifier's messages, the
+// per_row outputs (one value per row), per_row inputs (one value per row
+// read: an i32 target index) and `aliases` (an output that may overwrite
+// an input): the text reads back, the verifier's messages, the
 // interpreter's results; and the zoo kernels that use them against C++
-// transcriptions of their PyTorch references.
+// transcriptions of their PyTorch references (cross-entropy: aten's
+// log_softmax block order, then nll_loss).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,8 @@
 
 #include "gtest/gtest.h"
 
+#include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -131,18 +135,6 @@ TEST(PerRowOutput, MustBeRowMajorWithoutAlign) {
   EXPECT_NE(msg.find("a per_row output is row_major"), std::string::npos)
       << msg;
   EXPECT_NE(msg.find("a per_row output takes no align guard"),
-            std::string::npos)
-      << msg;
-}
-
-TEST(PerRowOutput, AnInputCannotBePerRow) {
-  RowProgram p("t");
-  Expr x = p.input("x", DType::F32, Layout::RowMajor, IndexMap::PerRow).row();
-  p.output("y", DType::F32, Layout::RowMajor, x);
-  auto def = p.build();
-  ASSERT_FALSE(def);
-  std::string msg = llvm::toString(def.takeError());
-  EXPECT_NE(msg.find("input 'x': per_row is an output's index map"),
             std::string::npos)
       << msg;
 }
@@ -446,6 +438,185 @@ TEST(ZooKernels, LayerNormStatsAreTheRowsMeanAndRstdAndYUsesThem) {
       float v = rstd[r] * (bf(x[r * C + c]) - mean[r]);
       ASSERT_EQ(y[r * C + c], floatToBf16Bits(v)) << r << "," << c;
     }
+  }
+}
+
+// ---- per_row inputs -----------------------------------------------------------
+
+/// y[r, c] = x[r, c] at column t[r] + b[r] (a gather at a per-row index
+/// plus a per-row number), and the per-row value itself as a per_row
+/// output.
+const std::string kPickProgram = std::string(kHeader) +
+                                 "input x : f32 row_major per_element\n"
+                                 "input t : i32 row_major per_row\n"
+                                 "input b : f32 row_major per_row\n"
+                                 "body:\n"
+                                 "  %t = load t : i32\n"
+                                 "  %g = gather x, %t : f32\n"
+                                 "  %b = load b : f32\n"
+                                 "  %s = add %g, %b : f32\n"
+                                 "  %x = load x : f32\n"
+                                 "  %y = add %x, %s : f32\n"
+                                 "  output y : f32 row_major = %y\n"
+                                 "  output s : f32 row_major per_row = %s\n";
+
+TEST(PerRowInput, ReadsBackWithPerRowInItsText) {
+  KernelDefRef def = parseOrFail(kPickProgram);
+  ASSERT_TRUE(def);
+  EXPECT_NE(def->canonicalText.find("input t : i32 row_major per_row\n"),
+            std::string::npos)
+      << def->canonicalText;
+  KernelDefRef again = parseOrFail(def->canonicalText);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->hash, def->hash);
+}
+
+TEST(PerRowInput, TheInterpreterReadsOneValuePerRowAtItsStride) {
+  KernelDefRef def = parseOrFail(kPickProgram);
+  ASSERT_TRUE(def);
+  const int64_t R = 4, C = 6;
+  std::vector<float> x(R * C), y(R * C, NAN), s(R, NAN);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i) * 0.25f;
+  // Targets every other int32 (a column of an [R, 2] tensor); -1 and C are
+  // outside the row: the gather reads NaN.
+  std::vector<int32_t> t = {2, 99, -1, 99, 5, 99, int32_t(C), 99};
+  std::vector<float> b = {1, 2, 3, 4};
+  Binding bind;
+  bind.cols = C;
+  bind.groupRows = {R};
+  bind.tensors = {{host(DType::F32, x.data(), R, C),
+                   host(DType::I32, t.data(), R, 2),
+                   host(DType::F32, b.data(), R, 1),
+                   host(DType::F32, y.data(), R, C),
+                   host(DType::F32, s.data(), R, 1)}};
+  ASSERT_FALSE(bool(interpret(*def, bind)));
+  for (int64_t r = 0; r < R; ++r) {
+    int32_t col = t[2 * r];
+    float want = col >= 0 && col < C ? x[r * C + col] + b[r] : NAN;
+    EXPECT_EQ(std::bit_cast<uint32_t>(s[r]), std::bit_cast<uint32_t>(want))
+        << "row " << r;
+    for (int64_t c = 0; c < C; ++c)
+      EXPECT_EQ(std::bit_cast<uint32_t>(y[r * C + c]),
+                std::bit_cast<uint32_t>(x[r * C + c] + want))
+          << r << "," << c;
+  }
+}
+
+TEST(PerRowInput, BadDeclarationsAreRejectedInTextTerms) {
+  auto program = [](const std::string &decls, const std::string &body) {
+    return std::string(kHeader) + "input x : f32 row_major per_element\n" +
+           decls + "body:\n  %x = load x : f32\n" + body +
+           "  output y : f32 row_major = %x\n";
+  };
+  std::string msg = parseError(
+      program("input t : i32 row_major per_element\n", ""));
+  EXPECT_NE(msg.find("input 't': an i32 input is per_row"), std::string::npos)
+      << msg;
+  msg = parseError(program("input t : i32 channels_last per_row align 4\n", ""));
+  EXPECT_NE(msg.find("a per_row input is row_major"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("a per_row input takes no align guard"),
+            std::string::npos)
+      << msg;
+  msg = parseError(std::string(kHeader) +
+                   "input x : f32 row_major per_element\n"
+                   "input b : f32 row_major per_row\n"
+                   "body:\n  %c = iconst 0 : i32\n"
+                   "  %g = gather b, %c : f32\n"
+                   "  output y : f32 row_major = %g\n");
+  EXPECT_NE(msg.find("gathers from 'b', a per_row input"), std::string::npos)
+      << msg;
+  msg = parseError(std::string(kHeader) +
+                   "input x : f32 row_major per_element\n"
+                   "input t : i32 row_major per_row\n"
+                   "body:\n  %t = load t : i32\n"
+                   "  output y : i32 row_major per_row = %t\n");
+  EXPECT_NE(msg.find("output 'y': i32 is stored only by a per_row input"),
+            std::string::npos)
+      << msg;
+}
+
+// ---- cross-entropy against aten's order ------------------------------------
+
+/// An op of the interpreter's on one value (libdevice expf and logf as the
+/// interpreter models them).
+float unary(Expr (*op)(const Expr &), float v) {
+  Expr e = op(Expr(0.0f));
+  return evaluateOp(*e.get(), {v}, correctlyRoundedApprox());
+}
+
+/// aten's cunn_SoftMax{Forward,ForwardSmem} for a row of V % 8192 == 0
+/// bf16 logits: 1024 threads, thread t folds the 8-element vectors t,
+/// t + 1024, ... in order; cuda_utils::BlockReduce: shfl_down 16..1 in each
+/// warp, then the 32 warp results (in warp 0) by shfl_down 16..1.
+template <typename Push, typename Combine>
+float atenBlockFold(const std::vector<float> &row, float empty, Push push,
+                    Combine combine) {
+  const int T = 1024, V = 8;
+  std::vector<float> lane(T, empty);
+  for (size_t v = 0; v * V < row.size(); ++v)
+    for (int e = 0; e < V; ++e)
+      lane[v % T] = push(lane[v % T], row[v * V + e]);
+  auto warpReduce = [&](std::vector<float> &w) { // lanes 0..31 of w
+    for (int o = 16; o > 0; o >>= 1)
+      for (int i = 0; i < 32; ++i) // shfl_down: lanes past 31 keep their own
+        w[i] = combine(w[i], i + o < 32 ? w[i + o] : w[i]);
+  };
+  std::vector<float> warps(32);
+  for (int w = 0; w < 32; ++w) {
+    std::vector<float> l(lane.begin() + 32 * w, lane.begin() + 32 * w + 32);
+    warpReduce(l);
+    warps[w] = l[0];
+  }
+  warpReduce(warps);
+  return warps[0];
+}
+
+TEST(ZooKernels, CrossEntropyMatchesAtenLogSoftmaxThenNllLoss) {
+  std::string path =
+      std::string(BITFOLD_SOURCE_DIR) + "/examples/zoo/cross_entropy.bfk";
+  KernelDefRef def = parseOrFail(bitfold::testing::readFile(path));
+  ASSERT_TRUE(def);
+  const int64_t R = 5, C = 16384;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0, 4);
+  std::vector<uint16_t> x(R * C);
+  for (uint16_t &b : x)
+    b = floatToBf16Bits(nd(rng));
+  // Row 1 ignored (-100), row 3 outside the row (NaN), the rest in range.
+  std::vector<int32_t> target = {17, -100, int32_t(C - 1), int32_t(C), 4096};
+  std::vector<uint16_t> loss(R, 0xFFFF);
+  Binding b;
+  b.cols = C;
+  b.groupRows = {R};
+  b.tensors = {{host(DType::BF16, x.data(), R, C),
+                host(DType::I32, target.data(), R, 1),
+                host(DType::BF16, loss.data(), R, 1)}};
+  ASSERT_FALSE(bool(interpret(*def, b)));
+  for (int64_t r = 0; r < R; ++r) {
+    std::vector<float> row(C);
+    for (int64_t c = 0; c < C; ++c)
+      row[c] = bf16BitsToFloat(x[r * C + c]);
+    float mx = atenBlockFold(
+        row, -FLT_MAX, [](float m, float v) { return std::fmax(m, v); },
+        [](float a, float o) { return a < o ? o : a; });
+    float sum = atenBlockFold(
+        row, 0.0f,
+        [&](float s, float v) { return s + unary(exp_libdevice, v - mx); },
+        [](float a, float o) { return a + o; });
+    float logsum = unary(log_libdevice, sum);
+    int32_t t = target[r];
+    uint16_t want;
+    if (t == -100) {
+      want = floatToBf16Bits(0.0f);
+    } else if (t < 0 || t >= C) {
+      want = floatToBf16Bits(NAN);
+    } else { // nll_loss: -logp[t] of the bf16 log_softmax
+      uint16_t lp = floatToBf16Bits((row[t] - mx) - logsum);
+      want = floatToBf16Bits(-bf16BitsToFloat(lp));
+    }
+    EXPECT_EQ(loss[r], want) << "row " << r;
   }
 }
 

@@ -209,6 +209,41 @@ def layer_norm_stats(t):
 
 
 RMS_SHAPES = [(4096, 4096), (33, 4096)]  # aten's mean order is D = 4096's
+# cross_entropy's guard: V % 8192 == 0 (aten's shared-memory kernel at
+# 8192 and 16384, its regular kernel without a tail from 24576 on).
+CE_SHAPES = [(1024, 32768), (33, 8192), (7, 131072)]
+
+
+def ce_inputs(rows, v, g):
+    x = (4 * torch.randn(rows, v, generator=g, device="cuda")).to(BF16)
+    t = torch.randint(0, v, (rows,), generator=g, device="cuda")
+    t[::7] = -100  # ignore_index rows: loss 0
+    return {"x": x, "target64": t, "target": t.to(torch.int32)}
+
+
+def cross_entropy(t):
+    return {"loss": F.cross_entropy(t["x"], t["target64"], reduction="none")}
+
+
+# GroupNorm rows: (N * 32 groups, C/32 channels * HxW); shapes of SD/Flux
+# VAE blocks (C = 512 at 64x64, C = 128 at 32x32 with N = 2).
+GN_GROUPS = 32
+GN_SHAPES = [(32, 16 * 4096), (64, 4 * 1024)]
+
+
+def gn_inputs(rows, d, g):
+    cpg = 16 if d == 16 * 4096 else 4
+    return {"x": (2 * torch.randn(rows, d, generator=g, device="cuda") + 0.5).to(BF16),
+            "cpg": cpg}
+
+
+def group_norm(t):
+    x, cpg = t["x"], t["cpg"]
+    rows, d = x.shape
+    n, c, hw = rows // GN_GROUPS, GN_GROUPS * cpg, d // cpg
+    y, mean, rstd = torch.ops.aten.native_group_norm(x.view(n, c, hw), None, None, n, c, hw,
+                                                     GN_GROUPS, 1e-5)
+    return {"y": y.view(rows, d), "mean": mean.view(-1), "rstd": rstd.view(-1)}
 
 
 # name, inputs, operand names (inputs), outputs, scalars, reference,
@@ -240,11 +275,17 @@ CASES = [
      {"q": 0, "scale": 0}),
     ("layer_norm_stats", quant_inputs, ["x"], ["y", "mean", "rstd"], [1e-5],
      layer_norm_stats, {"y": 0, "mean": 0, "rstd": 0}),
+    # The per-row i32 target: torch's int64 target as int32.
+    ("cross_entropy", ce_inputs, ["x", "target"], ["loss"], [], cross_entropy, {"loss": 0}),
+    # GroupNorm without affine (aten's RowwiseMoments order).
+    ("group_norm", gn_inputs, ["x"], ["y", "mean", "rstd"], [1e-5], group_norm,
+     {"y": 0, "mean": 0, "rstd": 0}),
 ]
 # Kernels guarded to one width, and outputs written over inputs (the
 # launch passes the input as the output: vLLM's in-place calling form).
 CASE_SHAPES = {"rms_norm_rstd": RMS_SHAPES, "rms_norm_dynamic_per_token_quant": RMS_SHAPES,
-               "rms_norm_static_fp8_quant": RMS_SHAPES}
+               "rms_norm_static_fp8_quant": RMS_SHAPES, "cross_entropy": CE_SHAPES,
+               "group_norm": GN_SHAPES}
 IN_PLACE = {"fused_add_rms_norm": {"h": "residual", "y": "x"}}
 
 
@@ -298,28 +339,20 @@ def test_zoo_kernels_match_their_references():
         assert r["ok"], r
 
 
-def cross_entropy(t):
-    return {"loss": F.cross_entropy(t["x"], t["target"], reduction="none")}
-
-
-@pytest.mark.skip(reason="examples/zoo/cross_entropy.bfk.draft (renamed .bfk when ready) needs a per-row "
-                  "i32 input, which the format does not have yet (issue 23); enable once it lands")
-def test_cross_entropy_matches_torch():
-    g = torch.Generator(device="cuda").manual_seed(0)
-    rows, vocab = 64, 32768
-    x = (4 * torch.randn(rows, vocab, generator=g, device="cuda")).to(BF16)
-    target = torch.randint(0, vocab, (rows,), generator=g, device="cuda")
-    target[::7] = -100  # ignore_index rows: loss 0
-    ref = cross_entropy({"x": x, "target": target})["loss"]
-    import bitfold
-    k = bitfold.Runtime().kernel_from_source(text_of("cross_entropy"))
-    loss = torch.empty_like(ref)
-    t32 = target.to(torch.int32)
-    k.launch([raw(bitfold, x), raw(bitfold, t32), raw(bitfold, loss)], [],
-             torch.cuda.current_stream().cuda_stream)
-    torch.cuda.synchronize()
-    # 1 bf16 ulp: the row sum's fold order is not ATen's (as log-softmax).
-    assert bf16_ulps(loss, ref) <= 1
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_cross_entropy_is_torch_equal_as_a_torch_op_with_an_int32_target():
+    """The per-row i32 input through bitfold.torch: the target as an
+    int32 tensor of one value per row, the loss one value per row; equal
+    to eager with ignore_index rows (0) and in-range targets."""
+    import bitfold.torch as bt
+    g = torch.Generator(device="cuda").manual_seed(3)
+    t = ce_inputs(64, 32768, g)
+    ce = bt.op_from_source(text_of("cross_entropy"), "zoo_test::cross_entropy")
+    loss = ce(t["x"], t["target"])
+    ref = cross_entropy(t)["loss"]
+    assert loss.shape == ref.shape and loss.dtype == ref.dtype
+    assert torch.equal(loss, ref)
+    assert torch.equal(loss[::7], torch.zeros_like(loss[::7]))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")

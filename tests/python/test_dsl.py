@@ -117,6 +117,43 @@ def rmsnorm():
     return p
 
 
+def pair_swap():
+    """docs/kernel-format.md "Index ops": each element's partner column."""
+    p = dsl.Program("pair_swap", guard=(2, 2, 65536))
+    x = p.input("x", "bf16")
+    c = p.col_index()
+    even = dsl.icmp_eq(dsl.irem(c, 2), 0)
+    partner = dsl.iselect(even, dsl.iadd(c, 1), dsl.isub(c, 1))
+    p.output("y", "bf16", dsl.round(dsl.gather(x, partner), "bf16"))
+    return p
+
+
+ATEN_SOFTMAX_BLOCK = dsl.FoldOrder(
+    "aten_softmax_block", 1024, 8,
+    [("shfl_down", o) for o in (16, 8, 4, 2, 1)] + [("cross_warp", o)
+                                                    for o in (512, 256, 128, 64, 32)])
+
+
+def zoo_cross_entropy():
+    """examples/zoo/cross_entropy.bfk: a per_row i32 input and a gather."""
+    p = dsl.Program("zoo_cross_entropy", guard=(8192, 8192, 16777216))
+    x = p.input("x", "bf16", align=8)
+    target = p.input("target", "i32", index=dsl.per_row)
+    xf = dsl.extend(x.load())
+    amax = dsl.Combiner("aten_max", ["m"], [float.fromhex("-0x1.fffffep127")], ["m"],
+                        push=lambda m, v: dsl.max_num(m, v),
+                        combine=lambda a, b: dsl.select(dsl.cmp_lt(a, b), b, a),
+                        finish=lambda a: a)
+    mx = p.fold(xf, ATEN_SOFTMAX_BLOCK, amax)["m"]
+    total = p.fold(dsl.exp_libdevice(xf - mx), ATEN_SOFTMAX_BLOCK, sum_combiner())["acc"]
+    t = target.load()
+    lp = dsl.round(dsl.gather(x, t) - mx - dsl.log_libdevice(total), "bf16")
+    skip = dsl.icmp_eq(t, -100)
+    loss = dsl.select(skip, 0.0, -dsl.extend(lp))
+    p.output("loss", "bf16", dsl.round(loss, "bf16"), index=dsl.per_row)
+    return p
+
+
 def user_add_rmsnorm():
     """examples/user_kernels/add_rmsnorm.bfk."""
     p = dsl.Program("user_add_rmsnorm", guard=(8, 8, 8192))
@@ -307,7 +344,7 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
 
     def test_every_doc_example_built_in_python(self):
         for build in (residual_add, modulate, bias_cl, add_eps, relu, row_sum, rmsnorm,
-                      mean_and_center):
+                      mean_and_center, pair_swap):
             self.same.assert_same(build().text(), doc_example(build.__name__), build.__name__)
 
     def test_the_user_kernel_examples(self):
@@ -317,6 +354,19 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
         self.same.assert_same(user_bias_gelu_erf().text(),
                               read("examples", "user_kernels", "bias_gelu_erf.bfk"),
                               "bias_gelu_erf.bfk")
+
+    def test_index_ops_and_a_per_row_input_build_the_cross_entropy_zoo_kernel(self):
+        self.same.assert_same(zoo_cross_entropy().text(),
+                              read("examples", "zoo", "cross_entropy.bfk"), "cross_entropy.bfk")
+
+    def test_the_tutorials_index_op_example_builds_the_interleaved_rope_zoo_kernel(self):
+        text = read("docs", "torch-tutorial.md")
+        code = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "col_index" in b]
+        self.assertEqual(len(code), 1, "docs/torch-tutorial.md: one python block with col_index")
+        scope = {}
+        exec(code[0], scope)  # noqa: S102 (the doc's own example, pasted)
+        self.same.assert_same(scope["p"].text(), read("examples", "zoo", "rope_interleaved.bfk"),
+                              "docs/torch-tutorial.md index-op example")
 
     def test_a_different_program_is_told_apart(self):
         other = residual_add()
@@ -353,14 +403,15 @@ class OpTableIsOpsDef(unittest.TestCase):
                  "Select": "select"}
         want = {s: (int(n), rules[t]) for s, n, t in ops if t in rules}
         self.assertEqual(dsl.OPS, want)
-        spelled = {s for s, _, t in ops if t not in rules}
-        # Leaves and conversions have builders of their own; the index ops
-        # (i32 values, gather) are C++ and text only so far.
-        index_ops = {"row_index", "col_index", "iconst", "iadd", "isub", "imul", "idiv",
-                     "irem", "icmp_lt", "icmp_le", "icmp_gt", "icmp_ge", "icmp_eq",
-                     "icmp_ne", "iselect", "itof", "gather"}
+        int_rules = {"IntArith": "int_arith", "IntCompare": "int_compare",
+                     "IntSelect": "int_select", "IntToFloat": "int_to_float"}
+        self.assertEqual(dsl.INT_OPS, {s: (int(n), int_rules[t]) for s, n, t in ops
+                                       if t in int_rules})
+        spelled = {s for s, _, t in ops if t not in rules and t not in int_rules}
+        # Leaves, conversions and gather have builders of their own.
         self.assertEqual(spelled, {"const", "scalar", "dim", "load", "fold_value", "arg",
-                                   "invalid", "round", "extend"} | index_ops)
+                                   "invalid", "round", "extend", "row_index", "col_index",
+                                   "iconst", "gather"})
 
 
 class BuilderErrors(unittest.TestCase):
@@ -373,6 +424,23 @@ class BuilderErrors(unittest.TestCase):
             dsl.select(x.load(), 1.0, 2.0)
         with self.assertRaisesRegex(ValueError, "layout"):
             p.input("z", "bf16", layout="nchw")
+
+    def test_index_ops_take_index_values_and_ints_only(self):
+        p = dsl.Program("bad_index")
+        x = p.input("x", "f32")
+        with self.assertRaisesRegex(ValueError, "not an index value"):
+            dsl.iadd(x.load(), 1)
+        with self.assertRaisesRegex(ValueError, "convert it with itof"):
+            dsl.add(p.col_index(), 1.0)
+        with self.assertRaisesRegex(ValueError, "i32's range"):
+            dsl.iadd(p.col_index(), 2**31)
+        with self.assertRaisesRegex(ValueError, "an i32 input is per_row"):
+            p.input("t", "i32")
+        t = p.input("t", "i32", index=dsl.per_row)
+        with self.assertRaisesRegex(ValueError, "load it"):
+            dsl.gather(t, 0)
+        self.assertEqual(dsl.itof(dsl.imul(p.row_index(), 3)).dtype, "f32")
+        self.assertIn("= gather x, %", dsl.gather(x, t.load()).line())
 
     def test_a_program_the_verifier_rejects_names_the_python_line_that_built_it(self):
         p = dsl.Program("unused_fold")

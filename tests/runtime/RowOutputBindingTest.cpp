@@ -1,7 +1,8 @@
 //===- tests/runtime/RowOutputBindingTest.cpp - per_row and aliases -------===//
 //
-// What the binding decides for per-row outputs (one value per row, any
-// shape whose values lie one stride apart) and for in-place outputs
+// What the binding decides for per-row outputs and inputs (one value per
+// row, any shape whose values lie one stride apart; an i32 input is an
+// int32 tensor) and for in-place outputs
 // (`aliases`): the same tensor runs in place, distinct tensors run, any
 // other overlap, or in place without the declaration, is refused with the
 // reason. Host only: no GPU, no compile.
@@ -107,6 +108,30 @@ TEST(RowOutputBinding, PerRowValuesThatDoNotLieOneStrideApartAreRefused) {
   std::string msg;
   EXPECT_EQ(bind(*def, {&x, &y, &mean, &rstd}, msg), BITFOLD_ERROR_STRIDE);
   EXPECT_NE(msg.find("its values must lie one stride apart"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(RowOutputBinding, APerRowInt32InputBindsAsOneTargetPerRow) {
+  auto def = parse(zooText("cross_entropy"));
+  ASSERT_TRUE(def);
+  const DLDataType i32{kDLInt, 32, 1}, i64{kDLInt, 64, 1};
+  Tensor x{{4, 6, 8192}, {}, 0x1000000}, loss{{4, 6}, {}, 0x2000000};
+  Tensor target{{4, 6}, {}, 0x3000000, i32};
+  std::string msg;
+  LaunchBinding b;
+  ASSERT_EQ(bind(*def, {&x, &target, &loss}, msg, &b), BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(b.views[0][1].rows, 24);
+  EXPECT_EQ(b.views[0][1].rowStride, 1);
+  EXPECT_EQ(b.views[0][1].lastOffset, 23);
+  // torch's int64 targets are refused by dtype (the caller converts).
+  Tensor wide{{4, 6}, {}, 0x3000000, i64};
+  EXPECT_EQ(bind(*def, {&x, &wide, &loss}, msg), BITFOLD_ERROR_DTYPE);
+  EXPECT_NE(msg.find("expected int32, found int64"), std::string::npos) << msg;
+  Tensor shortT{{23}, {}, 0x3000000, i32};
+  EXPECT_EQ(bind(*def, {&x, &shortT, &loss}, msg), BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("must hold one value per row of 'x' (24 values"),
             std::string::npos)
       << msg;
 }

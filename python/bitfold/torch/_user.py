@@ -21,7 +21,7 @@ from bitfold import dsl
 from . import _custom, _ops, _table
 
 _TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
-          "i8": torch.int8, "f8e4m3fn": getattr(torch, "float8_e4m3fn", None),
+          "i8": torch.int8, "i32": torch.int32, "f8e4m3fn": getattr(torch, "float8_e4m3fn", None),
           "f8e5m2": getattr(torch, "float8_e5m2", None)}
 _NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 _registered = {}
