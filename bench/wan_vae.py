@@ -14,10 +14,10 @@ wall time of a forward both ways.
 Method: random weights (seeded), bf16, a video [1, 3, frames, hw, hw]
 (latent [1, 16, 1 + (frames - 1) / 4, hw / 8, hw / 8]); one forward is
 vae(video, sample_posterior=False): encode, then decode of the posterior's
-mode. Times: median of `reps` forwards after 3 warm ones, each between
-torch.cuda.synchronize() calls, unpatched, patched, then unpatched again
-(a drift over the run shows as two different unpatched times). Launches and fallbacks: bitfold.torch's
-stats() over one forward after the warm ones. Exit status 1 if any case
+mode. Times: medians of `reps` unpatched and `reps` patched forwards,
+alternated one by one (so a drift over the run falls on both alike), after
+warm ones, each between torch.cuda.synchronize() calls. Launches and
+fallbacks: bitfold.torch's stats() over one forward after the timed ones. Exit status 1 if any case
 differs from eager, falls back, or is slower patched than unpatched.
 """
 import argparse
@@ -40,17 +40,26 @@ def build(seed, channels_last):
     return vae
 
 
-def median_ms(fn, reps):
-    for _ in range(3):
-        fn()
-    times = []
+def one_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def interleaved_ms(fwd, vae, reps):
+    """Median ms of an unpatched and a patched forward, alternated rep by
+    rep (unpatch, time, patch, time), so a drift of the host or the GPU
+    over the run (clocks, other load, the allocator) falls on both alike."""
+    import bitfold.torch as bt
+    plain, patched = [], []
     for _ in range(reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+        bt.unpatch(vae)
+        plain.append(one_ms(fwd))
+        bt.patch(vae, verify="off")
+        patched.append(one_ms(fwd))
+    return statistics.median(plain), statistics.median(patched)
 
 
 def profile_table(fwd, rows=40):
@@ -84,7 +93,8 @@ def case(frames, hw, reps, channels_last, seed=0, profile_dir=None):
     fwd = lambda: vae(x, sample_posterior=False, return_dict=False)[0]  # noqa: E731
     with torch.no_grad():
         eager = fwd()
-        t_eager = median_ms(fwd, reps)
+        for _ in range(3):
+            fwd()
         bt.configure(verify="off")
         patched = bt.patch(vae, verify="off")
         fwd()
@@ -92,7 +102,9 @@ def case(frames, hw, reps, channels_last, seed=0, profile_dir=None):
         # time and compare the kernels, not that interval.
         bt.wait_for_compiles()
         out = fwd()
-        t_bitfold = median_ms(fwd, reps)
+        for _ in range(2):
+            fwd()
+        t_eager, t_bitfold = interleaved_ms(fwd, vae, reps)
         bt.reset_stats()
         fwd()
         torch.cuda.synchronize()
@@ -108,9 +120,6 @@ def case(frames, hw, reps, channels_last, seed=0, profile_dir=None):
                 f.write("\n".join(text) + "\n")
         else:
             bt.unpatch(vae)
-        # Unpatched again: a drift over the run (clocks, allocator, cuDNN's
-        # plan cache) shows as a difference between the two unpatched times.
-        t_eager_after = median_ms(fwd, reps)
     fallbacks = {}
     for op, s in stats.items():
         for why, n in s["fallbacks"].items():
@@ -119,7 +128,6 @@ def case(frames, hw, reps, channels_last, seed=0, profile_dir=None):
             "video": list(x.shape), "output": list(out.shape),
             "torch_equal": bool(torch.equal(out, eager)),
             "ms_unpatched": round(t_eager, 2), "ms_patched": round(t_bitfold, 2),
-            "ms_unpatched_after": round(t_eager_after, 2),
             "patched_sites": len(patched),
             "launches": sum(s["launches"] for s in stats.values()),
             "fallbacks": sum(fallbacks.values()), "fallback_reasons": fallbacks}
@@ -131,12 +139,11 @@ def table(rows, args):
            f"{args.reps}; `python3 bench/wan_vae.py --frames {args.frames} --hw {args.hw} "
            f"--reps {args.reps}` on {torch.cuda.get_device_name()}",
            "",
-           "| layout | torch.equal | launches | fallbacks | unpatched ms | patched ms | "
-           "unpatched again ms | speed-up |",
-           "|---|---|--:|--:|--:|--:|--:|--:|"]
+           "| layout | torch.equal | launches | fallbacks | unpatched ms | patched ms | speed-up |",
+           "|---|---|--:|--:|--:|--:|--:|"]
     for r in rows:
         out.append(f"| {r['layout']} | {r['torch_equal']} | {r['launches']} | {r['fallbacks']} | "
-                   f"{r['ms_unpatched']} | {r['ms_patched']} | {r['ms_unpatched_after']} | "
+                   f"{r['ms_unpatched']} | {r['ms_patched']} | "
                    f"{r['ms_unpatched'] / r['ms_patched']:.3f} |")
     for r in rows:
         if r["fallback_reasons"]:
