@@ -3,7 +3,7 @@
 // examples/zoo/group_norm.bfk in the interpreter against a C++
 // transcription of aten's group_norm_kernel.cu (RowwiseMomentsCUDAKernel:
 // 512 threads, WelfordOps, cuda_utils::BlockReduce; then the elementwise
-// (x - mean) * rstd), every output bit for bit.
+// (x - bf16 mean) * bf16 rstd), every output bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,8 +105,11 @@ TEST(ZooKernels, GroupNormMatchesAtenRowwiseMomentsAndItsElementwise) {
     float rs = correctlyRoundedApprox().rsqrtApproxFtz(var + eps);
     EXPECT_EQ(mean[r], floatToBf16Bits(w.mean)) << "row " << r;
     EXPECT_EQ(rstd[r], floatToBf16Bits(rs)) << "row " << r;
+    // y reads mean and rstd back from their bf16 tensors.
+    const float meanB = bf16BitsToFloat(floatToBf16Bits(w.mean));
+    const float rstdB = bf16BitsToFloat(floatToBf16Bits(rs));
     for (int64_t c = 0; c < C; ++c)
-      ASSERT_EQ(y[r * C + c], floatToBf16Bits((row[c] - w.mean) * rs))
+      ASSERT_EQ(y[r * C + c], floatToBf16Bits((row[c] - meanB) * rstdB))
           << r << "," << c;
   }
 }
