@@ -70,6 +70,28 @@ class UserOpsOnTheFakeDriver(unittest.TestCase):
         self.assertEqual((s["launches"], s["fallbacks"]), (4, {}))
         self.assertEqual(len(self.ops._sites[f"{self.ns}::silu_and_mul"]), 1)
 
+    def test_integer_and_byte_operands_launch_with_their_own_dtype_words(self):
+        # cross_entropy's target is an i32 per-row input: its launch
+        # metadata must say int32 (a float-only table once sent 0, which the
+        # library refused as "int0 x0 lanes").
+        root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "zoo")
+        with open(os.path.join(root, "cross_entropy.bfk")) as f:
+            ce = self.bt.op_from_source(f.read(), f"{self.ns}::cross_entropy")
+        x = torch.randn(4, 8192).bfloat16()
+        t = torch.tensor([0, 5, 8191, 77], dtype=torch.int32)
+        for _ in range(2):
+            ce(x, t)
+        s = self.bt.stats()[f"{self.ns}::cross_entropy"]
+        self.assertEqual((s["launches"], s["fallbacks"]), (2, {}))
+        import bitfold
+        for dt, name in ((torch.int32, "i32"), (torch.int8, "i8"), (torch.uint8, "u8")):
+            meta, _ = self.ops._meta_words((torch.zeros(2, dtype=dt),), 0)
+            self.assertEqual(meta[:8], bitfold.DTYPE_WORDS[name].to_bytes(8, "little"), dt)
+        # A user op may take an integer first operand; the stock ops' x stays float.
+        self.assertIsNone(self.ops._ready((torch.zeros(2, dtype=torch.int8),),
+                                          self.ops._WORD)[1])
+        self.assertEqual(self.ops._ready((torch.zeros(2, dtype=torch.int8),))[1][0], "dtype")
+
     def test_verify_once_leaves_an_op_without_fallback_on_its_fast_path(self):
         f = self.bt.op_from_source(silu_and_mul_program("silu_and_mul_v"),
                                    f"{self.ns}::silu_and_mul_v")

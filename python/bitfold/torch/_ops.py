@@ -28,6 +28,14 @@ from . import _eager
 _BF16, _F16, _F32 = torch.bfloat16, torch.float16, torch.float32
 _DT_NAME = {_BF16: "bf16", _F16: "f16", _F32: "f32"}
 _DT_WORD = {dt: bitfold.DTYPE_WORDS[n] for dt, n in _DT_NAME.items()}
+# Every dtype a program may declare (user kernels: i32 per-row indices,
+# int8/uint8 and float8 storage): the launch metadata's words. Whether a
+# kernel takes a tensor's dtype is the library's check.
+_WORD = dict(_DT_WORD)
+for _t, _n in (("int32", "i32"), ("int8", "i8"), ("uint8", "u8"),
+               ("float8_e4m3fn", "f8e4m3fn"), ("float8_e5m2", "f8e5m2")):
+    if hasattr(torch, _t):
+        _WORD[getattr(torch, _t)] = bitfold.DTYPE_WORDS[_n]
 
 # Test hook: the fake libcuda of the CPU tests treats host memory as device
 # memory, so CPU tensors may be launched there. Never set it with a real
@@ -152,11 +160,13 @@ def _fallback(op, reason, detail, mode):
     _warn_once((op, reason), f"bitfold.torch.{op}: eager fallback ({reason}): {detail}")
 
 
-def _guard(tensors):
-    """(reason, detail) for inputs the kernel path does not take."""
+def _guard(tensors, words=_DT_WORD):
+    """(reason, detail) for inputs the kernel path does not take (words: the
+    dtypes x may have, the stock ops' floats by default)."""
     x = tensors[0]
-    if x.dtype not in _DT_WORD:
-        return "dtype", f"{x.dtype} (bitfold has bf16, f16, f32)"
+    if x.dtype not in words:
+        names = ", ".join(str(t).replace("torch.", "") for t in words)
+        return "dtype", f"{x.dtype} (this op's kernels take {names})"
     for t in tensors:
         if t.device != x.device:
             return "device", f"tensors on {x.device} and {t.device}"
@@ -172,19 +182,19 @@ def _guard(tensors):
 _grad_enabled = torch.is_grad_enabled
 
 
-def _ready(tensors):
+def _ready(tensors, words=_DT_WORD):
     """(CUDA ordinal, None) when the kernel path may run (checks kept to
     what the C API cannot see), else (None, (reason, detail))."""
     x = tensors[0]
     dev = x.get_device()
-    if x.dtype in _DT_WORD and (dev >= 0 or _ALLOW_HOST) and x.numel():
+    if x.dtype in words and (dev >= 0 or _ALLOW_HOST) and x.numel():
         for t in tensors:
             if t.get_device() != dev:
                 break
         else:
             if not _grad_enabled() or not _needs_grad(tensors):
                 return (dev if dev > 0 else 0), None
-    return None, _guard(tensors)
+    return None, _guard(tensors, words)
 
 
 def _needs_grad(tensors):
@@ -248,7 +258,7 @@ _packers = {n: _packer(n) for n in range(1, 17)}
 def _meta_words(tensors, dev):
     words = []
     for t in tensors:
-        words += (_DT_WORD.get(t.dtype, 0) | dev << 32, t.dim())
+        words += (_WORD.get(t.dtype, 0) | dev << 32, t.dim())
         words += t.shape
         words += t.stride()
     return struct.pack(f"{len(words)}q", *words), len(words)
@@ -437,7 +447,7 @@ class Op:
     def __init__(self, name, args, returns="Tensor", *, ins, tag, variant, params, alloc,
                  width, scalars=None, operands=None, refuse=None, aux=None, check=None,
                  out=True, custom_result=None, eager=None, kernel=None, doc="", label=None,
-                 lookup=None, diagnose=None, explain=None):
+                 lookup=None, diagnose=None, explain=None, dtypes=_DT_WORD):
         self.name, self.args, self.returns, self.doc = name, args, returns, doc
         self.label = label or name  # stats, sites and messages: "ns::op" for user ops
         self.ins, self.tag, self.variant, self.alloc, self.width = ins, tag, variant, alloc, width
@@ -445,6 +455,7 @@ class Op:
         self.refuse = refuse or (lambda a: None)
         self.aux = aux or (lambda a: None)
         self.check, self.explain, self.out = check, explain, out
+        self.dtypes = dtypes  # what x may be (the library checks the rest)
         self.custom_result = custom_result or (lambda r: r.contiguous())
         # eager: the chain of the same name in _eager.py (stock ops), the
         # user's fallback, or None (user ops without one: diagnose raises).
@@ -541,7 +552,7 @@ def _checked(op, a, key, out, verify, mode):
         _fallback(name, "disabled", _disabled[name], mode)
         return _into(out, op.eager(*a))
     ins = op.ins(a, out)
-    dev, refusal = _ready(ins)
+    dev, refusal = _ready(ins, op.dtypes)
     if refusal is None:
         refusal = op.refuse(a)
     if refusal is None:

@@ -6,8 +6,7 @@ import torch
 import bitfold
 from . import _ops
 
-_WORDS = dict(_ops._DT_WORD)
-_WORDS.update({torch.int32: bitfold.DTYPE_WORDS["i32"], torch.uint8: bitfold.DTYPE_WORDS["u8"]})
+_WORDS = _ops._WORD
 
 
 def _meta(tensors, dev):

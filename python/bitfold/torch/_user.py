@@ -180,7 +180,7 @@ def _make_op(qual, op_name, kernel, text, fallback):
         width=lambda a: a[ref].shape[-1] if a[ref].dim() else 0,
         explain=_type_check(qual, inputs), eager=fallback,
         custom_result=in_place_result or (lambda r: r),
-        lookup=lambda variant: kernel, label=qual,
+        lookup=lambda variant: kernel, label=qual, dtypes=_ops._WORD,
         diagnose=None if fallback is not None else _diagnose(qual, inputs),
         doc=f"{qual}: the bitfold program {kernel.name} (bitfold.torch.op_from_source).")
     op.fake = lambda *a: (lambda outs: outs[0] if len(outs) == 1 else outs)(alloc(a, None,
