@@ -438,9 +438,14 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // 256-thread CTAs, the widest vector; long rows take more threads per row
   // (fewer accesses per thread, all of them in flight at once).
   const int64_t D = shape.cols;
+  // Channels-first rows of 64 channels and more run rolled (p2): on the
+  // H200 at [1,C,4,240,416] the loop beat the unrolled row by 16% at C = 64,
+  // 25% at 96 and 2.2x at 128, and lost below 64 (C = 12, 33);
+  // bench/results/2026-12-02-chanfirst-unroll-h200.md.
+  const bool preferRolled = dsl::isChannelsFirst(def) && D >= 64;
   auto score = [&](const TileConfig &c) {
     int s = 0;
-    s += c.twoPass ? 0 : 100000;
+    s += c.twoPass == preferRolled ? 100000 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
     if (!def.folds.empty()) {
       double perThread = double(D) / c.threadsPerRow;

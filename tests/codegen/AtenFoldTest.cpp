@@ -248,6 +248,22 @@ TEST(ChannelsFirstRolled, WideRowsRunRolledWithoutLocalMemory) {
   }
 }
 
+TEST(ChannelsFirstRolled, RowsOf64ChannelsAndMoreRunRolledByDefault) {
+  // The H200 crossover (bench/results/2026-12-02-chanfirst-unroll-h200.md):
+  // unrolled below 64 channels, the loop from 64 on.
+  for (const auto &[shape, rolled] :
+       {std::pair<const char *, bool>{"1,33,4,30,52", false},
+        {"1,63,4,30,52", false},
+        {"1,64,4,30,52", true},
+        {"1,96,4,30,52", true},
+        {"1,384,2,30,52", true}}) {
+    ShapedTemplate st =
+        shapedCase(AtenCase{"wan_rmsnorm_silu", "layout=channels_first", shape});
+    ASSERT_TRUE(st.def) << shape;
+    EXPECT_EQ(defaultConfig(*st.def, st.shape).twoPass, rolled) << shape;
+  }
+}
+
 /// A program folding x in `order` (norm pushes), its state as the output.
 std::shared_ptr<const dsl::KernelDef> foldProgram(const dsl::FoldOrder &order) {
   dsl::RowProgram p("aten_fold_probe");
