@@ -21,9 +21,10 @@ namespace {
 
 /// Output columns per iteration of the rolled output loop (halved until C
 /// allows): some loads of the row in flight per thread, not all of them.
-/// 16 over 4: 5-9% faster at C = 96, 192 and 384 on the H200
-/// (bench/results/2026-12-02-chanfirst-unroll-h200.md).
-constexpr int64_t kRolledUnroll = 16;
+/// 8 over 4: 3-7% faster at C = 96, 192 and 384 on the H200; 16 gained
+/// 1-2% more but made ptxas spill at f32 gamma with a conv bias and 128
+/// threads (bench/results/2026-12-02-chanfirst-unroll-h200.md).
+constexpr int64_t kRolledUnroll = 8;
 /// Rows of the fold (T * G columns each) per iteration of its loop, where
 /// the row count allows: two rows' loads in flight instead of one.
 constexpr int64_t kFoldRowsPerIteration = 2;
