@@ -257,7 +257,7 @@ std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
   // ex2.approx(RN(x * -log2e))))) where x >= kFastSiluMinX and s is far
   // from a bf16 midpoint, the exact chain elsewhere. The whole access's
   // fast values come first (independent MUFU chains side by side), then
-  // one rarely taken branch per element, then the paired cvt.rn.
+  // the rarely taken fallback, then the paired cvt.rn.
   const ExprNode *xNode = rewrites.fastSilu.lookup(n);
   std::vector<Value> xs;
   for (int e = 0; e < acc.width; ++e)
@@ -270,28 +270,44 @@ std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
         b, loc, intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {t}), cF32(1.0f));
     Value s = arith::MulFOp::create(
         b, loc, x, NVVM::RcpApproxFtzF32Op::create(b, loc, f32, d));
-    // fastSiluAccepts: |low16(s) - 0x8000| > K, unsigned, in three ops.
-    Value low = arith::AndIOp::create(
+    // fastSiluAccepts: |low16(s) - 0x8000| > K as (bits << 16) + C
+    // compared unsigned (ptxas: one LEA and one ISETP).
+    Value low = arith::AddIOp::create(
         b, loc,
-        arith::AddIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
-                              cI32(int32_t(kFastSiluMargin - 0x8000u))),
-        cI32(0xffff));
+        arith::ShLIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
+                              cI32(16)),
+        cI32(int32_t((kFastSiluMargin - 0x8000u) << 16)));
     fast.push_back(s);
     ok.push_back(andI(cmp(P::OGE, x, cF32(kFastSiluMinX)),
                       cmpI(arith::CmpIPredicate::ugt, low,
-                           cI32(2 * kFastSiluMargin))));
+                           cI32(int32_t((2 * kFastSiluMargin) << 16)))));
   }
-  std::vector<Value> y;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, ok[i],
-                                  /*withElseRegion=*/true);
+  // One branch per access on the common path; where some element fails,
+  // one more per element, so only the failing ones run the chain.
+  Value all;
+  for (Value v : ok)
+    all = andI(all, v);
+  llvm::SmallVector<Type> types(xs.size(), f32);
+  auto access = scf::IfOp::create(b, loc, types, all, /*withElseRegion=*/true);
+  {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    scf::YieldOp::create(b, loc, fast[i]);
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    scf::YieldOp::create(b, loc, exactSilu(n->args[0].get(), xNode, xs[i]));
-    y.push_back(ifOp.getResult(0));
+    b.setInsertionPointToStart(access.thenBlock());
+    scf::YieldOp::create(b, loc, fast);
+    b.setInsertionPointToStart(access.elseBlock());
+    llvm::SmallVector<Value> some;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      auto elem = scf::IfOp::create(b, loc, TypeRange{f32}, ok[i],
+                                    /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(elem.thenBlock());
+      scf::YieldOp::create(b, loc, fast[i]);
+      b.setInsertionPointToStart(elem.elseBlock());
+      scf::YieldOp::create(b, loc, exactSilu(n->args[0].get(), xNode, xs[i]));
+      some.push_back(elem.getResult(0));
+    }
+    scf::YieldOp::create(b, loc, some);
   }
+  std::vector<Value> y(access.getResults().begin(), access.getResults().end());
   std::vector<Value> out;
   for (size_t i = 0; i < y.size(); i += 2) {
     if (i + 1 == y.size()) {

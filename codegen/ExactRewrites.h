@@ -84,10 +84,11 @@ inline constexpr uint32_t kFastSiluMargin = 12;
 inline constexpr float kFastSiluLog2e = 0x1.715476p+0f;
 /// Whether the fast path's s is taken for input x (the lowering's test).
 inline bool fastSiluAccepts(float x, float s) {
-  // |low16 - 0x8000| > K as one add, and and compare (unsigned).
-  uint32_t low = (std::bit_cast<uint32_t>(s) + (kFastSiluMargin - 0x8000u)) &
-                 0xffffu;
-  return x >= kFastSiluMinX && low > 2 * kFastSiluMargin;
+  // |low16 - 0x8000| > K as a shift-add (one LEA) and an unsigned compare:
+  // the low half moved to the top, K - 0x8000 added there (mod 2^16).
+  uint32_t low = (std::bit_cast<uint32_t>(s) << 16) +
+                 ((kFastSiluMargin - 0x8000u) << 16);
+  return x >= kFastSiluMinX && low > (2 * kFastSiluMargin) << 16;
 }
 /// BITFOLD_FAST_SILU=1 turns it on, =0 or unset leaves it off (recorded in
 /// the cache key); off by default until the H200 oracle
