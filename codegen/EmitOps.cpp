@@ -255,9 +255,9 @@ std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
                                                const Access &acc) {
   // ExactRewrites.h (docs/exact-silu.md): s = RN(x * rcp.approx(RN(1 +
   // ex2.approx(RN(x * -log2e))))) where x >= kFastSiluMinX and s is far
-  // from a rounding midpoint of t, the exact chain elsewhere. The whole access's
-  // fast values come first (independent MUFU chains side by side), then
-  // the rarely taken fallback, then the paired cvt.rn.
+  // from a rounding midpoint of t, the exact chain elsewhere. The whole
+  // access's fast values come first (independent MUFU chains side by
+  // side), then the rarely taken fallback, then the paired cvt.rn.
   const ExprNode *xNode = rewrites.fastSilu.lookup(n);
   const DType t = n->roundTo;
   const int shift = 32 - fastSiluDroppedBits(t);
@@ -333,7 +333,7 @@ Value KernelBuilder::exactSilu(const ExprNode *chain, const ExprNode *xNode,
                                Value x) {
   // The plain lowering of silu's nodes, op by op, inside the fallback's
   // region and without the element memo (nothing built here may serve code
-  // outside it). Both widenings of x's bf16 value are `x`.
+  // outside it). Both widenings of x's narrow value are `x`.
   llvm::DenseMap<const ExprNode *, Value> memo;
   std::function<Value(const ExprNode *)> eval = [&](const ExprNode *m) {
     if (m == xNode ||

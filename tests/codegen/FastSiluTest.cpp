@@ -68,7 +68,8 @@ Range ex2Range(float t, int n) {
 Range fastRange(float x, int ex2Ulps, int rcpUlps) {
   Range e = ex2Range(x * -kFastSiluLog2e, ex2Ulps);
   float dLo = 1.0f + e.lo, dHi = 1.0f + e.hi;
-  float rLo = plusUlps(1.0f / dHi, -rcpUlps), rHi = plusUlps(1.0f / dLo, rcpUlps);
+  float rLo = plusUlps(1.0f / dHi, -rcpUlps),
+        rHi = plusUlps(1.0f / dLo, rcpUlps);
   float a = x * rLo, b = x * rHi;
   return {std::min(a, b), std::max(a, b)};
 }
@@ -77,8 +78,9 @@ Range fastRange(float x, int ex2Ulps, int rcpUlps) {
 /// within `ex2Ulps` (the chain runs on the same unknown hardware).
 Range chainRange(float x, int ex2Ulps) {
   auto chain = [&](int n) {
-    float e = dsl::approx::expfSequence(
-        -x, [&](float r) { return n < 0 ? ex2Range(r, -n).lo : ex2Range(r, n).hi; });
+    float e = dsl::approx::expfSequence(-x, [&](float r) {
+      return n < 0 ? ex2Range(r, -n).lo : ex2Range(r, n).hi;
+    });
     return x / (1.0f + e);
   };
   float a = chain(-ex2Ulps), b = chain(ex2Ulps);
@@ -100,8 +102,7 @@ int wrongDecisions(DType t, int ex2Ulps, int rcpUlps,
     bool chainKnown = narrow(t, c.lo) == narrow(t, c.hi);
     Range s = fastRange(x, ex2Ulps, rcpUlps);
     for (float v = s.lo;; v = std::nextafter(v, INFINITY)) {
-      if (accept(t, x, v) &&
-          (!chainKnown || narrow(t, v) != narrow(t, c.lo))) {
+      if (accept(t, x, v) && (!chainKnown || narrow(t, v) != narrow(t, c.lo))) {
         ++wrong;
         if (report)
           ADD_FAILURE() << name(t) << " x = " << x << " s = " << v
@@ -155,42 +156,42 @@ TEST(FastSilu, EveryBf16AndF16InputOnTheSm90ModelsMatchesTheInterpreter) {
   llvm::Expected<const dsl::ApproxUnit &> unit = dsl::sm90Approx();
   ASSERT_TRUE(bool(unit)) << llvm::toString(unit.takeError());
   for (DType t : kNarrow) {
-  std::shared_ptr<const dsl::KernelDef> def = siluProgram(t, t);
-  ASSERT_TRUE(def);
-  std::vector<uint16_t> in(0x10000), out(0x10000);
-  for (uint32_t h = 0; h < 0x10000; ++h)
-    in[h] = uint16_t(h);
-  dsl::Binding b;
-  b.cols = 256;
-  b.groupRows = {256};
-  b.tensors = {{{t, in.data(), 256, 256, 0}, {t, out.data(), 256, 256, 0}}};
-  ASSERT_FALSE(bool(dsl::interpret(*def, b, *unit)));
-  int slow = 0, slowNear = 0, near = 0, slowDomain = 0, domain = 0;
-  // Typical inputs: f16 results below 2^-14 (|x| < 2^-13) always fall back.
-  const float typicalMin = t == DType::BF16 ? 0x1p-16f : 0x1p-12f;
-  for (uint32_t h = 0; h < 0x10000; ++h) {
-    float x = widen(t, h);
-    float chain = x / (1.0f + dsl::expLibdevice(-x, *unit));
-    ASSERT_EQ(out[h], narrow(t, chain)) << name(t) << " " << x;
-    float s = fastSm90(x, *unit);
-    bool ok = fastSiluAccepts(t, x, s);
-    if (ok)
-      ASSERT_EQ(narrow(t, s), out[h]) << name(t) << " " << x;
-    slow += !ok;
-    bool inDomain = x >= kFastSiluMinX;
-    domain += inDomain;
-    slowDomain += inDomain && !ok;
-    bool typical = std::fabs(x) >= typicalMin && std::fabs(x) <= 16.0f;
-    near += typical;
-    slowNear += typical && !ok;
-  }
-  std::printf("fast SiLU fallback on the sm_90 models, %s: %d of 65536 "
-              "inputs; %d of %d with x >= %g (NaN excluded); %d of %d with "
-              "%g <= |x| <= 16\n",
-              name(t), slow, slowDomain, domain, double(kFastSiluMinX),
-              slowNear, near, double(typicalMin));
-  // f16 also falls back where s is an f16 subnormal (x < -8 or so).
-  EXPECT_LT(slowNear, near / (t == DType::BF16 ? 100 : 25)) << name(t);
+    std::shared_ptr<const dsl::KernelDef> def = siluProgram(t, t);
+    ASSERT_TRUE(def);
+    std::vector<uint16_t> in(0x10000), out(0x10000);
+    for (uint32_t h = 0; h < 0x10000; ++h)
+      in[h] = uint16_t(h);
+    dsl::Binding b;
+    b.cols = 256;
+    b.groupRows = {256};
+    b.tensors = {{{t, in.data(), 256, 256, 0}, {t, out.data(), 256, 256, 0}}};
+    ASSERT_FALSE(bool(dsl::interpret(*def, b, *unit)));
+    int slow = 0, slowNear = 0, near = 0, slowDomain = 0, domain = 0;
+    // Typical inputs: f16 results below 2^-14 (|x| < 2^-13) always fall back.
+    const float typicalMin = t == DType::BF16 ? 0x1p-16f : 0x1p-12f;
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+      float x = widen(t, h);
+      float chain = x / (1.0f + dsl::expLibdevice(-x, *unit));
+      ASSERT_EQ(out[h], narrow(t, chain)) << name(t) << " " << x;
+      float s = fastSm90(x, *unit);
+      bool ok = fastSiluAccepts(t, x, s);
+      if (ok)
+        ASSERT_EQ(narrow(t, s), out[h]) << name(t) << " " << x;
+      slow += !ok;
+      bool inDomain = x >= kFastSiluMinX;
+      domain += inDomain;
+      slowDomain += inDomain && !ok;
+      bool typical = std::fabs(x) >= typicalMin && std::fabs(x) <= 16.0f;
+      near += typical;
+      slowNear += typical && !ok;
+    }
+    std::printf("fast SiLU fallback on the sm_90 models, %s: %d of 65536 "
+                "inputs; %d of %d with x >= %g (NaN excluded); %d of %d with "
+                "%g <= |x| <= 16\n",
+                name(t), slow, slowDomain, domain, double(kFastSiluMinX),
+                slowNear, near, double(typicalMin));
+    // f16 also falls back where s is an f16 subnormal (x < -8 or so).
+    EXPECT_LT(slowNear, near / (t == DType::BF16 ? 100 : 25)) << name(t);
   }
 }
 
@@ -208,8 +209,8 @@ TEST(FastSilu, TheRangeAndMidpointTestsAreNeeded) {
     if (std::isnan(x) || x >= kFastSiluMinX)
       continue;
     float chain = x / (1.0f + dsl::expLibdevice(-x, *unit));
-    differBelowRange += narrow(DType::BF16, fastSm90(x, *unit)) !=
-                        narrow(DType::BF16, chain);
+    differBelowRange +=
+        narrow(DType::BF16, fastSm90(x, *unit)) != narrow(DType::BF16, chain);
   }
   EXPECT_GT(differBelowRange, 0);
   auto rangeOnly = [](DType, float x, float) { return x >= kFastSiluMinX; };
