@@ -255,50 +255,74 @@ std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
                                                const Access &acc) {
   // ExactRewrites.h (docs/exact-silu.md): s = RN(x * rcp.approx(RN(1 +
   // ex2.approx(RN(x * -log2e))))) where x >= kFastSiluMinX and s is far
-  // from a bf16 midpoint, the exact chain elsewhere. The whole access's
-  // fast values come first (independent MUFU chains side by side), then
-  // one rarely taken branch per element, then the paired cvt.rn.
+  // from a rounding midpoint of t, the exact chain elsewhere. The whole
+  // access's fast values come first (independent MUFU chains side by
+  // side), then the rarely taken fallback, then the paired cvt.rn.
   const ExprNode *xNode = rewrites.fastSilu.lookup(n);
+  const DType t = n->roundTo;
+  const int shift = 32 - fastSiluDroppedBits(t);
+  const uint32_t half = 1u << (fastSiluDroppedBits(t) - 1);
+  const uint32_t k = fastSiluMargin(t);
   std::vector<Value> xs;
   for (int e = 0; e < acc.width; ++e)
     xs.push_back(elemValue(xNode, acc, e));
   AtLoc at(*this, nodeLoc(n));
   std::vector<Value> fast, ok;
   for (Value x : xs) {
-    Value t = arith::MulFOp::create(b, loc, x, cF32(-kFastSiluLog2e));
+    Value arg = arith::MulFOp::create(b, loc, x, cF32(-kFastSiluLog2e));
     Value d = arith::AddFOp::create(
-        b, loc, intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {t}), cF32(1.0f));
+        b, loc, intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {arg}), cF32(1.0f));
     Value s = arith::MulFOp::create(
         b, loc, x, NVVM::RcpApproxFtzF32Op::create(b, loc, f32, d));
-    // fastSiluAccepts: |low16(s) - 0x8000| > K, unsigned, in three ops.
-    Value low = arith::AndIOp::create(
+    // fastSiluAccepts: |dropped - half| > K as (bits << shift) + C
+    // compared unsigned (ptxas: one LEA and one ISETP).
+    Value low = arith::AddIOp::create(
         b, loc,
-        arith::AddIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
-                              cI32(int32_t(kFastSiluMargin - 0x8000u))),
-        cI32(0xffff));
+        arith::ShLIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
+                              cI32(shift)),
+        cI32(int32_t((k - half) << shift)));
+    Value accept = andI(cmp(P::OGE, x, cF32(kFastSiluMinX)),
+                        cmpI(arith::CmpIPredicate::ugt, low,
+                             cI32(int32_t((2 * k) << shift))));
+    if (t == DType::F16) // f16's subnormals round at another bit
+      accept = andI(accept, cmp(P::OGE, LLVM::FAbsOp::create(b, loc, s),
+                                cF32(0x1p-14f)));
     fast.push_back(s);
-    ok.push_back(andI(cmp(P::OGE, x, cF32(kFastSiluMinX)),
-                      cmpI(arith::CmpIPredicate::ugt, low,
-                           cI32(2 * kFastSiluMargin))));
+    ok.push_back(accept);
   }
-  std::vector<Value> y;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{f32}, ok[i],
-                                  /*withElseRegion=*/true);
+  // One branch per access on the common path; where some element fails,
+  // one more per element, so only the failing ones run the chain.
+  Value all;
+  for (Value v : ok)
+    all = andI(all, v);
+  llvm::SmallVector<Type> types(xs.size(), f32);
+  auto access = scf::IfOp::create(b, loc, types, all, /*withElseRegion=*/true);
+  {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    scf::YieldOp::create(b, loc, fast[i]);
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    scf::YieldOp::create(b, loc, exactSilu(n->args[0].get(), xNode, xs[i]));
-    y.push_back(ifOp.getResult(0));
+    b.setInsertionPointToStart(access.thenBlock());
+    scf::YieldOp::create(b, loc, fast);
+    b.setInsertionPointToStart(access.elseBlock());
+    llvm::SmallVector<Value> some;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      auto elem = scf::IfOp::create(b, loc, TypeRange{f32}, ok[i],
+                                    /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard inner(b);
+      b.setInsertionPointToStart(elem.thenBlock());
+      scf::YieldOp::create(b, loc, fast[i]);
+      b.setInsertionPointToStart(elem.elseBlock());
+      scf::YieldOp::create(b, loc, exactSilu(n->args[0].get(), xNode, xs[i]));
+      some.push_back(elem.getResult(0));
+    }
+    scf::YieldOp::create(b, loc, some);
   }
+  std::vector<Value> y(access.getResults().begin(), access.getResults().end());
   std::vector<Value> out;
   for (size_t i = 0; i < y.size(); i += 2) {
     if (i + 1 == y.size()) {
       out.push_back(emitRound(n, y[i]));
       break;
     }
-    Value pair = cvtRnPair(DType::BF16, y[i + 1], y[i]);
+    Value pair = cvtRnPair(t, y[i + 1], y[i]);
     out.push_back(LLVM::ExtractElementOp::create(b, loc, pair, cI32(0)));
     out.push_back(LLVM::ExtractElementOp::create(b, loc, pair, cI32(1)));
   }
@@ -309,7 +333,7 @@ Value KernelBuilder::exactSilu(const ExprNode *chain, const ExprNode *xNode,
                                Value x) {
   // The plain lowering of silu's nodes, op by op, inside the fallback's
   // region and without the element memo (nothing built here may serve code
-  // outside it). Both widenings of x's bf16 value are `x`.
+  // outside it). Both widenings of x's narrow value are `x`.
   llvm::DenseMap<const ExprNode *, Value> memo;
   std::function<Value(const ExprNode *)> eval = [&](const ExprNode *m) {
     if (m == xNode ||

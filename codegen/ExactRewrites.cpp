@@ -97,14 +97,15 @@ float codegen::rowDivisionFast(float x, float d, float y) {
 }
 
 const ExprNode *codegen::matchFastSilu(const ExprNode *n) {
-  if (n->op != DOp::Round || n->roundTo != DType::BF16)
+  if (n->op != DOp::Round ||
+      (n->roundTo != DType::BF16 && n->roundTo != DType::F16))
     return nullptr;
   // div_rn(x, 1 + exp_libdevice(-x)), as dsl::silu builds it.
   const ExprNode *div = n->args[0].get();
   if (div->op != DOp::Div)
     return nullptr;
   const ExprNode *x = div->args[0].get(), *den = div->args[1].get();
-  if (x->op != DOp::Extend || x->args[0]->type != DType::BF16 ||
+  if (x->op != DOp::Extend || x->args[0]->type != n->roundTo ||
       den->op != DOp::Add || !isConst(den->args[0].get(), 0x3f800000u))
     return nullptr;
   // Each use of a bf16 value widens it in a node of its own.
@@ -171,10 +172,12 @@ void codegen::printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,
                                       "RN(1/d) and Markstein's correction "
                                       "where x, d in [2^-60, 2^60]");
   for (const auto &[n, x] : rewrites.fastSilu)
-    lines.push_back(names.lookup(n) + ": round to bf16 of silu(" +
-                    names.lookup(x) +
-                    ") -> ex2/rcp.approx where the result is far from a bf16 "
-                    "midpoint, the exact chain elsewhere");
+    lines.push_back((names.lookup(n) + ": round to " +
+                     dsl::dtypeName(n->roundTo) + " of silu(" +
+                     names.lookup(x) +
+                     ") -> ex2/rcp.approx where the result is far from a "
+                     "rounding midpoint, the exact chain elsewhere")
+                        .str());
   llvm::sort(lines);
   for (const std::string &l : lines)
     os << l << "\n";

@@ -17,6 +17,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -68,26 +69,41 @@ bool rowDivisionEnabled();
 /// The rewrite's per-element arithmetic given y = RN(1/d), on the host.
 float rowDivisionFast(float x, float d, float y);
 
-/// `round_bf16(silu(x))` (dsl::silu: `div_rn(x, 1 + exp_libdevice(-x))`)
-/// with x a widened bf16 value: the output is a function of x's 2^16 bit
-/// patterns. Per element the fast path s = RN(x * rcp.approx(RN(1 +
-/// ex2.approx(RN(x * -log2e))))) and, where x >= kFastSiluMinX (false for
-/// NaN) and s's f32 bits lie more than kFastSiluMargin units of the last
-/// place from a bf16 rounding midpoint, RN_bf16(s); elsewhere the exact
-/// chain. docs/exact-silu.md proves that this is the chain's bf16 value for
-/// every input (a CPU test runs all 2^16 with the ISA's error bounds and the
-/// sm_90 models). Returns x's Extend node where `n` has that shape.
+/// `round_t(silu(x))` (dsl::silu: `div_rn(x, 1 + exp_libdevice(-x))`)
+/// with x a widened value of t (bf16 or f16): the output is a function of
+/// x's 2^16 bit patterns. Per element the fast path s = RN(x *
+/// rcp.approx(RN(1 + ex2.approx(RN(x * -log2e))))) and, where x >=
+/// kFastSiluMinX (false for NaN), s's f32 bits lie more than
+/// fastSiluMargin(t) units of the last place from a rounding midpoint of t
+/// and (f16) |s| is in f16's normal range, RN_t(s); elsewhere the exact
+/// chain. docs/exact-silu.md proves that this is the chain's t value for
+/// every input (a CPU test runs all 2^16 of each type with the ISA's error
+/// bounds and the sm_90 models). Returns x's Extend node where `n` has
+/// that shape.
 const dsl::ExprNode *matchFastSilu(const dsl::ExprNode *n);
 inline constexpr float kFastSiluMinX = -80.0f;
-inline constexpr uint32_t kFastSiluMargin = 12;
+/// K, in f32 units of the last place: what the CPU proof needs with the
+/// ISA's error bounds doubled (f16's 53506 inputs come closer to their
+/// midpoints than bf16's 49698 do).
+inline constexpr uint32_t fastSiluMargin(dsl::DType t) {
+  return t == dsl::DType::BF16 ? 12 : 24;
+}
 /// RN(log2(e)) in binary32.
 inline constexpr float kFastSiluLog2e = 0x1.715476p+0f;
+/// The f32 bits below t's significand (16 for bf16, 13 for f16).
+inline constexpr int fastSiluDroppedBits(dsl::DType t) {
+  return t == dsl::DType::BF16 ? 16 : 13;
+}
 /// Whether the fast path's s is taken for input x (the lowering's test).
-inline bool fastSiluAccepts(float x, float s) {
-  // |low16 - 0x8000| > K as one add, and and compare (unsigned).
-  uint32_t low = (std::bit_cast<uint32_t>(s) + (kFastSiluMargin - 0x8000u)) &
-                 0xffffu;
-  return x >= kFastSiluMinX && low > 2 * kFastSiluMargin;
+inline bool fastSiluAccepts(dsl::DType t, float x, float s) {
+  // |dropped - half| > K as a shift-add (one LEA) and an unsigned compare:
+  // the dropped bits moved to the top, K - half added there.
+  const int shift = 32 - fastSiluDroppedBits(t);
+  const uint32_t half = 1u << (fastSiluDroppedBits(t) - 1);
+  const uint32_t k = fastSiluMargin(t);
+  uint32_t low = (std::bit_cast<uint32_t>(s) << shift) + ((k - half) << shift);
+  bool normal = t == dsl::DType::BF16 || std::fabs(s) >= 0x1p-14f;
+  return x >= kFastSiluMinX && normal && low > (2 * k) << shift;
 }
 /// BITFOLD_FAST_SILU=1 turns it on, =0 or unset leaves it off (recorded in
 /// the cache key); off by default until the H200 oracle
@@ -101,7 +117,7 @@ struct Rewrites {
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> nvccReciprocal;
   /// div_rn nodes by a per-row divisor (matchRowDivision).
   llvm::DenseSet<const dsl::ExprNode *> rowDivision;
-  /// round_bf16(silu(x)) nodes -> x's Extend node (matchFastSilu).
+  /// round_t(silu(x)) nodes -> x's Extend node (matchFastSilu).
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> fastSilu;
 };
 Rewrites findRewrites(const dsl::KernelDef &def, int smVersion);

@@ -117,7 +117,7 @@ private:
   Value roundToI8(Value v);
   Value emitFma(const ExprNode *n, llvm::ArrayRef<Value> a);
   std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc);
-  /// The bf16 values of a rewritten round_bf16(silu(x)) for every element
+  /// The bf16/f16 values of a rewritten round_t(silu(x)) for every element
   /// of `acc` (ExactRewrites.h, matchFastSilu).
   std::vector<Value> emitFastSilu(const ExprNode *n, const Access &acc);
   /// silu's exact chain `chain` (its div_rn node) on one element's x.

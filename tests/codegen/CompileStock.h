@@ -1,4 +1,4 @@
-//===- tests/codegen/CompileStock.h - PTX of a stock kernel for tests ------===//
+//===- tests/codegen/CompileStock.h - A stock kernel's PTX, for tests -----===//
 //
 // Shared by the tests of the exact rewrites (ExactDivisionTest.cpp,
 // FastSiluTest.cpp): a stock kernel's PTX at a shape, first legal config,

@@ -30,9 +30,17 @@ using dsl::Expr;
 
 namespace {
 
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
-float bf16(uint32_t h) { return std::bit_cast<float>(h << 16); }
-uint16_t toBf16(float f) { return dsl::floatToBf16Bits(f); }
+constexpr DType kNarrow[] = {DType::BF16, DType::F16};
+
+/// The value of t's bit pattern h, and a float's bits in t (RNE).
+float widen(DType t, uint32_t h) {
+  return t == DType::BF16 ? std::bit_cast<float>(h << 16)
+                          : dsl::halfBitsToFloat(uint16_t(h));
+}
+uint16_t narrow(DType t, float f) {
+  return t == DType::BF16 ? dsl::floatToBf16Bits(f) : dsl::floatToHalfBits(f);
+}
+const char *name(DType t) { return t == DType::BF16 ? "bf16" : "f16"; }
 
 /// x + n units in the last place of x >= 0 (the ulp above x, the larger one
 /// where x is a power of two), clamped at 0; n may be negative.
@@ -60,7 +68,8 @@ Range ex2Range(float t, int n) {
 Range fastRange(float x, int ex2Ulps, int rcpUlps) {
   Range e = ex2Range(x * -kFastSiluLog2e, ex2Ulps);
   float dLo = 1.0f + e.lo, dHi = 1.0f + e.hi;
-  float rLo = plusUlps(1.0f / dHi, -rcpUlps), rHi = plusUlps(1.0f / dLo, rcpUlps);
+  float rLo = plusUlps(1.0f / dHi, -rcpUlps),
+        rHi = plusUlps(1.0f / dLo, rcpUlps);
   float a = x * rLo, b = x * rHi;
   return {std::min(a, b), std::max(a, b)};
 }
@@ -69,34 +78,35 @@ Range fastRange(float x, int ex2Ulps, int rcpUlps) {
 /// within `ex2Ulps` (the chain runs on the same unknown hardware).
 Range chainRange(float x, int ex2Ulps) {
   auto chain = [&](int n) {
-    float e = dsl::approx::expfSequence(
-        -x, [&](float r) { return n < 0 ? ex2Range(r, -n).lo : ex2Range(r, n).hi; });
+    float e = dsl::approx::expfSequence(-x, [&](float r) {
+      return n < 0 ? ex2Range(r, -n).lo : ex2Range(r, n).hi;
+    });
     return x / (1.0f + e);
   };
   float a = chain(-ex2Ulps), b = chain(ex2Ulps);
   return {std::min(a, b), std::max(a, b)};
 }
 
-/// Inputs where some s the bounds allow is accepted with another bf16
-/// value than some value the chain may give; `accept` is the lowering's
+/// Inputs of type t where some s the bounds allow is accepted with another
+/// t value than some value the chain may give; `accept` is the lowering's
 /// test unless a test asks what happens without part of it.
-int wrongDecisions(int ex2Ulps, int rcpUlps,
-                   bool (*accept)(float, float) = fastSiluAccepts,
+int wrongDecisions(DType t, int ex2Ulps, int rcpUlps,
+                   bool (*accept)(DType, float, float) = fastSiluAccepts,
                    bool report = true) {
   int wrong = 0;
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    float x = bf16(h);
+    float x = widen(t, h);
     if (std::isnan(x) || x < kFastSiluMinX)
       continue; // never accepted: fastSiluAccepts tests x first.
     Range c = chainRange(x, ex2Ulps);
-    bool chainKnown = toBf16(c.lo) == toBf16(c.hi);
+    bool chainKnown = narrow(t, c.lo) == narrow(t, c.hi);
     Range s = fastRange(x, ex2Ulps, rcpUlps);
     for (float v = s.lo;; v = std::nextafter(v, INFINITY)) {
-      if (accept(x, v) && (!chainKnown || toBf16(v) != toBf16(c.lo))) {
+      if (accept(t, x, v) && (!chainKnown || narrow(t, v) != narrow(t, c.lo))) {
         ++wrong;
         if (report)
-          ADD_FAILURE() << "x = " << x << " s = " << v << " chain in ["
-                        << c.lo << ", " << c.hi << "]";
+          ADD_FAILURE() << name(t) << " x = " << x << " s = " << v
+                        << " chain in [" << c.lo << ", " << c.hi << "]";
         break;
       }
       if (v == s.hi)
@@ -112,7 +122,7 @@ float fastSm90(float x, const dsl::ApproxUnit &unit) {
   return x * unit.rcpApproxFtz(1.0f + e);
 }
 
-/// y = round_bf16(silu(x)) over bf16 x, as a program.
+/// y = round_out(silu(x)) over x of type in, as a program.
 std::shared_ptr<const dsl::KernelDef> siluProgram(DType in, DType out) {
   dsl::RowProgram p("silu_probe");
   Expr x = p.input("x", in, dsl::Layout::RowMajor).row();
@@ -128,54 +138,61 @@ std::shared_ptr<const dsl::KernelDef> siluProgram(DType in, DType out) {
 } // namespace
 
 // The proof (docs/exact-silu.md): wherever the test accepts s, s rounds to
-// the bf16 value of every chain the hardware may compute, for ex2.approx
-// within 2 ulps and rcp.approx within 1 ulp of correctly rounded (PTX ISA),
-// each widened by one ulp for the host's double reference, and again with
-// both bounds doubled (the margin K leaves).
-TEST(FastSilu, EveryBf16InputWithinTheIsaBoundsRoundsLikeTheChain) {
-  EXPECT_EQ(wrongDecisions(/*ex2Ulps=*/3, /*rcpUlps=*/2), 0);
-  EXPECT_EQ(wrongDecisions(/*ex2Ulps=*/6, /*rcpUlps=*/4), 0);
+// the bf16 (f16) value of every chain the hardware may compute, for
+// ex2.approx within 2 ulps and rcp.approx within 1 ulp of correctly
+// rounded (PTX ISA), each widened by one ulp for the host's double
+// reference, and again with both bounds doubled (the margin K leaves).
+TEST(FastSilu, EveryBf16AndF16InputWithinTheIsaBoundsRoundsLikeTheChain) {
+  for (DType t : kNarrow) {
+    EXPECT_EQ(wrongDecisions(t, /*ex2Ulps=*/3, /*rcpUlps=*/2), 0) << name(t);
+    EXPECT_EQ(wrongDecisions(t, /*ex2Ulps=*/6, /*rcpUlps=*/4), 0) << name(t);
+  }
 }
 
 // On the H200's exact models of ex2/rcp.approx.ftz (docs/approx-models.md),
 // the interpreter (which runs the exact chain) gives the accepted fast
 // value's bits on every input; the fallback rate is printed for the doc.
-TEST(FastSilu, EveryBf16InputOnTheSm90ModelsMatchesTheInterpreter) {
+TEST(FastSilu, EveryBf16AndF16InputOnTheSm90ModelsMatchesTheInterpreter) {
   llvm::Expected<const dsl::ApproxUnit &> unit = dsl::sm90Approx();
   ASSERT_TRUE(bool(unit)) << llvm::toString(unit.takeError());
-  std::shared_ptr<const dsl::KernelDef> def = siluProgram(DType::BF16, DType::BF16);
-  ASSERT_TRUE(def);
-  std::vector<uint16_t> in(0x10000), out(0x10000);
-  for (uint32_t h = 0; h < 0x10000; ++h)
-    in[h] = uint16_t(h);
-  dsl::Binding b;
-  b.cols = 256;
-  b.groupRows = {256};
-  b.tensors = {{{DType::BF16, in.data(), 256, 256, 0},
-                {DType::BF16, out.data(), 256, 256, 0}}};
-  ASSERT_FALSE(bool(dsl::interpret(*def, b, *unit)));
-  int slow = 0, slowNear = 0, near = 0, slowDomain = 0, domain = 0;
-  for (uint32_t h = 0; h < 0x10000; ++h) {
-    float x = bf16(h);
-    float chain = x / (1.0f + dsl::expLibdevice(-x, *unit));
-    ASSERT_EQ(out[h], toBf16(chain)) << x;
-    float s = fastSm90(x, *unit);
-    bool ok = fastSiluAccepts(x, s);
-    if (ok)
-      ASSERT_EQ(toBf16(s), out[h]) << x;
-    slow += !ok;
-    bool inDomain = x >= kFastSiluMinX;
-    domain += inDomain;
-    slowDomain += inDomain && !ok;
-    bool typical = std::fabs(x) >= 0x1p-16f && std::fabs(x) <= 16.0f;
-    near += typical;
-    slowNear += typical && !ok;
+  for (DType t : kNarrow) {
+    std::shared_ptr<const dsl::KernelDef> def = siluProgram(t, t);
+    ASSERT_TRUE(def);
+    std::vector<uint16_t> in(0x10000), out(0x10000);
+    for (uint32_t h = 0; h < 0x10000; ++h)
+      in[h] = uint16_t(h);
+    dsl::Binding b;
+    b.cols = 256;
+    b.groupRows = {256};
+    b.tensors = {{{t, in.data(), 256, 256, 0}, {t, out.data(), 256, 256, 0}}};
+    ASSERT_FALSE(bool(dsl::interpret(*def, b, *unit)));
+    int slow = 0, slowNear = 0, near = 0, slowDomain = 0, domain = 0;
+    // Typical inputs: f16 results below 2^-14 (|x| < 2^-13) always fall back.
+    const float typicalMin = t == DType::BF16 ? 0x1p-16f : 0x1p-12f;
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+      float x = widen(t, h);
+      float chain = x / (1.0f + dsl::expLibdevice(-x, *unit));
+      ASSERT_EQ(out[h], narrow(t, chain)) << name(t) << " " << x;
+      float s = fastSm90(x, *unit);
+      bool ok = fastSiluAccepts(t, x, s);
+      if (ok)
+        ASSERT_EQ(narrow(t, s), out[h]) << name(t) << " " << x;
+      slow += !ok;
+      bool inDomain = x >= kFastSiluMinX;
+      domain += inDomain;
+      slowDomain += inDomain && !ok;
+      bool typical = std::fabs(x) >= typicalMin && std::fabs(x) <= 16.0f;
+      near += typical;
+      slowNear += typical && !ok;
+    }
+    std::printf("fast SiLU fallback on the sm_90 models, %s: %d of 65536 "
+                "inputs; %d of %d with x >= %g (NaN excluded); %d of %d with "
+                "%g <= |x| <= 16\n",
+                name(t), slow, slowDomain, domain, double(kFastSiluMinX),
+                slowNear, near, double(typicalMin));
+    // f16 also falls back where s is an f16 subnormal (x < -8 or so).
+    EXPECT_LT(slowNear, near / (t == DType::BF16 ? 100 : 25)) << name(t);
   }
-  std::printf("fast SiLU fallback on the sm_90 models: %d of 65536 inputs; "
-              "%d of %d with x >= %g (NaN excluded); %d of %d with "
-              "2^-16 <= |x| <= 16\n",
-              slow, slowDomain, domain, double(kFastSiluMinX), slowNear, near);
-  EXPECT_LT(slowNear, near / 100);
 }
 
 // The range test is needed on the H200 itself: below it the fast value
@@ -188,24 +205,28 @@ TEST(FastSilu, TheRangeAndMidpointTestsAreNeeded) {
   ASSERT_TRUE(bool(unit)) << llvm::toString(unit.takeError());
   int differBelowRange = 0;
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    float x = bf16(h);
+    float x = widen(DType::BF16, h);
     if (std::isnan(x) || x >= kFastSiluMinX)
       continue;
     float chain = x / (1.0f + dsl::expLibdevice(-x, *unit));
-    differBelowRange += toBf16(fastSm90(x, *unit)) != toBf16(chain);
+    differBelowRange +=
+        narrow(DType::BF16, fastSm90(x, *unit)) != narrow(DType::BF16, chain);
   }
   EXPECT_GT(differBelowRange, 0);
-  auto rangeOnly = [](float x, float) { return x >= kFastSiluMinX; };
-  EXPECT_GT(wrongDecisions(3, 2, rangeOnly, /*report=*/false), 0);
+  auto rangeOnly = [](DType, float x, float) { return x >= kFastSiluMinX; };
+  for (DType t : kNarrow)
+    EXPECT_GT(wrongDecisions(t, 3, 2, rangeOnly, /*report=*/false), 0)
+        << name(t);
 }
 
-// The matcher takes round_bf16(silu(x)) of a bf16 x only: an f16 or f32 x,
-// or a result rounded to f16, keep the plain chain.
-TEST(FastSilu, OnlyBf16InAndOutMatch) {
+// The matcher takes round_t(silu(x)) of an x of the same t (bf16 or f16)
+// only: an f32 x, or a result rounded to another type, keep the chain.
+TEST(FastSilu, OnlyOneNarrowTypeInAndOutMatches) {
   struct Case {
     DType in, out;
     bool match;
   } cases[] = {{DType::BF16, DType::BF16, true},
+               {DType::F16, DType::F16, true},
                {DType::F16, DType::BF16, false},
                {DType::F32, DType::BF16, false},
                {DType::BF16, DType::F16, false}};
@@ -232,12 +253,12 @@ using bitfold::testing::countOf;
 
 } // namespace
 
-// With BITFOLD_FAST_SILU=1 the Wan kernel (bf16, both forms) takes the fast
-// path: rcp.approx per element, the chain's div.rn kept for the fallback;
-// =0 (and, for now, unset) gives the kernel without it.
+// With BITFOLD_FAST_SILU=1 the Wan kernel (bf16 and f16, both forms) takes
+// the fast path: rcp.approx per element, the chain's div.rn kept for the
+// fallback; =0 (and, for now, unset) gives the kernel without it.
 TEST(FastSilu, WanKernelTakesTheFastPathWhenTurnedOn) {
   ::setenv("BITFOLD_FAST_SILU", "1", 1);
-  for (const char *opts : {"", "form=f32"}) {
+  for (const char *opts : {"", "form=f32", "dtype=f16"}) {
     llvm::Expected<CompiledKernel> k = compileWan(opts);
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
     EXPECT_GT(countOf(k->ptx, "rcp.approx.ftz.f32"), 0u) << opts;

@@ -1,9 +1,9 @@
 """SiLU to bf16 on every input: the fast path (codegen/ExactRewrites.h,
 docs/exact-silu.md) against torch.nn.functional.silu, bit for bit.
 
-- every one of the 65536 bf16 bit patterns (and the 65536 f16 ones, which
-  keep the exact chain) through a user kernel `round to bf16 (silu x)`,
-  with BITFOLD_FAST_SILU=1 and =0, compared with F.silu on the same tensor;
+- every one of the 65536 bf16 bit patterns and of the 65536 f16 ones
+  through a user kernel `round(silu(x))` in that type, with
+  BITFOLD_FAST_SILU=1 and =0, compared with F.silu on the same tensor;
 - wan_rmsnorm_silu, both forms, at [1,96,4,480,832] and [1,384,2,120,208]
   with the fast path on and off, against the eager chains of
   test_aten_norms.py, plus a case whose gamma and bias spread the SiLU
