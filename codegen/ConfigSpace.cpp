@@ -237,8 +237,9 @@ llvm::Error checkAlignment(const KernelDef &def, const ShapeSpec &shape,
   for (const FoldPlan &fp : plan.folds)
     widest = std::max(widest, fp.access);
   for (size_t i = 0; i < def.operands.size(); ++i) {
-    // A per-row output is stored one element at a time.
-    if (def.operands[i].map == dsl::IndexMap::PerRow)
+    // Per-row operands and vector inputs move one element at a time.
+    if (def.operands[i].map == dsl::IndexMap::PerRow ||
+        def.operands[i].map == dsl::IndexMap::Vector)
       continue;
     int b = int(dsl::dtypeBytes(def.operands[i].dtype));
     int need = std::min(widest * b, 16);

@@ -44,8 +44,14 @@ Value KernelBuilder::intDivRem(bool rem, Value x, Value y) {
 
 Value KernelBuilder::emitGather(const ExprNode *n, Value col) {
   // Unsigned compare: negative columns are out of range too. The address
-  // is clamped to column 0 so no load leaves the row.
-  Value in = cmpI(arith::CmpIPredicate::ult, col, cI32(int32_t(plan.cols)));
+  // is clamped to column 0 so no load leaves the row. A vector(D) input's
+  // range is its length D, a launch argument.
+  const dsl::OperandDecl &o = def.operands[n->index];
+  Value bound = o.map == dsl::IndexMap::Vector
+                    ? Value(arith::TruncIOp::create(b, loc, i32,
+                                                    dimValues[o.batchDim]))
+                    : cI32(int32_t(plan.cols));
+  Value in = cmpI(arith::CmpIPredicate::ult, col, bound);
   Value c = toIdx(sel(in, col, cI32(0)));
   DType dt = def.operands[n->index].dtype;
   Value addr = LLVM::GEPOp::create(b, loc, ptrGlobal, storageType(dt),

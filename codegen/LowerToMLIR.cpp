@@ -121,6 +121,13 @@ Value KernelBuilder::rowLeaf(const ExprNode *n) {
   switch (n->op) {
   case DOp::Scalar: return scalarValues[n->index];
   case DOp::Dim:
+    if (n->type == DType::I32) // dims stay below 2^31
+      return n->index == -1
+                 ? cI32(int32_t(plan.cols))
+                 : arith::TruncIOp::create(b, loc, i32,
+                                           n->index == -2
+                                               ? groupRowsF
+                                               : dimValues[n->index]);
     if (n->index == -1)
       return cF32(float(plan.cols));
     if (n->index == -2)
@@ -284,7 +291,8 @@ Value KernelBuilder::rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
     rowOff = arith::MulIOp::create(b, loc, toIdx(batch), toIdx(stride));
     break;
   }
-  case dsl::IndexMap::PerColumn: rowOff = cIdx(0); break;
+  case dsl::IndexMap::PerColumn:
+  case dsl::IndexMap::Vector: rowOff = cIdx(0); break;
   case dsl::IndexMap::PerRow: // one element per row, `stride` apart
     rowOff = arith::MulIOp::create(b, loc, toIdx(local), toIdx(stride));
     break;

@@ -65,7 +65,12 @@ bool bitfold::dsl::isChannelsFirst(const KernelDef &def) {
   return false;
 }
 
-int64_t bitfold::dsl::storedCols(const OperandDecl &o, int64_t cols) {
+int64_t bitfold::dsl::storedCols(const OperandDecl &o, int64_t cols,
+                                 llvm::ArrayRef<int64_t> dims) {
+  if (o.map == IndexMap::Vector)
+    return o.batchDim >= 0 && size_t(o.batchDim) < dims.size()
+               ? dims[o.batchDim]
+               : cols;
   return o.map == IndexMap::PerRow ? 1 : cols;
 }
 
@@ -84,6 +89,7 @@ llvm::StringRef bitfold::dsl::indexMapName(IndexMap m) {
   case IndexMap::PerBatch: return "per_batch";
   case IndexMap::PerColumn: return "per_column";
   case IndexMap::PerRow: return "per_row";
+  case IndexMap::Vector: return "vector";
   }
   return "?";
 }
@@ -366,13 +372,16 @@ Expr gelu_tanh(const Expr &x) {
   return (Expr(0.5f) * x) * (Expr(1.0f) + tanh_libdevice(inner));
 }
 
-Expr Dim::to_f32() const {
+static Expr dimNode(int index, DType type) {
   auto n = std::make_shared<ExprNode>();
   n->op = Op::Dim;
-  n->type = DType::F32;
+  n->type = type;
   n->index = index;
   return Expr(std::move(n));
 }
+
+Expr Dim::to_f32() const { return dimNode(index, DType::F32); }
+Expr Dim::to_i32() const { return dimNode(index, DType::I32); }
 
 } // namespace bitfold::dsl
 

@@ -332,13 +332,19 @@ enum class IndexMap : uint8_t {
   /// scale, a per-row loss), written once per row after the folds. An
   /// input: read once per row (cross-entropy's i32 target class).
   PerRow,
+  /// Inputs only: a vector of D values (D a declared dim, set by the
+  /// tensor's length), read only by `gather` at an index in [0, D): a
+  /// per-channel parameter such as GroupNorm's gamma[channel].
+  Vector,
 };
 llvm::StringRef layoutName(Layout l);
 struct KernelDef;
 struct OperandDecl;
-/// Columns an operand's tensor stores per row: 1 for a per-row output,
-/// otherwise the program's `cols`.
-int64_t storedCols(const OperandDecl &o, int64_t cols);
+/// Columns an operand's tensor stores per row: 1 for a per-row operand,
+/// D for a vector(D) input (given `dims`; `cols` without them, an upper
+/// bound only where D <= cols), otherwise the program's `cols`.
+int64_t storedCols(const OperandDecl &o, int64_t cols,
+                   llvm::ArrayRef<int64_t> dims = {});
 /// Whether leaf `n` differs between the elements of a row: the column
 /// index, or a load of an input that is not per_row. What is built from
 /// no such leaf (outside folds) is one value per row.
@@ -353,7 +359,8 @@ struct OperandDecl {
   DType dtype;
   Layout layout;
   IndexMap map;
-  int batchDim = -1; ///< PerBatch: index of the named dim S.
+  /// PerBatch: index of the named dim S; Vector: of its length D.
+  int batchDim = -1;
   bool isOutput = false;
   Expr value;        ///< outputs: what is stored.
   /// Guard: the reference takes the code path this program copies only when
@@ -407,6 +414,8 @@ class RowProgram;
 struct Dim {
   int index = -1; ///< -1 = cols, -2 = rows, >= 0 named dim.
   Expr to_f32() const;
+  /// The dim as an index value (i32; dims stay below 2^31).
+  Expr to_i32() const;
 };
 
 /// Input operand handle; `row()` is its element at the current (r, c).

@@ -471,7 +471,7 @@ llvm::Error checkBinding(const KernelDef &def, const Binding &b) {
       const HostTensor &t = b.tensors[g][i];
       int64_t rows = b.groupRows[g];
       int64_t need = rows;
-      if (o.map == IndexMap::PerColumn)
+      if (o.map == IndexMap::PerColumn || o.map == IndexMap::Vector)
         need = rows > 0 ? 1 : 0;
       else if (o.map == IndexMap::PerBatch)
         need = (rows + b.dims[o.batchDim] - 1) / b.dims[o.batchDim];
@@ -492,8 +492,8 @@ llvm::Error checkBinding(const KernelDef &def, const Binding &b) {
             "{4} rows)", o.name, layoutName(o.layout),
             t.spatial > 0 ? "no spatial size" : "the spatial size S whose "
             "images make up the rows", t.spatial, need));
-      // A per-row output's row is its one value.
-      const int64_t width = o.map == IndexMap::PerRow ? 1 : b.cols;
+      // A per-row operand's row is its one value.
+      const int64_t width = storedCols(o, b.cols, b.dims);
       if (need > 1 && t.rowStride < width && t.spatial == 0)
         return bindingError(llvm::formatv(
             "operand '{0}': row stride {1} is below the {2} columns", o.name,
@@ -572,10 +572,14 @@ private:
                          def.operands[in.index].map == IndexMap::PerRow ? 0
                                                                         : c);
     case Op::Scalar: return binding.scalars[in.index];
-    case Op::Dim:
-      return float(in.index == -1   ? binding.cols
-                   : in.index == -2 ? binding.groupRows[group]
-                                    : binding.dims[in.index]);
+    case Op::Dim: {
+      int64_t d = in.index == -1   ? binding.cols
+                  : in.index == -2 ? binding.groupRows[group]
+                                   : binding.dims[in.index];
+      // The i32 form carries its bits, as every index value.
+      return in.type == DType::I32 ? std::bit_cast<float>(int32_t(d))
+                                   : float(d);
+    }
     case Op::FoldValue: return foldResults[in.index][in.field];
     case Op::RowIndex: return std::bit_cast<float>(int32_t(row));
     case Op::ColIndex: return std::bit_cast<float>(int32_t(c));
@@ -584,10 +588,11 @@ private:
     }
   }
 
-  /// An input at a computed column; NaN outside the row.
+  /// An input at a computed column; NaN outside the row (a vector's D).
   float gatherElement(const Instr &in) {
     int32_t c = std::bit_cast<int32_t>(vals[in.args[0]]);
-    if (c < 0 || c >= binding.cols)
+    if (c < 0 || c >= storedCols(def.operands[in.index], binding.cols,
+                                 binding.dims))
       return std::bit_cast<float>(0x7fc00000u);
     return loadElement(binding.tensors[group][in.index], operandRow(in.index),
                        c);
@@ -597,7 +602,7 @@ private:
   int64_t operandRow(int operand) const {
     const OperandDecl &o = def.operands[operand];
     return o.map == IndexMap::PerElement || o.map == IndexMap::PerRow ? row
-           : o.map == IndexMap::PerColumn                               ? 0
+           : o.map == IndexMap::PerColumn || o.map == IndexMap::Vector  ? 0
                                           : row / binding.dims[o.batchDim];
   }
 

@@ -385,18 +385,19 @@ bool Parser::layout(Layout &out) {
 
 bool Parser::indexMap(OperandDecl &o) {
   if (!oneOf({IndexMap::PerElement, IndexMap::PerBatch, IndexMap::PerColumn,
-              IndexMap::PerRow},
+              IndexMap::PerRow, IndexMap::Vector},
              indexMapName, o.map,
-             "an index map (per_element, per_batch(DIM), per_column or "
-             "per_row)"))
+             "an index map (per_element, per_batch(DIM), per_column, "
+             "per_row or vector(DIM))"))
     return false;
-  if (o.map != IndexMap::PerBatch)
+  if (o.map != IndexMap::PerBatch && o.map != IndexMap::Vector)
     return true;
   if (!punct("("))
     return false;
   Token at = tok;
   std::string dim;
-  if (!ident(dim, "the rows-per-batch dim"))
+  if (!ident(dim, o.map == IndexMap::Vector ? "the vector's length dim"
+                                            : "the rows-per-batch dim"))
     return false;
   auto it = dimIndex.find(dim);
   if (it == dimIndex.end())
@@ -621,6 +622,9 @@ bool Parser::nodeDefinition(Scope &scope) {
   DType t;
   if (!dtype(t))
     return false;
+  // `dim NAME : i32` is the dim as an index value.
+  if (op == Op::Dim && t == DType::I32)
+    e = Dim{e->index}.to_i32();
   if (t != e.dtype())
     return failAt(typeTok, llvm::formatv("expected type {0} (the type of "
                                          "this {1}), found {2}",

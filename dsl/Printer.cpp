@@ -164,7 +164,8 @@ static void printProgram(llvm::raw_ostream &os, const KernelDef &def,
       continue;
     os << "input " << o.name << " : " << dtypeName(o.dtype) << " "
        << layoutName(o.layout) << " " << indexMapName(o.map);
-    if (o.map == IndexMap::PerBatch && o.batchDim >= 0 &&
+    if ((o.map == IndexMap::PerBatch || o.map == IndexMap::Vector) &&
+        o.batchDim >= 0 &&
         o.batchDim < int(def.dims.size()))
       os << "(" << def.dims[o.batchDim] << ")";
     if (o.guardAlignElems)

@@ -87,6 +87,11 @@ static void perRowInputProblems(const OperandDecl &o,
                                 o.name, indexMapName(o.map)));
   if (o.map == IndexMap::PerRow)
     perRowLayoutProblems(o, out);
+  if (o.map == IndexMap::Vector &&
+      (o.layout != Layout::RowMajor || o.guardAlignElems))
+    out.push_back(llvm::formatv("input '{0}': a vector input is row_major "
+                                "without align (D packed values)",
+                                o.name));
 }
 
 std::vector<std::string> bitfold::dsl::indexMapProblems(const KernelDef &def,

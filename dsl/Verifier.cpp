@@ -137,12 +137,15 @@ private:
       if (!o.isOutput)
         for (std::string &m : indexMapProblems(def, o, nodeName))
           report(std::move(m));
-      if (o.map == IndexMap::PerBatch &&
-          (o.batchDim < 0 || o.batchDim >= int(def.dims.size())))
-        report(llvm::formatv("input '{0}': per_batch needs the rows-per-batch "
-                             "dim (pass p.dim(\"S\")), found none",
-                             o.name));
-      if (o.map != IndexMap::PerBatch && o.batchDim >= 0)
+      const bool hasDim =
+          o.map == IndexMap::PerBatch || o.map == IndexMap::Vector;
+      if (hasDim && (o.batchDim < 0 || o.batchDim >= int(def.dims.size())))
+        report(llvm::formatv("input '{0}': {1} needs the {2} dim (pass "
+                             "p.dim(\"S\")), found none",
+                             o.name, indexMapName(o.map),
+                             o.map == IndexMap::PerBatch ? "rows-per-batch"
+                                                         : "length"));
+      if (!hasDim && o.batchDim >= 0)
         report(llvm::formatv("input '{0}': a batch dim is given but the index "
                              "map is {1}, not per_batch",
                              o.name, indexMapName(o.map)));
@@ -523,6 +526,10 @@ private:
             def.operands[n->index].dtype != n->type) {
           report(here + ": reads an operand that is not an input of this "
                          "program");
+        } else if (def.operands[n->index].map == IndexMap::Vector) {
+          report(llvm::formatv("{0}: loads '{1}', a vector input: read it "
+                               "with gather at an index",
+                               here, def.operands[n->index].name));
         }
         continue;
       }

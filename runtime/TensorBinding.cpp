@@ -116,6 +116,7 @@ private:
   // Messages of checkGroupShapes' failures (kept out of its hot loop).
   llvm::Error shapeError(int g, int i, int ref, const Extent *ext);
   llvm::Error batchDimError(int g, int i, int64_t S, int64_t batches);
+  llvm::Error vectorLength(int g, int i, const Extent &e);
   llvm::Error endError(int g, int i, int64_t last);
   llvm::Error checkOverlaps();
   llvm::Error checkOutputVec();
@@ -502,6 +503,29 @@ llvm::Error Binder::shapeError(int g, int i, int ref, const Extent *ext) {
                             shapeText(t), shapeText(refT)));
 }
 
+/// A vector(D) input: one dimension of D values; the first sets D, every
+/// other vector of D must agree.
+llvm::Error Binder::vectorLength(int g, int i, const Extent &e) {
+  const int d = def.operands[i].batchDim;
+  if (e.rows != 1)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("is a vector({0}) input: one dimension of "
+                              "{0} values, found {1} rows of {2}",
+                              def.dims[d], e.rows, e.cols));
+  if (!dimSet[d]) {
+    dimSet[d] = true;
+    out.dims[d] = e.cols;
+    dimFrom[d][0] = g;
+    dimFrom[d][1] = i;
+  } else if (out.dims[d] != e.cols) {
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("has {0} values but {1} = {2} (from {3})",
+                              e.cols, def.dims[d], out.dims[d],
+                              tensorName(def, dimFrom[d][0], dimFrom[d][1])));
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error Binder::batchDimError(int g, int i, int64_t S, int64_t batches) {
   const int d = def.operands[i].batchDim;
   return fail(BITFOLD_ERROR_SHAPE, g, i,
@@ -553,6 +577,9 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
       } else if (out.dims[d] != S && R > 0) {
         return batchDimError(g, i, S, e.rows);
       }
+    } else if (op.map == IndexMap::Vector) {
+      if (llvm::Error err = vectorLength(g, i, e))
+        return err;
     } else if (e.cols != dsl::storedCols(op, C) ||
                e.rows != (op.map == IndexMap::PerColumn ? 1 : R)) {
       return shapeError(g, i, ref, ext);
@@ -569,12 +596,16 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
     // The largest element offset, and the last byte must be addressable
     // (base + byte_offset near 2^64).
     OperandView &v = out.views[g][i];
-    const int64_t rowsStored = op.map == IndexMap::PerColumn ? 1 : e.rows;
+    const int64_t rowsStored =
+        op.map == IndexMap::PerColumn || op.map == IndexMap::Vector ? 1
+                                                                    : e.rows;
     int64_t last = 0;
     if (v.spatial > 0) // dense N C S: checked not to overflow
       last = rowsStored > 0 && C > 0 ? rowsStored * C - 1 : 0;
-    else if (!keys::lastElementOffset(rowsStored, v.rowStride,
-                                      dsl::storedCols(op, C), last))
+    else if (!keys::lastElementOffset(
+                 rowsStored, v.rowStride,
+                 dsl::storedCols(op, C, llvm::ArrayRef(out.dims, def.dims.size())),
+                 last))
       return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
                   "addresses beyond 2^63 elements");
     uint64_t bytes = 0, end = 0;

@@ -234,7 +234,7 @@ static void storeValue(dsl::DType t, uint8_t *p, float v) {
 /// Rows of operand `o` in a group of `rows` rows.
 static int64_t operandRows(const dsl::OperandDecl &o, int64_t rows,
                            int64_t rowsPerBatch) {
-  if (o.map == dsl::IndexMap::PerColumn)
+  if (o.map == dsl::IndexMap::PerColumn || o.map == dsl::IndexMap::Vector)
     return 1;
   if (o.map == dsl::IndexMap::PerBatch)
     return (rows + rowsPerBatch - 1) / rowsPerBatch;
@@ -293,7 +293,7 @@ llvm::Expected<HostProblem> HostProblem::make(const dsl::KernelDef &def,
     for (const dsl::OperandDecl &o : def.operands) {
       int64_t rows = operandRows(o, shape.groupRows[g], shape.rowsPerBatch);
       unsigned eb = dsl::dtypeBytes(o.dtype);
-      const int64_t cols = dsl::storedCols(o, shape.cols);
+      const int64_t cols = dsl::storedCols(o, shape.cols, b.dims);
       std::vector<uint8_t> buf(size_t(rows * cols) * eb);
       // Modulation and gate operands are small in real models.
       bool small = o.map != dsl::IndexMap::PerElement;

@@ -74,7 +74,8 @@ llvm::Error tools::dumpOperandsAsNpy(const dsl::KernelDef &def,
       llvm::sys::path::append(path, name);
       if (llvm::Error e =
               writeNpy(path, npyDescr(o.dtype), problem.rows(g, int(i)),
-                       dsl::storedCols(o, problem.shape.cols),
+                       dsl::storedCols(o, problem.shape.cols,
+                                       problem.binding.dims),
                        problem.storage[g][i]))
         return e;
     }

@@ -33,7 +33,7 @@ import sys
 
 __all__ = ["Program", "Value", "Input", "FoldOrder", "Combiner", "OPS", "INT_OPS", "DTYPES",
            "LAYOUTS", "round", "extend", "const", "rsqrt_cuda", "rcp_nvcc", "per_element",
-           "per_column", "per_batch", "per_row", "gather"]
+           "per_column", "per_batch", "per_row", "vector", "gather"]
 
 # Dtypes the format knows (i1: predicates, never stored; i32: index values,
 # stored only by per_row inputs).
@@ -295,6 +295,13 @@ def per_batch(dim):
     return f"per_batch({dim})"
 
 
+def vector(dim):
+    """An input of D values (dim: a Program.dim name, set by the tensor's
+    length), read only by dsl.gather at an index in [0, D): a per-channel
+    parameter such as GroupNorm's gamma."""
+    return f"vector({dim})"
+
+
 class Input:
     """A declared input; load() is its value at the current (row, column)."""
 
@@ -303,6 +310,8 @@ class Input:
         self.layout, self.index, self.align = layout, index, align
 
     def load(self):
+        _check(not self.index.startswith("vector("), f"input {self.name} is a vector: read it "
+               "with dsl.gather at an index")
         return Value(self.program._graph, "load", self.dtype, attr=self.name)
 
     def decl(self):
@@ -425,6 +434,10 @@ class Program:
     def iconst(self, n):
         """An i32 constant."""
         return _index(self._graph, n)
+
+    def dim_index(self, name):
+        """`dim cols`, `dim rows` or a declared dim as an index value (i32)."""
+        return Value(self._graph, "dim", "i32", attr=name)
 
     def dim_value(self, name):
         """`dim cols`, `dim rows` or a declared dim, as an f32 value."""

@@ -237,6 +237,22 @@ def gn_inputs(rows, d, g):
             "cpg": cpg}
 
 
+def gn_affine_inputs(rows, d, g):
+    t = gn_inputs(rows, d, g)
+    c = GN_GROUPS * t["cpg"]
+    t["gamma"] = (1 + 0.2 * torch.randn(c, generator=g, device="cuda")).to(BF16)
+    t["beta"] = (0.1 * torch.randn(c, generator=g, device="cuda")).to(BF16)
+    return t
+
+
+def group_norm_affine(t):
+    x, cpg = t["x"], t["cpg"]
+    rows, d = x.shape
+    n, c, hw = rows // GN_GROUPS, GN_GROUPS * cpg, d // cpg
+    y = F.group_norm(x.view(n, c, hw), GN_GROUPS, t["gamma"], t["beta"], 1e-5)
+    return {"y": y.view(rows, d)}
+
+
 def group_norm(t):
     x, cpg = t["x"], t["cpg"]
     rows, d = x.shape
@@ -280,12 +296,15 @@ CASES = [
     # GroupNorm without affine (aten's RowwiseMoments order).
     ("group_norm", gn_inputs, ["x"], ["y", "mean", "rstd"], [1e-5], group_norm,
      {"y": 0, "mean": 0, "rstd": 0}),
+    # With the per-channel affine: gamma/beta as vector(C) inputs.
+    ("group_norm_affine", gn_affine_inputs, ["x", "gamma", "beta"], ["y"], [1e-5],
+     group_norm_affine, {"y": 0}),
 ]
 # Kernels guarded to one width, and outputs written over inputs (the
 # launch passes the input as the output: vLLM's in-place calling form).
 CASE_SHAPES = {"rms_norm_rstd": RMS_SHAPES, "rms_norm_dynamic_per_token_quant": RMS_SHAPES,
                "rms_norm_static_fp8_quant": RMS_SHAPES, "cross_entropy": CE_SHAPES,
-               "group_norm": GN_SHAPES}
+               "group_norm": GN_SHAPES, "group_norm_affine": GN_SHAPES}
 IN_PLACE = {"fused_add_rms_norm": {"h": "residual", "y": "x"}}
 
 
@@ -353,6 +372,18 @@ def test_cross_entropy_is_torch_equal_as_a_torch_op_with_an_int32_target():
     assert loss.shape == ref.shape and loss.dtype == ref.dtype
     assert torch.equal(loss, ref)
     assert torch.equal(loss[::7], torch.zeros_like(loss[::7]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_group_norm_affine_is_torch_equal_as_a_torch_op_with_vector_inputs():
+    """gamma and beta passed as they are ([C] tensors, C taken from their
+    length) to the op on the [N*32, C/32*HxW] view of an NCHW tensor."""
+    import bitfold.torch as bt
+    g = torch.Generator(device="cuda").manual_seed(4)
+    t = gn_affine_inputs(64, 4 * 1024, g)
+    gn = bt.op_from_source(text_of("group_norm_affine"), "zoo_test::group_norm_affine")
+    y = gn(t["x"], t["gamma"], t["beta"], 1e-5)
+    assert torch.equal(y, group_norm_affine(t)["y"])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")

@@ -154,6 +154,54 @@ def zoo_cross_entropy():
     return p
 
 
+def welford_ops():
+    """aten's WelfordOps (reduce, combine) with nvcc's contractions."""
+    def push(mean, m2, nf, v):
+        n1 = nf + 1.0
+        delta = v - mean
+        mean1 = mean + delta / n1
+        return mean1, dsl.fma_rn(delta, v - mean1, m2), n1
+
+    def combine(am, am2, an, bm, bm2, bn):
+        zero = dsl.const(an, 0.0)  # one node, as the text's %zero
+        aempty, bempty = dsl.cmp_eq(an, zero), dsl.cmp_eq(bn, zero)
+        delta = bm - am
+        n = an + bn
+        nb = bn / n
+        mean = dsl.fma_rn(delta, nb, am)
+        m2 = dsl.fma_rn(delta * delta * an, nb, am2 + bm2)
+        keep = [dsl.select(bempty, a, c) for a, c in ((am, mean), (am2, m2), (an, n))]
+        return tuple(dsl.select(aempty, b, k) for b, k in zip((bm, bm2, bn), keep))
+    return dsl.Combiner("welford_ops", ["mean", "m2", "nf"], [0.0, 0.0, 0.0],
+                        ["mean", "m2", "nf"], push=push, combine=combine,
+                        finish=lambda mean, m2, nf: (mean, m2, nf))
+
+
+def zoo_group_norm_affine():
+    """examples/zoo/group_norm_affine.bfk: vector(C) inputs, `dim C : i32`."""
+    p = dsl.Program("zoo_group_norm_affine", guard=(1, 512, 16777216))
+    C = p.dim("C")
+    x = p.input("x", "bf16")
+    gamma = p.input("gamma", "bf16", index=dsl.vector(C))
+    beta = p.input("beta", "bf16", index=dsl.vector(C))
+    eps = p.scalar("eps", default=1e-5)
+    xf = dsl.extend(x.load())
+    order = dsl.FoldOrder("aten_block_reduce_512", 512, 1,
+                          [("shfl_down", o) for o in (16, 8, 4, 2, 1)] +
+                          [("cross_warp", o) for o in (256, 128, 64, 32)])
+    m = p.fold(xf, order, welford_ops())
+    rstd = dsl.rsqrt_cuda(m["m2"] / m["nf"] + dsl.extend(dsl.round(eps, "bf16")))
+    per_group = dsl.idiv(p.dim_index(C), 32)
+    hw = dsl.idiv(p.dim_index("cols"), per_group)
+    channel = dsl.iadd(dsl.imul(dsl.irem(p.row_index(), 32), per_group),
+                       dsl.idiv(p.col_index(), hw))
+    # aten reads mean and rstd back from their bf16 tensors.
+    a = dsl.extend(dsl.round(rstd, "bf16")) * dsl.gather(gamma, channel)
+    b = dsl.fma_rn(-a, dsl.extend(dsl.round(m["mean"], "bf16")), dsl.gather(beta, channel))
+    p.output("y", "bf16", dsl.round(dsl.fma_rn(a, xf, b), "bf16"))
+    return p
+
+
 def user_add_rmsnorm():
     """examples/user_kernels/add_rmsnorm.bfk."""
     p = dsl.Program("user_add_rmsnorm", guard=(8, 8, 8192))
@@ -359,6 +407,11 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
         self.same.assert_same(zoo_cross_entropy().text(),
                               read("examples", "zoo", "cross_entropy.bfk"), "cross_entropy.bfk")
 
+    def test_vector_inputs_and_integer_dims_build_the_group_norm_zoo_kernel(self):
+        self.same.assert_same(zoo_group_norm_affine().text(),
+                              read("examples", "zoo", "group_norm_affine.bfk"),
+                              "group_norm_affine.bfk")
+
     def test_the_tutorials_index_op_example_builds_the_interleaved_rope_zoo_kernel(self):
         text = read("docs", "torch-tutorial.md")
         code = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "col_index" in b]
@@ -441,6 +494,9 @@ class BuilderErrors(unittest.TestCase):
             dsl.gather(t, 0)
         self.assertEqual(dsl.itof(dsl.imul(p.row_index(), 3)).dtype, "f32")
         self.assertIn("= gather x, %", dsl.gather(x, t.load()).line())
+        g = p.input("g", "f32", index=dsl.vector("D"))
+        with self.assertRaisesRegex(ValueError, "read it with dsl.gather"):
+            g.load()
 
     def test_a_program_the_verifier_rejects_names_the_python_line_that_built_it(self):
         p = dsl.Program("unused_fold")

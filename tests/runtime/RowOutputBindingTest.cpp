@@ -136,6 +136,26 @@ TEST(RowOutputBinding, APerRowInt32InputBindsAsOneTargetPerRow) {
       << msg;
 }
 
+TEST(RowOutputBinding, AVectorInputSetsItsDimFromItsLength) {
+  auto def = parse(zooText("group_norm_affine"));
+  ASSERT_TRUE(def);
+  Tensor x{{64, 1024}, {}, 0x1000000}, y{{64, 1024}, {}, 0x2000000};
+  Tensor gamma{{96}, {}, 0x3000000}, beta{{96}, {}, 0x4000000};
+  std::string msg;
+  LaunchBinding b;
+  ASSERT_EQ(bind(*def, {&x, &gamma, &beta, &y}, msg, &b), BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(b.dims[0], 96);
+  EXPECT_EQ(b.views[0][1].lastOffset, 95);
+  Tensor shortBeta{{48}, {}, 0x4000000};
+  EXPECT_EQ(bind(*def, {&x, &gamma, &shortBeta, &y}, msg), BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("has 48 values but C = 96"), std::string::npos) << msg;
+  Tensor square{{8, 12}, {}, 0x3000000};
+  EXPECT_EQ(bind(*def, {&x, &square, &beta, &y}, msg), BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("is a vector(C) input: one dimension"), std::string::npos)
+      << msg;
+}
+
 struct AddNorm {
   Tensor x{{8, 512}, {}, 0x1000000}, r{{8, 512}, {}, 0x2000000};
   Tensor w{{512}, {}, 0x3000000};
