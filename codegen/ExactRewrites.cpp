@@ -119,9 +119,10 @@ const ExprNode *codegen::matchFastSilu(const ExprNode *n) {
 }
 
 bool codegen::fastSiluEnabled() {
-  // Off by default until the H200 oracle has run it (docs/exact-silu.md).
+  // On by default since the H200 oracle ran it (every bf16 and f16 input,
+  // the Wan kernels at every config; docs/exact-silu.md); =0 turns it off.
   const char *v = std::getenv("BITFOLD_FAST_SILU");
-  return v && llvm::StringRef(v) == "1";
+  return !(v && llvm::StringRef(v) == "0");
 }
 
 Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
@@ -139,7 +140,10 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
     return memo[m] = e;
   };
   const bool rowDivision = rowDivisionEnabled();
-  const bool fastSilu = fastSiluEnabled();
+  // Not in channels-first programs: there the H200 measured it slower
+  // (rolled Wan C = 96: 412.7 -> 430.1 us; unrolled 608 -> 999 us), while
+  // row layouts gain 14-20% (bench/results/2026-12-02-gpu-session.md).
+  const bool fastSilu = fastSiluEnabled() && !dsl::isChannelsFirst(def);
   dsl::forEachNode(def, [&](const ExprNode &n) {
     if (rowDivision && matchRowDivision(&n, perElement))
       r.rowDivision.insert(&n);

@@ -105,9 +105,9 @@ inline bool fastSiluAccepts(dsl::DType t, float x, float s) {
   bool normal = t == dsl::DType::BF16 || std::fabs(s) >= 0x1p-14f;
   return x >= kFastSiluMinX && normal && low > (2 * k) << shift;
 }
-/// BITFOLD_FAST_SILU=1 turns it on, =0 or unset leaves it off (recorded in
-/// the cache key); off by default until the H200 oracle
-/// (tests/gpu/test_silu_exhaustive.py) has run it.
+/// On unless BITFOLD_FAST_SILU=0 (recorded in the cache key); the H200
+/// oracle (tests/gpu/test_silu_exhaustive.py) ran it. Channels-first
+/// programs never take it (slower there; findRewrites).
 bool fastSiluEnabled();
 
 /// The rewrite stage's result: the nodes the lowering rewrites.
