@@ -8,6 +8,7 @@ image) keeps the channels-last variant too, which
 the library's binding refuses, so the op serves it eagerly with eager's
 bits.
 """
+import contextlib
 import unittest
 
 try:
@@ -17,6 +18,28 @@ except ImportError:
 
 if torch is not None:
     from test_torch_norm_ops import StubRuntime, channels_last, rand
+
+
+@contextlib.contextmanager
+def wan_on_a_stub_runtime(ops):
+    """wan_rmsnorm_silu on a StubRuntime (host tensors allowed, stats reset,
+    auto mode, verify off); the default runtime restored after."""
+    import bitfold
+    import bitfold.torch as bt
+    from bitfold.torch import _ops
+    wan = ops.WAN_RMSNORM_SILU
+    saved = (bitfold.default_runtime, _ops._ALLOW_HOST)
+    rt = StubRuntime()
+    try:
+        bitfold.default_runtime = lambda: rt
+        wan.new_kernels()
+        _ops._ALLOW_HOST = True
+        bt.reset_stats()
+        bt.configure(mode="auto", verify="off")
+        yield rt
+    finally:
+        bitfold.default_runtime, _ops._ALLOW_HOST = saved
+        wan.new_kernels()
 
 
 @unittest.skipIf(torch is None, "torch not installed: bitfold.torch tests skipped")
@@ -76,18 +99,8 @@ class ChannelsFirstDispatch(unittest.TestCase):
         self.assertEqual(self.ops._channels_first_params(rand(1, 1025, 2, 2, 2), 1024), "")
 
     def test_wan_asks_for_the_channels_first_kernel_for_ncdhw(self):
-        import bitfold
         import bitfold.torch as bt
-        from bitfold.torch import _ops
-        wan = self.ops.WAN_RMSNORM_SILU
-        saved = (bitfold.default_runtime, _ops._ALLOW_HOST)
-        rt = StubRuntime()
-        try:
-            bitfold.default_runtime = lambda: rt
-            wan.new_kernels()
-            _ops._ALLOW_HOST = True
-            bt.reset_stats()
-            bt.configure(mode="auto", verify="off")
+        with wan_on_a_stub_runtime(self.ops) as rt:
             x = rand(1, 96, 2, 4, 6)
             y = bt.wan_rmsnorm_silu(x, rand(96, 1, 1, 1, seed=1), None, None, "f32")
             self.assertEqual(rt.kernels[-1].params,
@@ -95,26 +108,13 @@ class ChannelsFirstDispatch(unittest.TestCase):
                              "layout=channels_first,outvec=4")
             self.assertEqual(rt.kernels[-1].launches[-1]["tensors"][0][2], tuple(x.stride()))
             self.assertTrue(y.is_contiguous())
-        finally:
-            bitfold.default_runtime, _ops._ALLOW_HOST = saved
-            wan.new_kernels()
 
     def test_frames_major_x_takes_the_channels_first_variant_with_the_images_outvec(self):
         # The Wan VAE's frame reshapes give x (N, C, T, H, W) stored as
         # (N, T, C, H, W): aten folds C over N*T images of H*W pixels, so
         # the outvec is H*W's (not T*H*W's); the library binds x as it is.
-        import bitfold
         import bitfold.torch as bt
-        from bitfold.torch import _ops
-        wan = self.ops.WAN_RMSNORM_SILU
-        saved = (bitfold.default_runtime, _ops._ALLOW_HOST)
-        rt = StubRuntime()
-        try:
-            bitfold.default_runtime = lambda: rt
-            wan.new_kernels()
-            _ops._ALLOW_HOST = True
-            bt.reset_stats()
-            bt.configure(mode="auto", verify="off")
+        with wan_on_a_stub_runtime(self.ops) as rt:
             for (n, t, h, w), ovs in (((1, 4, 6, 6), 4), ((2, 3, 5, 6), 2), ((1, 2, 3, 5), 1)):
                 x = rand(n, t, 96, h, w).transpose(1, 2)
                 self.assertFalse(x.is_contiguous())
@@ -134,9 +134,6 @@ class ChannelsFirstDispatch(unittest.TestCase):
             self.assertEqual(self.params(rand(1, 3, 4, 96, 8).permute(0, 3, 1, 2, 4)),
                              ",layout=channels_first,outvec=4")
             self.assertEqual(self.params(rand(1, 4, 96, 6, 8).transpose(1, 2).transpose(3, 4)), "")
-        finally:
-            bitfold.default_runtime, _ops._ALLOW_HOST = saved
-            wan.new_kernels()
 
 if __name__ == "__main__":
     unittest.main()
