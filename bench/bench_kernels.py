@@ -239,6 +239,8 @@ def builders(rt):
         out.append(lambda shape=shape: wan(shape, "f32"))
     for form in ("x", "f32"):
         out.append(lambda form=form: wan((1, 96, 4, 480, 832), form, ncdhw=True))
+    for shape in [(1, 192, 4, 240, 416), (1, 384, 2, 120, 208)]:
+        out.append(lambda shape=shape: wan(shape, "x", ncdhw=True))
 
     def hf(b, s, d):
         # HF LlamaRMSNorm in aten's mean order.

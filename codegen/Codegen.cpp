@@ -276,7 +276,8 @@ llvm::Error Compilation::plan() {
 
 llvm::Error Compilation::staticFacts() {
   if (llvm::Error e = stages.run("rewrites", [&] {
-        facts.rewrites = findRewrites(def, thePlan.smVersion);
+        facts.rewrites = findRewrites(def, thePlan.smVersion,
+                                       thePlan.lanesAcrossWarps);
         return llvm::Error::success();
       }))
     return e;

@@ -136,8 +136,9 @@ llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
   return checkStridedAxisConfig(def, D, c);
 }
 
-/// Where each tree stage of fold lanes mapped as `fp` moves its data.
-void planStages(const dsl::FoldOrder &o, FoldPlan &fp) {
+/// Where each tree stage of fold lanes mapped as `fp` moves its data
+/// (`acrossWarps`: a pixel's threads lie a warp apart, no shuffles).
+void planStages(const dsl::FoldOrder &o, FoldPlan &fp, bool acrossWarps) {
   for (const dsl::TreeStage &s : o.stages) {
     StagePlan sp;
     sp.offset = s.offset;
@@ -149,15 +150,17 @@ void planStages(const dsl::FoldOrder &o, FoldPlan &fp) {
       sp.threadOffset = s.offset / (fp.A * fp.Pf);
     } else {
       sp.threadOffset = s.offset / fp.A;
-      sp.where = sp.threadOffset < 32 ? StagePlan::Shuffle : StagePlan::Shared;
+      sp.where = sp.threadOffset < 32 && !acrossWarps ? StagePlan::Shuffle
+                                                      : StagePlan::Shared;
     }
     fp.stages.push_back(sp);
   }
 }
 
 /// Fold f's lanes on the config's threads (Plan.h).
-llvm::Expected<FoldPlan> planFold(const dsl::FoldOrder &o, size_t f,
+llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
                                   const TileConfig &c, int64_t D) {
+  const dsl::FoldOrder &o = def.folds[f].order;
   const int P = c.threadsPerRow, W = c.vectorElems;
   if (!c.twoPass && P > o.threads)
     return illegal(c, llvm::formatv("one pass keeps the row in the {0} "
@@ -198,7 +201,7 @@ llvm::Expected<FoldPlan> planFold(const dsl::FoldOrder &o, size_t f,
   fp.acc = o.accumulators;
   fp.byElement =
       o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::VectorElement;
-  planStages(o, fp);
+  planStages(o, fp, lanesAcrossWarps(def, c));
   return fp;
 }
 
@@ -261,7 +264,7 @@ unsigned sharedMemory(const KernelDef &def, const Plan &plan) {
   unsigned smem = 0;
   for (size_t f = 0; f < plan.folds.size(); ++f) {
     unsigned F = unsigned(def.folds[f].combiner->numFields());
-    if (P > 32)
+    if (P > 32 || plan.lanesAcrossWarps)
       smem += R * F * 4;
     if (plan.folds[f].needsShared())
       smem += R * P * unsigned(plan.folds[f].k) * F * 4;
@@ -334,10 +337,11 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   plan.config = c;
   plan.cols = shape.cols;
   plan.rolled = rolled;
+  plan.lanesAcrossWarps = lanesAcrossWarps(def, c);
   plan.index64 = shape.maxElementOffset == 0 ||
                  shape.maxElementOffset >= (int64_t(1) << 31);
   for (size_t f = 0; f < def.folds.size(); ++f) {
-    llvm::Expected<FoldPlan> fp = planFold(def.folds[f].order, f, c, plan.cols);
+    llvm::Expected<FoldPlan> fp = planFold(def, f, c, plan.cols);
     if (!fp)
       return fp.takeError();
     plan.folds.push_back(std::move(*fp));
@@ -444,8 +448,13 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // 25% at 96 and 2.2x at 128, and lost below 64 (C = 12, 33);
   // bench/results/2026-12-02-chanfirst-unroll-h200.md.
   const bool preferRolled = dsl::isChannelsFirst(def) && D >= 64;
+  // Channels-first folds of several lanes run one thread per lane, a warp
+  // apart, 32 pixels per CTA (H200, Wan C = 96 / 192 / 384 at ovs 4:
+  // r32.t4.v1.p1 beat every other config by 15-60%).
   auto score = [&](const TileConfig &c) {
     int s = 0;
+    if (dsl::isChannelsFirst(def) && c.threadsPerRow > 1)
+      s += 1000000 * c.threadsPerRow + (c.rowsPerCta == 32 ? 1000 : 0);
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
     if (!def.folds.empty()) {

@@ -94,7 +94,15 @@ void KernelBuilder::emitSharedStage(size_t f, const StagePlan &sp,
                                     LaneStates &st, Value exchange) {
   const FoldPlan &fp = plan.folds[f];
   const int F = facts[f].fields, P = plan.config.threadsPerRow;
+  const int R = plan.config.rowsPerCta;
   auto slot = [&](Value thread, int L, int field) {
+    if (plan.lanesAcrossWarps) {
+      // ((thread * k + L) * F + field) * R + row: a warp's 32 adjacent
+      // rows hit 32 banks.
+      Value v = arith::MulIOp::create(b, loc, thread, cI32(fp.k * F * R));
+      v = arith::AddIOp::create(b, loc, v, cI32((L * F + field) * R));
+      return arith::AddIOp::create(b, loc, v, rowInCta);
+    }
     // ((row * P + thread) * k + L) * F + field, in i32.
     Value v = arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, rowInCta, cI32(P)), thread);
@@ -171,7 +179,7 @@ std::vector<Value> KernelBuilder::broadcastLane0(size_t f,
   // Lane 0's state: thread 0 of the row, register lane 0.
   const int F = facts[f].fields, P = plan.config.threadsPerRow;
   std::vector<Value> state(F);
-  if (P <= 32) {
+  if (P <= 32 && !plan.lanesAcrossWarps) {
     Value src = arith::AndIOp::create(
         b, loc, arith::AndIOp::create(b, loc, tid, cI32(31)), cI32(~(P - 1)));
     for (int i = 0; i < F; ++i)
@@ -185,6 +193,10 @@ std::vector<Value> KernelBuilder::broadcastLane0(size_t f,
   Value buf = sharedArray("bf_broadcast_" + std::to_string(f),
                           int64_t(plan.config.rowsPerCta) * F);
   auto at = [&](int i) {
+    if (plan.lanesAcrossWarps) // i * R + row: no bank conflicts
+      return sharedAddr(
+          buf, arith::AddIOp::create(
+                   b, loc, cI32(i * plan.config.rowsPerCta), rowInCta));
     return sharedAddr(
         buf, arith::AddIOp::create(
                  b, loc, arith::MulIOp::create(b, loc, rowInCta, cI32(F)),

@@ -125,7 +125,8 @@ bool codegen::fastSiluEnabled() {
   return !(v && llvm::StringRef(v) == "0");
 }
 
-Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
+Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
+                               bool lanesAcrossWarps) {
   Rewrites r;
   // The lowering's notion of a per-element node (KernelBuilder::isElem): a
   // load below it, not looking through folds.
@@ -140,10 +141,12 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion) {
     return memo[m] = e;
   };
   const bool rowDivision = rowDivisionEnabled();
-  // Not in channels-first programs: there the H200 measured it slower
-  // (rolled Wan C = 96: 412.7 -> 430.1 us; unrolled 608 -> 999 us), while
-  // row layouts gain 14-20% (bench/results/2026-12-02-gpu-session.md).
-  const bool fastSilu = fastSiluEnabled() && !dsl::isChannelsFirst(def);
+  // Not in channels-first programs of one thread per pixel: there the H200
+  // measured it slower (rolled Wan C = 96: 412.7 -> 430.1 us; unrolled 608
+  // -> 999 us), while row layouts gain 14-20%
+  // (bench/results/2026-12-02-gpu-session.md).
+  const bool fastSilu = fastSiluEnabled() &&
+                        (!dsl::isChannelsFirst(def) || lanesAcrossWarps);
   dsl::forEachNode(def, [&](const ExprNode &n) {
     if (rowDivision && matchRowDivision(&n, perElement))
       r.rowDivision.insert(&n);

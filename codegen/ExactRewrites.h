@@ -120,7 +120,10 @@ struct Rewrites {
   /// round_t(silu(x)) nodes -> x's Extend node (matchFastSilu).
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> fastSilu;
 };
-Rewrites findRewrites(const dsl::KernelDef &def, int smVersion);
+/// `lanesAcrossWarps`: the plan's (Plan.h); a channels-first program takes
+/// the fast SiLU only then.
+Rewrites findRewrites(const dsl::KernelDef &def, int smVersion,
+                      bool lanesAcrossWarps = false);
 
 /// The stage's dump, by the canonical text's node names.
 void printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,

@@ -312,8 +312,19 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
   tid = NVVM::ThreadIdXOp::create(b, loc, i32);
   Value cta = NVVM::BlockIdXOp::create(b, loc, i32);
   int logP = std::countr_zero(unsigned(c.threadsPerRow));
-  laneInRow = arith::AndIOp::create(b, loc, tid, cI32(c.threadsPerRow - 1));
-  rowInCta = arith::ShRUIOp::create(b, loc, tid, cI32(logP));
+  if (plan.lanesAcrossWarps) {
+    // Thread p of a pixel a warp apart: warp w holds lane w % P of the
+    // pixels 32 * (w / P) + [0, 32), so each access reads 32 adjacent ones.
+    Value warp = arith::ShRUIOp::create(b, loc, tid, cI32(5));
+    laneInRow = arith::AndIOp::create(b, loc, warp, cI32(c.threadsPerRow - 1));
+    rowInCta = arith::OrIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, tid, cI32(31)),
+        arith::ShLIOp::create(
+            b, loc, arith::ShRUIOp::create(b, loc, warp, cI32(logP)), cI32(5)));
+  } else {
+    laneInRow = arith::AndIOp::create(b, loc, tid, cI32(c.threadsPerRow - 1));
+    rowInCta = arith::ShRUIOp::create(b, loc, tid, cI32(logP));
+  }
   pIdx = toIdx(laneInRow);
   Value row = arith::AddIOp::create(
       b, loc,

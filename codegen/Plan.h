@@ -59,6 +59,10 @@ struct Plan {
   /// Channels-first, rolled (StridedAxis.cpp): loops over C, one for each
   /// fold and one for the outputs.
   bool rolled = false;
+  /// Channels-first with P > 1 threads per pixel (StridedAxis.cpp): the P
+  /// threads of a pixel lie a warp apart, so every warp reads 32 adjacent
+  /// pixels; their tree stages and broadcast go through shared memory.
+  bool lanesAcrossWarps = false;
   /// Output phase otherwise: thread p handles the W-element chunks
   /// p + P * j, j < outChunks.
   int64_t outChunks = 0;
@@ -94,6 +98,10 @@ llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def, int64_t cols,
 /// Whether `config` runs channels-first `def` rolled: the fold a loop over
 /// C, then a second loop re-reading the row for the outputs.
 bool isRolled(const dsl::KernelDef &def, const keys::TileConfig &config);
+/// Whether `config` runs channels-first `def` with several threads per
+/// pixel, a warp apart (Plan::lanesAcrossWarps).
+bool lanesAcrossWarps(const dsl::KernelDef &def,
+                      const keys::TileConfig &config);
 /// Registers a rolled plan needs per thread (a conservative estimate).
 int rolledRegisters(const dsl::KernelDef &def, const Plan &plan);
 /// The config space of a channels-first program (rows per CTA; unrolled

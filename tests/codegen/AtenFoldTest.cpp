@@ -250,18 +250,57 @@ TEST(ChannelsFirstRolled, WideRowsRunRolledWithoutLocalMemory) {
 
 TEST(ChannelsFirstRolled, RowsOf64ChannelsAndMoreRunRolledByDefault) {
   // The H200 crossover (bench/results/2026-12-02-chanfirst-unroll-h200.md):
-  // unrolled below 64 channels, the loop from 64 on.
+  // unrolled below 64 channels, the loop from 64 on; where aten's order
+  // gives a pixel several lanes (C >= 64 at output_vec_size 4), one thread
+  // per lane instead (ChannelsFirstLanes below).
   for (const auto &[shape, rolled] :
        {std::pair<const char *, bool>{"1,33,4,30,52", false},
         {"1,63,4,30,52", false},
         {"1,64,4,30,52", true},
         {"1,96,4,30,52", true},
         {"1,384,2,30,52", true}}) {
-    ShapedTemplate st =
-        shapedCase(AtenCase{"wan_rmsnorm_silu", "layout=channels_first", shape});
+    ShapedTemplate st = shapedCase(
+        AtenCase{"wan_rmsnorm_silu", "layout=channels_first,outvec=2", shape});
     ASSERT_TRUE(st.def) << shape;
-    EXPECT_EQ(defaultConfig(*st.def, st.shape).twoPass, rolled) << shape;
+    TileConfig c = defaultConfig(*st.def, st.shape);
+    EXPECT_EQ(c.twoPass, rolled && c.threadsPerRow == 1) << shape;
   }
+}
+
+TEST(ChannelsFirstLanes, ThePixelsLanesRunOnThreadsAWarpApartByDefault) {
+  // Wan C = 96 at output_vec_size 4: aten folds each pixel in 4 block.y
+  // lanes of 24 channels. The default runs them on 4 threads a warp apart
+  // (every warp access reads 32 adjacent pixels), the tree through shared
+  // memory; H200: 411 -> 316 us at [1,96,4,480,832]
+  // (bench/results/2026-12-02-s6-chanfirst-lanes-h200.md).
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,30,52"});
+  ASSERT_TRUE(st.def);
+  TileConfig c = defaultConfig(*st.def, st.shape);
+  EXPECT_EQ(c.str(), "r32.t4.v1.p1");
+  llvm::Expected<CompiledKernel> k =
+      compile(*st.def, st.shape, c, CompileOptions{});
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ(k->ptx.find("shfl"), std::string::npos);
+  EXPECT_NE(k->ptx.find("bar.sync"), std::string::npos);
+  EXPECT_NE(k->ptx.find("st.shared"), std::string::npos);
+}
+
+TEST(ChannelsFirstLanes, CtasOfPartialWarpsOfPixelsAreIllegal) {
+  // A pixel's threads lie a warp apart: a CTA holds whole warps of pixels.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,30,52"});
+  ASSERT_TRUE(st.def);
+  llvm::Error e = checkConfig(*st.def, st.shape, TileConfig{16, 4, 1, false});
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("multiple of 32 pixels"),
+            std::string::npos);
+  EXPECT_FALSE(bool(checkConfig(*st.def, st.shape, TileConfig{32, 4, 1, false})));
+  // No more threads than lanes, no vectors, no rolled lanes.
+  for (TileConfig bad : {TileConfig{32, 8, 1, false}, TileConfig{32, 4, 2, false},
+                         TileConfig{32, 4, 1, true}})
+    EXPECT_TRUE(llvm::errorToBool(checkConfig(*st.def, st.shape, bad)))
+        << bad.str();
 }
 
 /// A program folding x in `order` (norm pushes), its state as the output.
