@@ -257,14 +257,18 @@ llvm::Error checkAlignment(const KernelDef &def, const ShapeSpec &shape,
 }
 
 /// Per fold, a broadcast slot per row (P > 32) and an exchange buffer for
-/// cross-warp stages.
+/// cross-warp stages; channels-first lanes: every lane's state once.
 unsigned sharedMemory(const KernelDef &def, const Plan &plan) {
   const unsigned P = unsigned(plan.config.threadsPerRow),
                  R = unsigned(plan.config.rowsPerCta);
   unsigned smem = 0;
   for (size_t f = 0; f < plan.folds.size(); ++f) {
     unsigned F = unsigned(def.folds[f].combiner->numFields());
-    if (P > 32 || plan.lanesAcrossWarps)
+    if (plan.lanesAcrossWarps) { // EmitFold.cpp's gathered tree
+      smem += R * P * unsigned(plan.folds[f].k) * F * 4;
+      continue;
+    }
+    if (P > 32)
       smem += R * F * 4;
     if (plan.folds[f].needsShared())
       smem += R * P * unsigned(plan.folds[f].k) * F * 4;

@@ -94,15 +94,7 @@ void KernelBuilder::emitSharedStage(size_t f, const StagePlan &sp,
                                     LaneStates &st, Value exchange) {
   const FoldPlan &fp = plan.folds[f];
   const int F = facts[f].fields, P = plan.config.threadsPerRow;
-  const int R = plan.config.rowsPerCta;
   auto slot = [&](Value thread, int L, int field) {
-    if (plan.lanesAcrossWarps) {
-      // ((thread * k + L) * F + field) * R + row: a warp's 32 adjacent
-      // rows hit 32 banks.
-      Value v = arith::MulIOp::create(b, loc, thread, cI32(fp.k * F * R));
-      v = arith::AddIOp::create(b, loc, v, cI32((L * F + field) * R));
-      return arith::AddIOp::create(b, loc, v, rowInCta);
-    }
     // ((row * P + thread) * k + L) * F + field, in i32.
     Value v = arith::AddIOp::create(
         b, loc, arith::MulIOp::create(b, loc, rowInCta, cI32(P)), thread);
@@ -179,7 +171,7 @@ std::vector<Value> KernelBuilder::broadcastLane0(size_t f,
   // Lane 0's state: thread 0 of the row, register lane 0.
   const int F = facts[f].fields, P = plan.config.threadsPerRow;
   std::vector<Value> state(F);
-  if (P <= 32 && !plan.lanesAcrossWarps) {
+  if (P <= 32) {
     Value src = arith::AndIOp::create(
         b, loc, arith::AndIOp::create(b, loc, tid, cI32(31)), cI32(~(P - 1)));
     for (int i = 0; i < F; ++i)
@@ -193,10 +185,6 @@ std::vector<Value> KernelBuilder::broadcastLane0(size_t f,
   Value buf = sharedArray("bf_broadcast_" + std::to_string(f),
                           int64_t(plan.config.rowsPerCta) * F);
   auto at = [&](int i) {
-    if (plan.lanesAcrossWarps) // i * R + row: no bank conflicts
-      return sharedAddr(
-          buf, arith::AddIOp::create(
-                   b, loc, cI32(i * plan.config.rowsPerCta), rowInCta));
     return sharedAddr(
         buf, arith::AddIOp::create(
                  b, loc, arith::MulIOp::create(b, loc, rowInCta, cI32(F)),
@@ -229,9 +217,48 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
   emitFoldTree(f, st);
 }
 
+void KernelBuilder::emitGatheredTree(size_t f, LaneStates &st) {
+  // Every thread of the row stores its lanes, then after one barrier each
+  // reads all T and runs the stages itself, in order: lane t (offset bit
+  // clear) takes lane t + o, as the distributed tree does; lane 0's state
+  // needs no broadcast. One barrier where the distributed tree takes two
+  // per stage and one for the broadcast.
+  const FoldPlan &fp = plan.folds[f];
+  const dsl::Combiner &cb = *def.folds[f].combiner;
+  const int F = facts[f].fields, R = plan.config.rowsPerCta;
+  substituteConstants(f, 0, st);
+  Value exchange = sharedArray("bf_gather_" + std::to_string(f),
+                               int64_t(R) * fp.Pf * fp.k * F);
+  auto slot = [&](Value thread, int L, int field) {
+    // ((thread * k + L) * F + field) * R + row: no bank conflicts.
+    Value v = arith::MulIOp::create(b, loc, thread, cI32(fp.k * F * R));
+    v = arith::AddIOp::create(b, loc, v, cI32((L * F + field) * R));
+    return sharedAddr(exchange, arith::AddIOp::create(b, loc, v, rowInCta));
+  };
+  for (int L = 0; L < fp.k; ++L)
+    for (int i = 0; i < F; ++i)
+      LLVM::StoreOp::create(b, loc, st[L][i], slot(laneInRow, L, i), 4);
+  barrier();
+  // Virtual lane t = p + Pf * L (one lane per access, A = 1).
+  LaneStates all(fp.T);
+  for (int t = 0; t < fp.T; ++t)
+    for (int i = 0; i < F; ++i)
+      all[t].push_back(LLVM::LoadOp::create(
+          b, loc, f32, slot(cI32(t % fp.Pf), t / fp.Pf, i), 4));
+  for (const StagePlan &sp : fp.stages)
+    for (int t = 0; t + sp.offset < fp.T; ++t)
+      if (!(t & sp.offset))
+        combineInto(cb, all[t], all[t + sp.offset], Value());
+  foldResults[f] = evalBody(cb.finishBody(), all[0]);
+}
+
 void KernelBuilder::emitFoldTree(size_t f, LaneStates &st) {
   const FoldPlan &fp = plan.folds[f];
   const dsl::Combiner &cb = *def.folds[f].combiner;
+  if (plan.lanesAcrossWarps) {
+    assert(fp.A == 1 && fp.Pf > 1 && "channels-first lanes: one per thread");
+    return emitGatheredTree(f, st);
+  }
   substituteConstants(f, 0, st);
   Value exchange;
   if (fp.needsShared())

@@ -174,6 +174,9 @@ private:
   /// After the pushes (one state per register lane): the tree stages, the
   /// broadcast of lane 0 and finish.
   void emitFoldTree(size_t f, LaneStates &st);
+  /// lanesAcrossWarps: one exchange of every lane, then the whole tree in
+  /// each thread.
+  void emitGatheredTree(size_t f, LaneStates &st);
   void emitStage(size_t f, size_t si, LaneStates &st, Value exchange);
   void emitSharedStage(size_t f, const StagePlan &sp, LaneStates &st,
                        Value exchange);

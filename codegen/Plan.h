@@ -61,7 +61,8 @@ struct Plan {
   bool rolled = false;
   /// Channels-first with P > 1 threads per pixel (StridedAxis.cpp): the P
   /// threads of a pixel lie a warp apart, so every warp reads 32 adjacent
-  /// pixels; their tree stages and broadcast go through shared memory.
+  /// pixels; each stores its lanes to shared memory once, then every thread
+  /// runs the whole tree (EmitFold.cpp, emitGatheredTree).
   bool lanesAcrossWarps = false;
   /// Output phase otherwise: thread p handles the W-element chunks
   /// p + P * j, j < outChunks.
