@@ -351,6 +351,10 @@ void planRolledRows(const KernelDef &def, Plan &plan) {
          int64_t(P) * W * inRange + int64_t(W) * (P - 1) < D)
     ++inRange;
   plan.outLoopChunks = loopShare(inRange, plan.outLoopStep);
+  bool loops = plan.outLoopChunks > 0;
+  for (const FoldPlan &fp : plan.folds)
+    loops = loops || fp.loopReps > 0;
+  plan.rolledRows = loops; // nothing to roll: the unrolled plan
 }
 
 /// Registers: a conservative estimate; ptxas -v confirms (tests).

@@ -71,6 +71,8 @@ void KernelBuilder::hoistRowValues(const ExprNode *root) {
 
 void KernelBuilder::emitRolledRowFold(size_t f) {
   const FoldPlan &fp = plan.folds[f];
+  if (fp.loopReps == 0) // the unrolled fold, op for op
+    return emitFold(f, foldAccesses(fp, 0, fp.reps));
   const dsl::Combiner &cb = *def.folds[f].combiner;
   const int perChunk = fp.A * fp.V / fp.access;
   std::vector<Value> empty;
@@ -89,7 +91,7 @@ void KernelBuilder::emitRolledRowFold(size_t f) {
             return accs[(hi * (mEnd - mBegin) + m - mBegin) * perChunk + j];
           });
   };
-  if (fp.loopReps > 0) {
+  {
     hoistRowValues(def.folds[f].input.get());
     const int64_t colStep = fp.loopStep * fp.T * fp.V;
     std::vector<Value> res = rolledLoop(
