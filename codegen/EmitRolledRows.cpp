@@ -91,21 +91,19 @@ void KernelBuilder::emitRolledRowFold(size_t f) {
             return accs[(hi * (mEnd - mBegin) + m - mBegin) * perChunk + j];
           });
   };
-  {
-    hoistRowValues(def.folds[f].input.get());
-    const int64_t colStep = fp.loopStep * fp.T * fp.V;
-    std::vector<Value> res = rolledLoop(
-        fp.loopReps / fp.loopStep, colStep, flatten(acc),
-        [&](Value shift, ValueRange carried) {
-          LoopScope scope(*this);
-          unflatten(carried, acc);
-          push(0, fp.loopStep,
-               foldAccesses(fp, 0, fp.loopStep, shift,
-                            fp.loopReps * fp.T * fp.V - colStep));
-          return flatten(acc);
-        });
-    unflatten(res, acc);
-  }
+  hoistRowValues(def.folds[f].input.get());
+  // The loop's column shift: 0, colStep, ..., at most maxShift.
+  const int64_t colStep = fp.loopStep * fp.T * fp.V;
+  const int64_t maxShift = fp.loopReps * fp.T * fp.V - colStep;
+  std::vector<Value> res = rolledLoop(
+      fp.loopReps / fp.loopStep, colStep, flatten(acc),
+      [&](Value shift, ValueRange carried) {
+        LoopScope scope(*this);
+        unflatten(carried, acc);
+        push(0, fp.loopStep, foldAccesses(fp, 0, fp.loopStep, shift, maxShift));
+        return flatten(acc);
+      });
+  unflatten(res, acc);
   // The rest, unrolled (ids from 0 again: the loop's stayed in its scope).
   push(fp.loopReps, fp.reps, foldAccesses(fp, fp.loopReps, fp.reps));
   LaneStates st(fp.k);
@@ -119,20 +117,19 @@ void KernelBuilder::emitRolledRowFold(size_t f) {
 void KernelBuilder::emitRolledRowOutputs() {
   const int64_t colStep = plan.outLoopStep * plan.config.threadsPerRow *
                           plan.config.vectorElems;
-  if (plan.outLoopChunks > 0) {
+  const int64_t trips = plan.outLoopChunks / plan.outLoopStep;
+  if (trips > 0) {
     for (const dsl::OperandDecl &o : def.operands)
       if (o.isOutput && o.map != dsl::IndexMap::PerRow)
         hoistRowValues(o.value.get());
-    rolledLoop(plan.outLoopChunks / plan.outLoopStep, colStep, {},
-               [&](Value shift, ValueRange) {
-                 LoopScope scope(*this);
-                 emitOutputs(outputAccesses(0, plan.outLoopStep, shift,
-                                            plan.outLoopChunks / plan.outLoopStep *
-                                                    colStep -
-                                                colStep),
-                             /*rowOutputs=*/false);
-                 return std::vector<Value>();
-               });
+    rolledLoop(trips, colStep, {}, [&](Value shift, ValueRange) {
+      LoopScope scope(*this);
+      emitOutputs(outputAccesses(0, plan.outLoopStep, shift,
+                                 (trips - 1) * colStep),
+                  /*rowOutputs=*/false);
+      return std::vector<Value>();
+    });
   }
+  // The rest, unrolled, then the per-row outputs.
   emitOutputs(outputAccesses(plan.outLoopChunks, plan.outChunks));
 }
