@@ -7,7 +7,9 @@ each config compared against the default config's.
         ln_modulate 1,4096,4096 --out DIR
 
 Configs come from `bitfold compile TEMPLATE --shape S --list-configs`.
-Writes DIR/steady-configs-TEMPLATE.md.
+Writes DIR/steady-configs-TEMPLATE.md (-rolled.md with
+BITFOLD_ROLLED_ROWS=1: the two-pass configs then run their rows as loops,
+codegen/EmitRolledRows.cpp).
 """
 import argparse
 import os
@@ -32,6 +34,9 @@ def operands(template, b, s, d):
         y = torch.empty_like(x)
         return ([x, bk.rnd((d,)), proj[:, :d], proj[:, d:], y], [1e-6], y,
                 4 * x.numel() + 6 * d)
+    if template == "hf_rmsnorm":
+        y = torch.empty_like(x)
+        return [x, bk.rnd((d,)), y], [1e-6], y, 4 * x.numel() + 2 * d
     if template == "residual_gate":
         u, g = bk.rnd((b, s, d)), bk.rnd((b, d), 0.1)
         y = torch.empty_like(x)
@@ -71,13 +76,16 @@ def main():
         rows.append((us, c, same))
         print(f"{c:16s} {us:7.2f} us  {nbytes / us / 1e6:5.2f} TB/s  same bits {same}", flush=True)
     rows.sort()
-    lines = [f"# {args.template} {args.shape}: every config, steady stream", "",
+    rolled = os.environ.get("BITFOLD_ROLLED_ROWS") == "1"
+    lines = [f"# {args.template} {args.shape}: every config, steady stream"
+             + (" (BITFOLD_ROLLED_ROWS=1)" if rolled else ""), "",
              f"{nbytes / 1e6:.1f} MB per launch, {len(sets)} rotating buffer sets; "
              "same bits = identical output to the default config.", "",
              "| config | steady us | TB/s | same bits |", "|---|--:|--:|---|"]
     lines += [f"| {c} | {us:.2f} | {nbytes / us / 1e6:.2f} | {'yes' if same else 'NO'} |"
               for us, c, same in rows]
-    with open(os.path.join(args.out, f"steady-configs-{args.template}.md"), "w") as f:
+    name = f"steady-configs-{args.template}{'-rolled' if rolled else ''}.md"
+    with open(os.path.join(args.out, name), "w") as f:
         f.write("\n".join(lines) + "\n")
 
 

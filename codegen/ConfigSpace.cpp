@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 using namespace bitfold;
@@ -28,6 +29,13 @@ namespace {
 
 /// The most vector accesses of a row one thread unrolls.
 constexpr int64_t kMaxVectorsPerThread = 4096;
+
+/// Rolled rows: a fold loop iteration issues this many of the thread's
+/// accesses (over its lanes), so some of its loads are in flight at once.
+constexpr int64_t kFoldLoopAccesses = 4;
+/// Rolled rows: bytes an output loop iteration loads per thread, as the
+/// unrolled outputs' load groups (EmitOutputs.cpp, kGroupLoadBytes).
+constexpr int64_t kOutputLoopBytes = 192;
 
 /// Registers of two-pass fold loads the estimate counts at most (see
 /// estimateRegisters).
@@ -276,6 +284,86 @@ unsigned sharedMemory(const KernelDef &def, const Plan &plan) {
   return smem;
 }
 
+/// Of `count` chunks, the leading `inRange` whose accesses are statically
+/// in range: the loop's share (whole iterations of `step`, at least two of
+/// them), or 0.
+int64_t loopShare(int64_t inRange, int64_t step) {
+  int64_t share = inRange / step * step;
+  return share >= 2 * step ? share : 0;
+}
+
+/// The rolled rows' loops (two passes only: one pass keeps the row in
+/// registers between the fold and the outputs, and a loop cannot index
+/// registers). Only chunks whose every access is statically in range go
+/// into a loop, so the loop body is the unrolled one's code at a shifted
+/// column; the rest stay unrolled after it.
+/// Whether a push leaves some field of the state independent of the
+/// element (a Welford count): unrolled, LLVM folds it to constants per
+/// vector (FoldKnowledge.h tracks them too); a loop would carry it and redo
+/// its arithmetic for every element.
+bool hasDataIndependentField(const dsl::Combiner &cb) {
+  const int element = int(cb.numFields());
+  for (const dsl::Expr &field : cb.pushBody().fields) {
+    std::vector<const ExprNode *> stack{field.get()};
+    bool usesElement = false;
+    while (!stack.empty() && !usesElement) {
+      const ExprNode *n = stack.back();
+      stack.pop_back();
+      usesElement = n->op == Op::Placeholder && n->index == element;
+      for (const dsl::Expr &a : n->args)
+        stack.push_back(a.get());
+    }
+    if (!usesElement)
+      return true;
+  }
+  return false;
+}
+
+void planRolledRows(const KernelDef &def, Plan &plan) {
+  const int64_t D = plan.cols;
+  const int P = plan.config.threadsPerRow, W = plan.config.vectorElems;
+  for (size_t f = 0; f < plan.folds.size(); ++f) {
+    FoldPlan &fp = plan.folds[f];
+    if (hasDataIndependentField(*def.folds[f].combiner))
+      continue; // stays unrolled
+    const int64_t chunk = int64_t(fp.A) * fp.V;
+    // The last access of vector m of the thread's last lanes, on its last
+    // thread (VectorAccess.cpp, foldAccesses).
+    auto lastCol = [&](int64_t m) {
+      return (int64_t(fp.A) * fp.Pf * (fp.k / fp.A - 1) + fp.T * m) * fp.V +
+             chunk - fp.access + chunk * (fp.Pf - 1);
+    };
+    int64_t inRange = 0;
+    while (inRange < fp.reps && lastCol(inRange) < D)
+      ++inRange;
+    // Vector m goes to accumulator m % acc: a whole number of rounds per
+    // iteration keeps that a constant of the body.
+    const int64_t perVector = int64_t(fp.k / fp.A) * (chunk / fp.access);
+    fp.loopStep = std::max<int64_t>(1, kFoldLoopAccesses / perVector);
+    if (!fp.byElement)
+      fp.loopStep = std::max<int64_t>(fp.loopStep, fp.acc);
+    fp.loopReps = loopShare(inRange, fp.loopStep);
+  }
+  std::set<int> outLoads;
+  for (const dsl::OperandDecl &o : def.operands)
+    if (o.isOutput)
+      loadsOf(def, o.value.get(), outLoads);
+  int64_t chunkBytes = 0;
+  for (int i : outLoads)
+    chunkBytes += int64_t(W) * dtypeBytes(def.operands[i].dtype);
+  plan.outLoopStep = int64_t(std::bit_floor(uint64_t(
+      std::max<int64_t>(1, kOutputLoopBytes / std::max<int64_t>(chunkBytes, 1)))));
+  int64_t inRange = 0;
+  while (inRange < plan.outChunks &&
+         int64_t(P) * W * inRange + int64_t(W) * (P - 1) < D)
+    ++inRange;
+  plan.outLoopChunks = loopShare(inRange, plan.outLoopStep);
+  bool loops = plan.outLoopChunks > 0;
+  for (const FoldPlan &fp : plan.folds)
+    loops = loops || fp.loopReps > 0;
+  plan.rolledRows = loops; // nothing to roll: the unrolled plan
+}
+
 /// Registers: a conservative estimate; ptxas -v confirms (tests).
 int estimateRegisters(const KernelDef &def, const Plan &plan) {
   const int64_t D = plan.cols;
@@ -321,6 +409,11 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
 
 } // namespace
 
+bool codegen::rolledRowsEnabled() {
+  const char *v = std::getenv("BITFOLD_ROLLED_ROWS");
+  return v && llvm::StringRef(v) == "1";
+}
+
 llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
                                        const ShapeSpec &shape,
                                        const TileConfig &c) {
@@ -354,6 +447,12 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
     return std::move(e);
   if (llvm::Error e = checkAlignment(def, shape, plan))
     return std::move(e);
+  // The register estimate below stays the unrolled plan's, so the config
+  // space does not depend on BITFOLD_ROLLED_ROWS.
+  plan.rolledRows = !rolled && c.twoPass && !def.folds.empty() &&
+                    rolledRowsEnabled();
+  if (plan.rolledRows)
+    planRolledRows(def, plan);
   plan.sharedBytes = sharedMemory(def, plan);
   if (plan.sharedBytes > 48 * 1024)
     return illegal(c, llvm::formatv("needs {0} bytes of shared memory (48 KiB "

@@ -57,37 +57,50 @@ void KernelBuilder::substituteConstants(size_t f, size_t point,
         st[L][i] = cF32Bits(*c);
 }
 
-void KernelBuilder::emitPushes(size_t f, const std::vector<Access> &accs,
-                               LaneStates &st) {
-  // Lane (lo, hi) pushes vectors m = 0, 1, ..., elements in order, each
-  // into its accumulator; then aten's serial merge ((a0 + a1) + a2) + ...
+void KernelBuilder::pushVector(size_t f, LaneStates &acc, int lo, int64_t m,
+                               llvm::function_ref<const Access &(int)> chunk) {
+  // Elements in order, each into its accumulator: element e (byElement),
+  // else the lane's m-th vector's state m % acc.
   const FoldPlan &fp = plan.folds[f];
   const dsl::FoldDecl &decl = def.folds[f];
+  for (int e = 0; e < fp.V; ++e) {
+    int off = lo * fp.V + e;
+    const Access &a = chunk(off / fp.access);
+    if (!a.col)
+      continue; // never in range
+    std::vector<Value> &s = acc[fp.byElement ? e : int(m % fp.acc)];
+    Value x = elemValue(decl.input.get(), a, off % fp.access);
+    std::vector<Value> args = s;
+    args.push_back(x);
+    std::vector<Value> next = evalBody(decl.combiner->pushBody(), args);
+    if (a.inRange)
+      for (size_t i = 0; i < s.size(); ++i)
+        next[i] = sel(a.inRange, next[i], s[i]);
+    s = std::move(next);
+  }
+}
+
+void KernelBuilder::emitPushes(size_t f, const std::vector<Access> &accs,
+                               LaneStates &st) {
+  // Lane (lo, hi) pushes vectors m = 0, 1, ..., then aten's serial merge
+  // ((a0 + a1) + a2) + ...
+  const FoldPlan &fp = plan.folds[f];
   const int perChunk = fp.A * fp.V / fp.access;
   for (int hi = 0; hi < fp.k / fp.A; ++hi)
     for (int lo = 0; lo < fp.A; ++lo) {
       LaneStates acc(fp.acc, st[lo + fp.A * hi]);
       for (int64_t m = 0; m < fp.reps; ++m)
-        for (int e = 0; e < fp.V; ++e) {
-          int off = lo * fp.V + e;
-          const Access &a =
-              accs[(hi * fp.reps + m) * perChunk + off / fp.access];
-          if (!a.col)
-            continue; // never in range
-          std::vector<Value> &s = acc[fp.byElement ? e : int(m % fp.acc)];
-          Value x = elemValue(decl.input.get(), a, off % fp.access);
-          std::vector<Value> args = s;
-          args.push_back(x);
-          std::vector<Value> next = evalBody(decl.combiner->pushBody(), args);
-          if (a.inRange)
-            for (size_t i = 0; i < s.size(); ++i)
-              next[i] = sel(a.inRange, next[i], s[i]);
-          s = std::move(next);
-        }
-      for (int i = 1; i < fp.acc; ++i)
-        combineInto(*decl.combiner, acc[0], acc[i], Value());
+        pushVector(f, acc, lo, m, [&](int j) -> const Access & {
+          return accs[(hi * fp.reps + m) * perChunk + j];
+        });
+      mergeAccumulators(f, acc);
       st[lo + fp.A * hi] = std::move(acc[0]);
     }
+}
+
+void KernelBuilder::mergeAccumulators(size_t f, LaneStates &acc) {
+  for (size_t i = 1; i < acc.size(); ++i)
+    combineInto(*def.folds[f].combiner, acc[0], acc[i], Value());
 }
 
 void KernelBuilder::emitSharedStage(size_t f, const StagePlan &sp,

@@ -41,7 +41,8 @@ struct Pending {
 
 } // namespace
 
-void KernelBuilder::emitOutputs(const std::vector<Access> &accs) {
+void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
+                                bool rowOutputs) {
   const std::set<int> outLoads = outputLoads(def);
   size_t i = 0;
   while (i < accs.size()) {
@@ -82,7 +83,8 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs) {
         storeAccess(oi, *pd.acc, v);
     }
   }
-  emitRowOutputs();
+  if (rowOutputs)
+    emitRowOutputs();
 }
 
 void KernelBuilder::emitRowOutputs() {

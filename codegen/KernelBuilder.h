@@ -8,6 +8,7 @@
 //   EmitFold.cpp      a fold: pushes, tree stages, broadcast, finish
 //   EmitOutputs.cpp   output scheduling: grouped loads, then stores
 //   EmitStridedAxis.cpp  rolled channels-first phases (loops over C)
+//   EmitRolledRows.cpp   rolled two-pass rows (loops over a row's chunks)
 // Everything else is unrolled at build time (the column count is baked in).
 //
 //===----------------------------------------------------------------------===//
@@ -150,8 +151,17 @@ private:
                               llvm::ArrayRef<Value> args);
 
   // ---- Accesses (VectorAccess.cpp) ----
-  std::vector<Access> foldAccesses(const FoldPlan &fp);
-  std::vector<Access> outputAccesses();
+  /// Fold `fp`'s accesses of vectors m in [mBegin, mEnd) (all: the
+  /// unrolled plan), ids from 0; `shift` (index, <= maxShift) is added to
+  /// every column (a rolled loop's position).
+  std::vector<Access> foldAccesses(const FoldPlan &fp, int64_t mBegin,
+                                   int64_t mEnd, Value shift = Value(),
+                                   int64_t maxShift = 0);
+  /// The output mapping's chunks j in [jBegin, jEnd), ids from 0; `shift`
+  /// as above.
+  std::vector<Access> outputAccesses(int64_t jBegin, int64_t jEnd,
+                                     Value shift = Value(),
+                                     int64_t maxShift = 0);
   Access makeAccess(int id, int width, Value col, int64_t maxCol,
                     bool threadsIdle, Value threadActive);
   std::vector<Value> &loadAccess(int operand, const Access &acc);
@@ -171,6 +181,12 @@ private:
   using LaneStates = std::vector<std::vector<Value>>; ///< [register lane][field]
   void emitFold(size_t f, const std::vector<Access> &accs);
   void emitPushes(size_t f, const std::vector<Access> &accs, LaneStates &st);
+  /// Lane (lo, .)'s m-th vector into its accumulators `acc`; `chunk(j)` is
+  /// the access of the vector's chunk that holds its j-th access width.
+  void pushVector(size_t f, LaneStates &acc, int lo, int64_t m,
+                  llvm::function_ref<const Access &(int)> chunk);
+  /// A lane's accumulators merged serially into acc[0] (aten's order).
+  void mergeAccumulators(size_t f, LaneStates &acc);
   /// After the pushes (one state per register lane): the tree stages, the
   /// broadcast of lane 0 and finish.
   void emitFoldTree(size_t f, LaneStates &st);
@@ -188,7 +204,8 @@ private:
   Value sharedAddr(Value buf, Value index);
 
   // ---- Outputs (EmitOutputs.cpp) ----
-  void emitOutputs(const std::vector<Access> &accs);
+  /// `rowOutputs`: also the per-row outputs (false inside a loop body).
+  void emitOutputs(const std::vector<Access> &accs, bool rowOutputs = true);
   /// Per-row outputs: one store per row, by lane 0, after the folds.
   void emitRowOutputs();
 
@@ -216,6 +233,17 @@ private:
   void pushColumn(size_t f, std::vector<Value> &state, int id, Value col);
   void emitRolledFold(size_t f);
   void emitRolledOutputs();
+
+  // ---- Rolled rows, two passes (EmitRolledRows.cpp) ----
+  /// Fold f: loads and pushes of vectors m < loopReps in a loop carrying
+  /// every accumulator of the thread's lanes, the rest unrolled; the tree.
+  void emitRolledRowFold(size_t f);
+  /// The output chunks j < outLoopChunks in a loop, the rest unrolled,
+  /// then the per-row outputs.
+  void emitRolledRowOutputs();
+  /// Builds the per-row values that `root`'s per-element cone uses, before
+  /// a loop whose body uses them.
+  void hoistRowValues(const ExprNode *root);
 
   // ---- Kernel structure (LowerToMLIR.cpp) ----
   mlir::LLVM::LLVMFuncOp declareKernel(llvm::StringRef entryName);

@@ -2,7 +2,8 @@
 //
 // The kernel's skeleton and its values. The body is straight-line code in
 // one block except the guarded stores (scf.if) and, in a rolled
-// channels-first plan, its loops over C (EmitStridedAxis.cpp). Per-row values are built
+// channels-first plan, its loops over C (EmitStridedAxis.cpp), in rolled
+// rows the loops over a row's chunks (EmitRolledRows.cpp). Per-row values are built
 // once (memo by node); per-element values once per element slot of the
 // current phase's mapping (memo by node and slot), so a one-pass kernel
 // reuses the values its fold loaded. Ops come from the op table
@@ -440,15 +441,25 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
     if (f == 0 || plan.config.twoPass) {
       if (f > 0)
         newPhase();
-      mapping = foldAccesses(plan.folds[f]);
+      if (plan.rolledRows) { // EmitRolledRows.cpp
+        emitRolledRowFold(f);
+        continue;
+      }
+      mapping = foldAccesses(plan.folds[f], 0, plan.folds[f].reps);
     }
     emitFold(f, mapping);
   }
   AtLoc at(*this, structLoc("outputs"), /*structure=*/true);
+  if (plan.rolledRows) {
+    newPhase();
+    emitRolledRowOutputs();
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
+    return owned;
+  }
   if (!plan.outputUsesFoldMapping) {
     if (!def.folds.empty())
       newPhase();
-    mapping = outputAccesses();
+    mapping = outputAccesses(0, plan.outChunks);
   }
   emitOutputs(mapping);
   LLVM::ReturnOp::create(b, loc, ValueRange{});

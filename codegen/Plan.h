@@ -45,6 +45,10 @@ struct FoldPlan {
   /// state e (byElement), else the lane's m-th vector to state m % acc.
   int acc = 1;
   bool byElement = false;
+  /// Rolled rows (Plan::rolledRows): each lane's vectors m < loopReps go
+  /// through a loop, loopStep of them per iteration; the rest are unrolled
+  /// after it. 0: no loop.
+  int64_t loopReps = 0, loopStep = 0;
   std::vector<StagePlan> stages;
   bool needsShared() const;
 };
@@ -67,6 +71,12 @@ struct Plan {
   /// Output phase otherwise: thread p handles the W-element chunks
   /// p + P * j, j < outChunks.
   int64_t outChunks = 0;
+  /// Two passes, rolled rows (BITFOLD_ROLLED_ROWS=1): the folds' vectors
+  /// (FoldPlan::loopReps) and the output chunks j < outLoopChunks are loops,
+  /// outLoopStep chunks per iteration, the rest unrolled after them. Same
+  /// DAG as the unrolled plan; only the PTX is shorter.
+  bool rolledRows = false;
+  int64_t outLoopChunks = 0, outLoopStep = 0;
   bool index64 = false;
   unsigned sharedBytes = 0;
   int estimatedRegisters = 0;
@@ -77,6 +87,11 @@ struct Plan {
   /// Emit grid dependency control (CompileOptions::gridDependencyControl).
   bool gridDependencyControl = false;
 };
+
+/// Whether two-pass row plans roll their per-chunk repetition:
+/// BITFOLD_ROLLED_ROWS=1 (off by default until the GPU oracle and the
+/// steady-state bench ran it; the variable is in every cache key).
+bool rolledRowsEnabled();
 
 /// Checks `config` against the program and shape; on success, the plan.
 llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const keys::ShapeSpec &shape,

@@ -30,8 +30,11 @@ Access KernelBuilder::makeAccess(int id, int width, Value col, int64_t maxCol,
   return a;
 }
 
-std::vector<Access> KernelBuilder::foldAccesses(const FoldPlan &fp) {
-  // Chunk (hi, m): columns (A * (p + Pf * hi) + T * m) * V + [0, A * V).
+std::vector<Access> KernelBuilder::foldAccesses(const FoldPlan &fp,
+                                                int64_t mBegin, int64_t mEnd,
+                                                Value shift, int64_t maxShift) {
+  // Chunk (hi, m): columns (A * (p + Pf * hi) + T * m) * V + [0, A * V),
+  // plus `shift` (a rolled loop's column, at most maxShift).
   std::vector<Access> accs;
   const int64_t D = plan.cols;
   const int chunk = fp.A * fp.V, perChunk = chunk / fp.access;
@@ -40,36 +43,44 @@ std::vector<Access> KernelBuilder::foldAccesses(const FoldPlan &fp) {
   if (idle)
     active = cmpI(arith::CmpIPredicate::ult, pIdx, cIdx(fp.Pf));
   Value pCol = arith::MulIOp::create(b, loc, pIdx, cIdx(chunk));
+  if (shift)
+    pCol = arith::AddIOp::create(b, loc, pCol, shift);
   for (int hi = 0; hi < fp.k / fp.A; ++hi)
-    for (int64_t m = 0; m < fp.reps; ++m)
+    for (int64_t m = mBegin; m < mEnd; ++m)
       for (int j = 0; j < perChunk; ++j) {
-        int id = int((hi * fp.reps + m) * perChunk + j);
+        int id = int((hi * (mEnd - mBegin) + m - mBegin) * perChunk + j);
         int64_t cs = (int64_t(fp.A) * fp.Pf * hi + fp.T * m) * fp.V +
                      int64_t(j) * fp.access;
-        if (cs >= D) {
+        if (cs + maxShift >= D) {
           accs.push_back(Access{id, 0, Value(), Value()}); // never in range
           continue;
         }
         Value col = arith::AddIOp::create(b, loc, pCol, cIdx(cs));
         accs.push_back(makeAccess(id, fp.access, col,
-                                  cs + int64_t(chunk) * (fp.Pf - 1), idle,
-                                  active));
+                                  cs + maxShift + int64_t(chunk) * (fp.Pf - 1),
+                                  idle, active));
       }
   return accs;
 }
 
-std::vector<Access> KernelBuilder::outputAccesses() {
+std::vector<Access> KernelBuilder::outputAccesses(int64_t jBegin, int64_t jEnd,
+                                                  Value shift,
+                                                  int64_t maxShift) {
+  // Chunk j: columns (p + P * j) * W + [0, W), plus `shift` as above.
   std::vector<Access> accs;
   const int64_t D = plan.cols;
   const int P = plan.config.threadsPerRow, W = plan.config.vectorElems;
   Value pCol = arith::MulIOp::create(b, loc, pIdx, cIdx(W));
-  for (int64_t j = 0; j < plan.outChunks; ++j) {
+  if (shift)
+    pCol = arith::AddIOp::create(b, loc, pCol, shift);
+  for (int64_t j = jBegin; j < jEnd; ++j) {
     int64_t cs = int64_t(P) * W * j;
-    if (cs >= D)
+    if (cs + maxShift >= D)
       continue;
     Value col = arith::AddIOp::create(b, loc, pCol, cIdx(cs));
-    accs.push_back(
-        makeAccess(int(j), W, col, cs + int64_t(W) * (P - 1), false, Value()));
+    accs.push_back(makeAccess(int(j - jBegin), W, col,
+                              cs + maxShift + int64_t(W) * (P - 1), false,
+                              Value()));
   }
   return accs;
 }

@@ -89,6 +89,7 @@ llvm::ArrayRef<const char *> keys::codegenEnvVars() {
       "BITFOLD_PTXAS",      // which ptxas binary (codegen/Assemble.cpp)
       "BITFOLD_ROW_DIVISION", // the per-row reciprocal (codegen/ExactRewrites.h)
       "BITFOLD_FAST_SILU",    // the SiLU fast path (codegen/ExactRewrites.h)
+      "BITFOLD_ROLLED_ROWS",  // rolled two-pass rows (codegen/Plan.h)
   };
   return vars;
 }

@@ -11,7 +11,14 @@
 // Nothing is cached between compiles: each one is codegen::compile() from
 // the definition to the cubin.
 //
-//   compile_latency [--reps N] [--arch sm_XY] [--ptx-only] [--out FILE.md]
+//   - per case: its config, PTX bytes, min wall and CPU time, min nvJitLink.
+//
+//   compile_latency [--reps N] [--arch sm_XY] [--ptx-only] [--two-pass]
+//                   [--out FILE.md]
+//
+// --two-pass: each case at the default config's two-pass twin (same rows,
+// threads and vector, p2) where that is legal, else the default (what
+// BITFOLD_ROLLED_ROWS=1 rolls; codegen/EmitRolledRows.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +34,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <time.h>
@@ -42,6 +50,7 @@ struct Args {
   int reps = 3;
   std::string arch = "sm_90";
   bool ptxOnly = false;
+  bool twoPass = false;
   std::string out;
 };
 
@@ -59,6 +68,7 @@ struct Sample {
   double totalMs;
   double cpuMs; ///< the process CPU time: robust on a shared machine.
   std::vector<StageTime> stages;
+  size_t ptxBytes;
 };
 
 double processCpuMs() {
@@ -67,7 +77,7 @@ double processCpuMs() {
   return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
 }
 
-llvm::Expected<std::vector<Case>> stockCases() {
+llvm::Expected<std::vector<Case>> stockCases(const Args &a) {
   std::vector<Case> cases;
   for (const templates::DescriptorRef &d : templates::Registry::global().all())
     for (const std::string &shape : d->seedShapes) {
@@ -76,6 +86,11 @@ llvm::Expected<std::vector<Case>> stockCases() {
         return p.takeError();
       Case c{d->name + " " + shape, d->name, shapeProblem(*p), {}};
       c.config = defaultConfig(*c.shaped.def, c.shaped.shape);
+      TileConfig twin = c.config;
+      twin.twoPass = true;
+      if (a.twoPass &&
+          !llvm::errorToBool(checkConfig(*c.shaped.def, c.shaped.shape, twin)))
+        c.config = twin;
       cases.push_back(std::move(c));
     }
   return cases;
@@ -96,7 +111,7 @@ llvm::Expected<Sample> compileOnce(const Case &c, const Args &a) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    c.label + ": " +
                                        llvm::toString(k.takeError()));
-  return Sample{&c, ms, cpu, k->times};
+  return Sample{&c, ms, cpu, k->times, k->ptx.size()};
 }
 
 /// The q-quantile (nearest rank) of `v`.
@@ -163,6 +178,35 @@ void printPerKernel(llvm::ArrayRef<Sample> rest, llvm::raw_ostream &os) {
   os << "\n";
 }
 
+/// Per case, the minimum over its compiles (the machine may be shared).
+void printPerCase(llvm::ArrayRef<Sample> samples, llvm::raw_ostream &os) {
+  std::vector<const Case *> order;
+  std::map<const Case *, std::vector<const Sample *>> byCase;
+  for (const Sample &s : samples) {
+    if (!byCase.count(s.c))
+      order.push_back(s.c);
+    byCase[s.c].push_back(&s);
+  }
+  os << "## Per case (min over its compiles)\n\n| case | config | PTX bytes "
+        "| wall ms | CPU ms | cubin ms |\n|---|---|--:|--:|--:|--:|\n";
+  for (const Case *c : order) {
+    double wall = 1e30, cpu = 1e30, cubin = 1e30;
+    for (const Sample *s : byCase[c]) {
+      wall = std::min(wall, s->totalMs);
+      cpu = std::min(cpu, s->cpuMs);
+      for (const StageTime &t : s->stages)
+        if (t.stage == "cubin")
+          cubin = std::min(cubin, t.ms);
+    }
+    os << llvm::formatv("| {0} | {1} | {2} | {3:f1} | {4:f1} | {5} |\n",
+                        c->label, c->config.str(), byCase[c].front()->ptxBytes,
+                        wall, cpu,
+                        cubin < 1e30 ? llvm::formatv("{0:f1}", cubin).str()
+                                     : std::string("-"));
+  }
+  os << "\n";
+}
+
 llvm::Expected<Args> parseArgs(int argc, char **argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -182,10 +226,14 @@ llvm::Expected<Args> parseArgs(int argc, char **argv) {
       a.ptxOnly = true;
       continue;
     }
+    if (arg == "--two-pass") {
+      a.twoPass = true;
+      continue;
+    }
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "usage: compile_latency [--reps N] [--arch sm_XY] [--ptx-only] "
-        "[--out FILE.md]");
+        "[--two-pass] [--out FILE.md]");
   }
   return a;
 }
@@ -199,7 +247,11 @@ int writeReport(const Args &a, llvm::ArrayRef<Sample> samples,
   std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&now));
   os << "# Compile latency: every stock kernel x seed shape, one process\n\n"
      << "Date: " << date << ". " << numCases << " (kernel, seed shape) "
-     << "cases, default config, " << a.arch << ", " << a.reps << " passes, "
+     << "cases, " << (a.twoPass ? "default config's two-pass twin" : "default config")
+     << ", BITFOLD_ROLLED_ROWS="
+     << (std::getenv("BITFOLD_ROLLED_ROWS") ? std::getenv("BITFOLD_ROLLED_ROWS")
+                                            : "(unset)")
+     << ", " << a.arch << ", " << a.reps << " passes, "
      << (a.ptxOnly ? "DSL -> PTX" : "DSL -> cubin")
      << "; each compile is codegen::compile() from the definition (nothing "
         "cached).\nToolchain: "
@@ -207,6 +259,7 @@ int writeReport(const Args &a, llvm::ArrayRef<Sample> samples,
   printFirst(samples.front(), os);
   printStages(samples.drop_front(), os);
   printPerKernel(samples.drop_front(), os);
+  printPerCase(samples, os);
   llvm::outs() << md;
   if (a.out.empty())
     return 0;
@@ -228,7 +281,7 @@ int main(int argc, char **argv) {
     llvm::errs() << llvm::toString(args.takeError()) << "\n";
     return 2;
   }
-  auto cases = stockCases();
+  auto cases = stockCases(*args);
   if (!cases) {
     llvm::errs() << llvm::toString(cases.takeError()) << "\n";
     return 1;

@@ -1,0 +1,321 @@
+//===- tests/codegen/RolledRowsTest.cpp - Rolled two-pass rows (CPU) ------===//
+//
+// BITFOLD_ROLLED_ROWS=1 (codegen/EmitRolledRows.cpp): two-pass row plans
+// loop over a row's chunks. Off by default and with =0 (PTX identical to
+// the unset variable), never for one-pass plans; on, every two-pass config
+// of the norm kernels passes the PTX audit and ptxas without spills, is
+// several times smaller, and does per thread exactly the unrolled kernel's
+// float ops, loads and stores (counted in the PTX: each loop body times its
+// trip count), so the loop only stops re-emitting the body.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Assemble.h"
+#include "codegen/PtxAudit.h"
+#include "tools/ShapedTemplate.h"
+
+#include "CompileStock.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <optional>
+
+using namespace bitfold;
+using namespace bitfold::codegen;
+using namespace bitfold::keys;
+
+namespace {
+
+/// Sets (or, with nullptr, unsets) BITFOLD_ROLLED_ROWS for a scope.
+class RolledRowsEnv {
+public:
+  explicit RolledRowsEnv(const char *value) {
+    if (const char *old = std::getenv(kName))
+      saved = old;
+    set(value);
+  }
+  ~RolledRowsEnv() { set(saved ? saved->c_str() : nullptr); }
+
+private:
+  static constexpr const char *kName = "BITFOLD_ROLLED_ROWS";
+  static void set(const char *value) {
+    if (value)
+      ::setenv(kName, value, 1);
+    else
+      ::unsetenv(kName);
+  }
+  std::optional<std::string> saved;
+};
+
+struct Stock {
+  const char *name, *params, *shape;
+};
+
+/// The row-layout norm kernels at seed shapes.
+const Stock kNorms[] = {
+    {"hf_rmsnorm", "", "1,4096,4096"},
+    {"hf_rmsnorm", "", "8,1024,5120"},
+    {"hf_rmsnorm", "", "1,256,8192"},
+    {"rmsnorm_modulate", "", "1,4096,4096"},
+    {"ln_modulate", "", "1,4096,4096"},
+    {"ln_modulate", "", "2,1024,2240"},
+    {"qk_layernorm", "", "1,4360,32,128"},
+    {"wan_rmsnorm_silu", "bias=0", "1,384,2,120,208"},
+};
+
+tools::ShapedTemplate shaped(const Stock &s) {
+  llvm::Expected<templates::Problem> p =
+      templates::makeProblem(s.name, s.params, s.shape);
+  EXPECT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  return tools::shapeProblem(*p);
+}
+
+std::string label(const Stock &s, const TileConfig &c) {
+  return llvm::formatv("{0} {1} {2} {3}", s.name, s.params, s.shape, c.str());
+}
+
+llvm::Expected<CompiledKernel> compileWith(const tools::ShapedTemplate &st,
+                                           const TileConfig &c,
+                                           const char *rolledRows,
+                                           bool assemble = false) {
+  RolledRowsEnv env(rolledRows);
+  CompileOptions opts;
+  opts.emitCubin = assemble;
+  if (assemble)
+    opts.cubinTool = "ptxas";
+  return compile(*st.def, st.shape, c, opts);
+}
+
+std::vector<TileConfig> twoPassConfigs(const tools::ShapedTemplate &st) {
+  std::vector<TileConfig> out;
+  for (const TileConfig &c : enumerateConfigs(*st.def, st.shape))
+    if (c.twoPass)
+      out.push_back(c);
+  return out;
+}
+
+/// Per-thread counts of the PTX's float ops, loads, stores and shuffles,
+/// each instruction counted once per execution: a loop (from a label to the
+/// last branch back to it; LLVM may put the latch first, so a branch back
+/// from inside the body belongs to the same loop) runs `trips[i]` times,
+/// loops in order of their first line.
+std::map<std::string, int64_t> dynamicCounts(llvm::StringRef ptx,
+                                             const std::vector<int64_t> &trips) {
+  llvm::SmallVector<llvm::StringRef> lines;
+  ptx.split(lines, '\n');
+  std::map<std::string, size_t> labelAt;
+  std::vector<std::pair<size_t, size_t>> loops; // [first, last] line
+  for (size_t i = 0; i < lines.size(); ++i) {
+    llvm::StringRef l = lines[i].trim();
+    if (l.starts_with("$L") && l.ends_with(":"))
+      labelAt[l.drop_back().str()] = i;
+    size_t bra = l.find("bra");
+    if (bra == llvm::StringRef::npos)
+      continue;
+    llvm::StringRef target = l.substr(bra).split(' ').second.trim().rtrim(';');
+    auto it = labelAt.find(target.trim().str());
+    if (it == labelAt.end())
+      continue; // forward
+    if (!loops.empty() && it->second <= loops.back().second)
+      loops.back() = {std::min(loops.back().first, it->second), i};
+    else
+      loops.push_back({it->second, i});
+  }
+  EXPECT_EQ(loops.size(), trips.size()) << "loops in the PTX";
+  std::vector<int64_t> times(lines.size(), 1);
+  for (size_t k = 0; k < loops.size() && k < trips.size(); ++k)
+    for (size_t j = loops[k].first; j <= loops[k].second; ++j)
+      times[j] = trips[k];
+  std::map<std::string, int64_t> counts;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    llvm::StringRef op = lines[i].trim();
+    if (op.starts_with("@"))
+      op = op.split(' ').second.trim();
+    op = op.split(' ').first.split('\t').first;
+    bool memory = op.starts_with("ld.global") || op.starts_with("st.global") ||
+                  op.starts_with("shfl.");
+    bool arith = op.contains("f32") &&
+                 (op.starts_with("add.") || op.starts_with("sub.") ||
+                  op.starts_with("mul.") || op.starts_with("fma.") ||
+                  op.starts_with("div.") || op.starts_with("rsqrt.") ||
+                  op.starts_with("sqrt.") || op.starts_with("rcp.") ||
+                  op.starts_with("ex2.") || op.starts_with("cvt.rn."));
+    if (memory || arith)
+      counts[op.str()] += times[i];
+  }
+  return counts;
+}
+
+std::vector<int64_t> loopTrips(const tools::ShapedTemplate &st,
+                               const TileConfig &c) {
+  RolledRowsEnv env("1");
+  llvm::Expected<Plan> plan = makePlan(*st.def, st.shape, c);
+  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  std::vector<int64_t> trips;
+  if (!plan->rolledRows)
+    return trips;
+  for (const FoldPlan &fp : plan->folds)
+    if (fp.loopReps)
+      trips.push_back(fp.loopReps / fp.loopStep);
+  if (plan->outLoopChunks)
+    trips.push_back(plan->outLoopChunks / plan->outLoopStep);
+  return trips;
+}
+
+} // namespace
+
+TEST(RolledRows, OnlyWithTheVariableSetToOneOnlyTwoPassPlansWithALoop) {
+  tools::ShapedTemplate st = shaped(kNorms[0]);
+  int rolled = 0;
+  for (const TileConfig &c : enumerateConfigs(*st.def, st.shape))
+    for (const char *v : {(const char *)nullptr, "0", "", "yes", "1"}) {
+      RolledRowsEnv env(v);
+      llvm::Expected<Plan> p = makePlan(*st.def, st.shape, c);
+      ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+      bool on = v && llvm::StringRef(v) == "1";
+      if (!on || !c.twoPass) {
+        EXPECT_FALSE(p->rolledRows) << c.str() << " " << (v ? v : "unset");
+        continue;
+      }
+      bool loop = p->outLoopChunks > 0;
+      for (const FoldPlan &fp : p->folds)
+        loop = loop || fp.loopReps > 0;
+      EXPECT_EQ(p->rolledRows, loop) << c.str();
+      rolled += p->rolledRows;
+    }
+  EXPECT_GT(rolled, 0);
+}
+
+// A Welford fold's count is the same in every row: unrolled, it is a
+// constant per vector; a loop would carry it and redo its adds per element.
+TEST(RolledRows, WelfordFoldsStayUnrolledTheirOutputsRoll) {
+  RolledRowsEnv env("1");
+  tools::ShapedTemplate st = shaped(kNorms[4]); // ln_modulate 1,4096,4096
+  tools::ShapedTemplate sum = shaped(kNorms[0]); // hf_rmsnorm 1,4096,4096
+  TileConfig c{1, 64, 4, true};
+  llvm::Expected<Plan> p = makePlan(*st.def, st.shape, c);
+  llvm::Expected<Plan> q = makePlan(*sum.def, sum.shape, c);
+  ASSERT_TRUE(p && q);
+  EXPECT_EQ(p->folds[0].loopReps, 0);
+  EXPECT_GT(p->outLoopChunks, 0);
+  EXPECT_GT(q->folds[0].loopReps, 0);
+  EXPECT_GT(q->outLoopChunks, 0);
+}
+
+TEST(RolledRows, ConfigSpaceDoesNotDependOnTheVariable) {
+  for (const Stock &s : kNorms) {
+    tools::ShapedTemplate st = shaped(s);
+    std::vector<TileConfig> off, on;
+    {
+      RolledRowsEnv env(nullptr);
+      off = enumerateConfigs(*st.def, st.shape);
+    }
+    {
+      RolledRowsEnv env("1");
+      on = enumerateConfigs(*st.def, st.shape);
+    }
+    ASSERT_EQ(off.size(), on.size()) << s.name << " " << s.shape;
+    for (size_t i = 0; i < off.size(); ++i)
+      EXPECT_EQ(off[i].str(), on[i].str());
+  }
+}
+
+TEST(RolledRows, OffOrOnePassLeavesThePtxByteIdentical) {
+  for (const Stock &s : {kNorms[0], kNorms[4]}) {
+    tools::ShapedTemplate st = shaped(s);
+    for (const TileConfig &c : enumerateConfigs(*st.def, st.shape)) {
+      llvm::Expected<CompiledKernel> unset = compileWith(st, c, nullptr);
+      llvm::Expected<CompiledKernel> zero = compileWith(st, c, "0");
+      ASSERT_TRUE(unset && zero) << label(s, c);
+      EXPECT_EQ(unset->ptx, zero->ptx) << label(s, c);
+      if (c.twoPass)
+        continue;
+      llvm::Expected<CompiledKernel> one = compileWith(st, c, "1");
+      ASSERT_TRUE(bool(one)) << llvm::toString(one.takeError());
+      EXPECT_EQ(unset->ptx, one->ptx) << label(s, c) << ": one pass changed";
+    }
+  }
+}
+
+TEST(RolledRows, TwoPassConfigsAreAuditedAssembleWithoutSpillsAndShrink) {
+  const bool assemble = !findPtxas().empty();
+  for (const Stock &s : kNorms) {
+    tools::ShapedTemplate st = shaped(s);
+    PtxAllowances allow = allowancesOf(*st.def);
+    for (const TileConfig &c : twoPassConfigs(st)) {
+      llvm::Expected<CompiledKernel> rolled = compileWith(st, c, "1", assemble);
+      ASSERT_TRUE(bool(rolled)) << label(s, c) << ": "
+                                << llvm::toString(rolled.takeError());
+      if (llvm::Error e = auditPtx(*rolled, allow))
+        ADD_FAILURE() << label(s, c) << ": " << llvm::toString(std::move(e));
+      if (assemble) {
+        PtxasUsage u = parsePtxasLog(rolled->assemblerLog);
+        EXPECT_EQ(u.spillBytes, 0) << label(s, c);
+        EXPECT_EQ(u.stackBytes, 0) << label(s, c);
+      }
+      llvm::Expected<CompiledKernel> unrolled = compileWith(st, c, nullptr);
+      ASSERT_TRUE(bool(unrolled)) << llvm::toString(unrolled.takeError());
+      EXPECT_LE(rolled->ptx.size(), unrolled->ptx.size()) << label(s, c);
+      std::vector<int64_t> trips = loopTrips(st, c);
+      std::cout << "[ ptx size ] " << label(s, c) << ": "
+                << unrolled->ptx.size() << " -> " << rolled->ptx.size()
+                << " bytes\n";
+      // Rows of 4096 columns and more, at most 64 threads per row, every
+      // fold and the outputs rolled: the loops hold most of the row.
+      if (st.shape.cols >= 4096 && c.threadsPerRow <= 64 &&
+          trips.size() == st.def->folds.size() + 1) {
+        EXPECT_GE(unrolled->ptx.size(), 2 * rolled->ptx.size()) << label(s, c);
+      }
+      if (trips.empty()) {
+        EXPECT_EQ(rolled->ptx, unrolled->ptx) << label(s, c) << ": no loop";
+      }
+    }
+  }
+}
+
+// The DAG is the unrolled one's: per thread, the same float ops, loads,
+// stores and shuffles, once each.
+TEST(RolledRows, PerThreadOpsLoadsAndStoresEqualTheUnrolledKernels) {
+  for (const Stock &s : kNorms) {
+    tools::ShapedTemplate st = shaped(s);
+    for (const TileConfig &c : twoPassConfigs(st)) {
+      std::vector<int64_t> trips = loopTrips(st, c);
+      if (trips.empty())
+        continue;
+      llvm::Expected<CompiledKernel> rolled = compileWith(st, c, "1");
+      llvm::Expected<CompiledKernel> unrolled = compileWith(st, c, nullptr);
+      ASSERT_TRUE(rolled && unrolled) << label(s, c);
+      std::map<std::string, int64_t> r = dynamicCounts(rolled->ptx, trips);
+      std::map<std::string, int64_t> u = dynamicCounts(unrolled->ptx, {});
+      // LLVM folds the unrolled first push `0 + x*x` to x*x (exact: x*x is
+      // never -0); in the loop the empty state is a carried value, so each
+      // accumulator may keep that one add.
+      int64_t emptyAdds = 0;
+      {
+        RolledRowsEnv env("1");
+        llvm::Expected<Plan> p = makePlan(*st.def, st.shape, c);
+        ASSERT_TRUE(bool(p));
+        for (const FoldPlan &fp : p->folds)
+          emptyAdds += fp.loopReps ? fp.k * fp.acc : 0;
+      }
+      for (auto &[op, n] : u) {
+        if (op == "add.rn.f32") {
+          EXPECT_GE(r[op], n) << label(s, c);
+          EXPECT_LE(r[op], n + emptyAdds) << label(s, c);
+          continue;
+        }
+        EXPECT_EQ(r[op], n) << label(s, c) << ": " << op;
+      }
+      int64_t stores = 0;
+      for (auto &[op, n] : u)
+        stores += llvm::StringRef(op).starts_with("st.global") ? n : 0;
+      EXPECT_GT(stores, 0) << label(s, c);
+    }
+  }
+}
