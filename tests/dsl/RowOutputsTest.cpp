@@ -506,6 +506,63 @@ TEST(ZooKernels, RmsNormRstdIsTheRowsStatisticAndItsYUsesIt) {
   }
 }
 
+/// The RMSNorm kernels fold x^2 in aten's order for x.pow(2).mean(-1):
+/// the order of aten's reduce config, which is one order for every width
+/// the guard admits (D % 4 == 0, 128..4096: the vectorized path, 32 lanes,
+/// one warp per row) and rows from 16; up to the text's 131071 rows the
+/// f32 squares stay under 2^31 bytes (aten's 32-bit indexing). Just
+/// outside the guard the order changes (D = 124: not vectorized) or the
+/// row bound no longer holds (D > 4096).
+TEST(ZooKernels, TheRmsNormOrderIsAtensForEveryWidthTheGuardAdmits) {
+  for (const char *name : {"rms_norm_rstd", "rms_norm_dynamic_per_token_quant",
+                           "rms_norm_static_fp8_quant"}) {
+    KernelDefRef def = zoo(name);
+    ASSERT_TRUE(def) << name;
+    EXPECT_EQ(def->colsMultipleOf, 4) << name;
+    EXPECT_EQ(def->minCols, 128) << name;
+    EXPECT_EQ(def->maxCols, 4096) << name;
+    const FoldOrder &text = def->folds[0].order;
+    auto aten = [&](int64_t cols) {
+      FoldOrder o = folds::aten_reduce(cols, 16,
+                                       folds::aten_sum_kernel(DType::F32));
+      o.name = text.name; // names carry the width they were made for
+      o.maxRows = text.maxRows;
+      return o;
+    };
+    for (int64_t D = def->minCols; D <= def->maxCols; D += 4) {
+      ASSERT_EQ(aten(D), text) << name << " D = " << D;
+      ASSERT_LT(text.maxRows * D * 4, int64_t(1) << 31) << name << " " << D;
+    }
+    EXPECT_NE(aten(124), text) << name;
+    EXPECT_GE((text.maxRows + 1) * 4100 * 4, int64_t(1) << 31) << name;
+  }
+}
+
+/// The guard admits a second width: D = 1024 runs (the order is aten's by
+/// the test above; the GPU test compares the bits with torch).
+TEST(ZooKernels, RmsNormRstdRunsAtASecondWidth) {
+  KernelDefRef def = zoo("rms_norm_rstd");
+  ASSERT_TRUE(def);
+  const int64_t R = 16, C = 1024;
+  std::vector<uint16_t> x = randomBf16(R * C, 1.0f, 7);
+  std::vector<uint16_t> w = randomBf16(C, 0.5f, 8), y(R * C);
+  std::vector<float> rstd(R, NAN);
+  Binding b = binding(R, C,
+                      {host(DType::BF16, x.data(), R, C),
+                       host(DType::BF16, w.data(), 1, C),
+                       host(DType::BF16, y.data(), R, C),
+                       host(DType::F32, rstd.data(), R, 1)},
+                      {1e-6f});
+  ASSERT_FALSE(bool(interpret(*def, b)));
+  for (int64_t r = 0; r < R; ++r) {
+    double ss = 0;
+    for (int64_t c = 0; c < C; ++c)
+      ss += double(bf(x[r * C + c])) * bf(x[r * C + c]);
+    double want = 1.0 / std::sqrt(ss / double(C) + 1e-6);
+    EXPECT_NEAR(rstd[r], want, want * 1e-5) << "row " << r;
+  }
+}
+
 TEST(ZooKernels, RmsNormDynamicPerTokenQuantMatchesItsTorchChain) {
   KernelDefRef def = zoo("rms_norm_dynamic_per_token_quant");
   ASSERT_TRUE(def);

@@ -214,7 +214,9 @@ def layer_norm_stats2(t):
     return {"y": r["y"], "stats": torch.stack((r["mean"].view(-1), r["rstd"].view(-1)), -1)}
 
 
-RMS_SHAPES = [(4096, 4096), (33, 4096)]  # aten's mean order is D = 4096's
+# aten's mean order is one for D % 4 == 0 in 128..4096 (the RMSNorm
+# kernels' guard): D = 4096, then a second and a non-power-of-two width.
+RMS_SHAPES = [(4096, 4096), (33, 4096), (64, 2048), (40, 1000)]
 # cross_entropy's guard: V % 8192 == 0 (aten's shared-memory kernel at
 # 8192 and 16384, its regular kernel without a tail from 24576 on).
 CE_SHAPES = [(1024, 32768), (33, 8192), (7, 131072)]
