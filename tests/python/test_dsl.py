@@ -106,16 +106,6 @@ def mean_and_center():
     return p
 
 
-def mean_and_rms():
-    p = dsl.Program("mean_and_rms", guard=(1, 1, 65536))
-    x = p.input("x", "f32").load()
-    s = p.fold(x, dsl.FoldOrder.serial(), sum_combiner())["acc"]
-    ss = p.fold(x * x, dsl.FoldOrder.serial(), sum_combiner())["acc"]
-    n = p.dim_value("cols")
-    p.output("stats", "f32", [s / n, dsl.sqrt_rn(ss / n)], index=dsl.per_row)
-    return p
-
-
 def rmsnorm():
     p = dsl.Program("rmsnorm", guard=(8, 8, 8192))
     xf = dsl.extend(p.input("x", "bf16").load())
@@ -402,7 +392,7 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
 
     def test_every_doc_example_built_in_python(self):
         for build in (residual_add, modulate, bias_cl, add_eps, relu, row_sum, rmsnorm,
-                      mean_and_center, mean_and_rms, pair_swap):
+                      mean_and_center, pair_swap):
             self.same.assert_same(build().text(), doc_example(build.__name__), build.__name__)
 
     def test_the_user_kernel_examples(self):
