@@ -373,7 +373,8 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
     loadsOf(def, f.input.get(), foldLoads);
   for (const dsl::OperandDecl &o : def.operands)
     if (o.isOutput)
-      loadsOf(def, o.value.get(), outLoads);
+      for (const dsl::Expr &v : dsl::outputValues(o))
+        loadsOf(def, v.get(), outLoads);
   int64_t perThread = (D + P - 1) / P;
   int est = 40;
   for (size_t f = 0; f < plan.folds.size(); ++f) {

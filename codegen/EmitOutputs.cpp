@@ -6,7 +6,7 @@
 // access at a time left a thread with a single access's loads in flight.
 // The group is bounded by the bytes it loads (registers; 128 made ptxas
 // spill a 64-bit address in residual_gate per_batch r2.t64).
-// Per-row outputs come last: one store per row, by the row's lane 0.
+// Per-row outputs come last: k stores per row, by the row's lane 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,7 +29,8 @@ std::set<int> outputLoads(const dsl::KernelDef &def) {
   std::set<int> out;
   for (const dsl::OperandDecl &o : def.operands)
     if (o.isOutput)
-      loadsOf(def, o.value.get(), out);
+      for (const dsl::Expr &v : dsl::outputValues(o))
+        loadsOf(def, v.get(), out);
   return out;
 }
 
@@ -88,11 +89,18 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
 }
 
 void KernelBuilder::emitRowOutputs() {
-  std::vector<std::pair<int, Value>> values;
+  // (operand, its k values): value j goes to element j of the row.
+  std::vector<std::pair<int, std::vector<Value>>> values;
   // Values first, outside the branch: the row memo may reuse them.
-  for (size_t o = 0; o < def.operands.size(); ++o)
-    if (def.operands[o].isOutput && def.operands[o].map == dsl::IndexMap::PerRow)
-      values.push_back({int(o), rowValue(def.operands[o].value.get())});
+  for (size_t o = 0; o < def.operands.size(); ++o) {
+    const dsl::OperandDecl &od = def.operands[o];
+    if (!od.isOutput || od.map != dsl::IndexMap::PerRow)
+      continue;
+    std::vector<Value> v;
+    for (const dsl::Expr &e : dsl::outputValues(od))
+      v.push_back(rowValue(e.get()));
+    values.push_back({int(o), std::move(v)});
+  }
   if (values.empty())
     return;
   Value lane0 = cmpI(arith::CmpIPredicate::eq, laneInRow, cI32(0));
@@ -100,7 +108,14 @@ void KernelBuilder::emitRowOutputs() {
                                 /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-  for (auto &[oi, v] : values)
-    LLVM::StoreOp::create(b, loc, v, base[oi],
-                          int(dsl::dtypeBytes(def.operands[oi].dtype)));
+  for (auto &[oi, v] : values) {
+    const dsl::DType t = def.operands[oi].dtype;
+    for (size_t j = 0; j < v.size(); ++j) {
+      Value at = j == 0 ? base[oi]
+                        : Value(LLVM::GEPOp::create(
+                              b, loc, ptrGlobal, storageType(t), base[oi],
+                              ValueRange{cIdx(int64_t(j))}));
+      LLVM::StoreOp::create(b, loc, v[j], at, int(dsl::dtypeBytes(t)));
+    }
+  }
 }

@@ -40,6 +40,16 @@ FoldOrder folds::serial() {
   return o;
 }
 
+FoldOrder folds::warp_butterfly(int vector) {
+  FoldOrder o;
+  o.name = "warp_butterfly";
+  o.threads = 32;
+  o.vector = vector;
+  for (int offset = 1; offset < 32; offset *= 2)
+    o.stages.push_back({TreeStage::ButterflyXor, offset});
+  return o;
+}
+
 std::shared_ptr<const Combiner> folds::welford_aten() {
   auto push = [](const State &s, const Expr &x) {
     // delta = x - mean; n' = n + 1; mean' = fma(delta, 1/n', mean);

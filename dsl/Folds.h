@@ -25,6 +25,11 @@ FoldOrder flashinfer_rmsnorm(int threadsPerRow);
 /// A plain serial fold: one lane, left to right.
 FoldOrder serial();
 
+/// One warp's butterfly ("warp_butterfly"): 32 lanes push `vector`-element
+/// vectors round-robin, then merge by xor 1, 2, 4, 8, 16 (flashinfer's
+/// in-warp order; the zoo's and examples' RMSNorm and softmax folds).
+FoldOrder warp_butterfly(int vector);
+
 /// Template arguments of one of aten's reduction kernels (Reduce.cuh):
 /// accumulators per thread on the strided path (vt0) and the vector width
 /// of the input-vectorized path (input_vec_size).

@@ -71,7 +71,13 @@ int64_t bitfold::dsl::storedCols(const OperandDecl &o, int64_t cols,
     return o.batchDim >= 0 && size_t(o.batchDim) < dims.size()
                ? dims[o.batchDim]
                : cols;
-  return o.map == IndexMap::PerRow ? 1 : cols;
+  return o.map == IndexMap::PerRow ? o.rowWidth : cols;
+}
+
+std::vector<Expr> bitfold::dsl::outputValues(const OperandDecl &o) {
+  std::vector<Expr> out{o.value};
+  out.insert(out.end(), o.moreValues.begin(), o.moreValues.end());
+  return out;
 }
 
 bool bitfold::dsl::variesAlongRow(const KernelDef &def, const ExprNode &n) {
@@ -510,6 +516,15 @@ void RowProgram::outputPerRow(llvm::StringRef name, DType dtype, Expr value) {
   def.operands.back().map = IndexMap::PerRow;
 }
 
+void RowProgram::outputPerRow(llvm::StringRef name, DType dtype,
+                              std::vector<Expr> values) {
+  outputPerRow(name, dtype, values.empty() ? Expr() : values.front());
+  OperandDecl &o = def.operands.back();
+  o.rowWidth = int(values.size());
+  if (values.size() > 1)
+    o.moreValues.assign(values.begin() + 1, values.end());
+}
+
 State RowProgram::fold(const Expr &input, const FoldOrder &order,
                        std::shared_ptr<const Combiner> combiner) {
   FoldDecl f;
@@ -615,7 +630,8 @@ void bitfold::dsl::forEachNode(
   };
   for (const OperandDecl &o : def.operands)
     if (o.isOutput)
-      push(o.value);
+      for (const Expr &v : outputValues(o))
+        push(v);
   for (const FoldDecl &f : def.folds) {
     push(f.input);
     if (!f.combiner)

@@ -329,8 +329,9 @@ enum class IndexMap : uint8_t {
   PerColumn,  ///< [c]: one row for all.
   /// [r], one value per row; the tensor holds `rows` values. An output:
   /// a fold result or an expression of per-row values (mean, rstd, a quant
-  /// scale, a per-row loss), written once per row after the folds. An
-  /// input: read once per row (cross-entropy's i32 target class).
+  /// scale, a per-row loss), written once per row after the folds; or k
+  /// such values per row ([rows, k], OperandDecl::rowWidth). An input:
+  /// read once per row (cross-entropy's i32 target class).
   PerRow,
   /// Inputs only: a vector of D values (D a declared dim, set by the
   /// tensor's length), read only by `gather` at an index in [0, D): a
@@ -340,9 +341,9 @@ enum class IndexMap : uint8_t {
 llvm::StringRef layoutName(Layout l);
 struct KernelDef;
 struct OperandDecl;
-/// Columns an operand's tensor stores per row: 1 for a per-row operand,
-/// D for a vector(D) input (given `dims`; `cols` without them, an upper
-/// bound only where D <= cols), otherwise the program's `cols`.
+/// Columns an operand's tensor stores per row: k (rowWidth) for a per-row
+/// operand, D for a vector(D) input (given `dims`; `cols` without them, an
+/// upper bound only where D <= cols), otherwise the program's `cols`.
 int64_t storedCols(const OperandDecl &o, int64_t cols,
                    llvm::ArrayRef<int64_t> dims = {});
 /// Whether leaf `n` differs between the elements of a row: the column
@@ -353,6 +354,11 @@ bool variesAlongRow(const KernelDef &def, const ExprNode &n);
 /// NC[D]HW tensors and its folds run along the strided C axis).
 bool isChannelsFirst(const KernelDef &def);
 llvm::StringRef indexMapName(IndexMap m);
+/// The most values a per_row(k) output stores per row: one thread writes
+/// them, so k bounds the code a row's store takes.
+constexpr int kMaxRowWidth = 64;
+/// An output's stored values: `value`, then a per-row output's moreValues.
+std::vector<Expr> outputValues(const OperandDecl &o);
 
 struct OperandDecl {
   std::string name;
@@ -362,7 +368,12 @@ struct OperandDecl {
   /// PerBatch: index of the named dim S; Vector: of its length D.
   int batchDim = -1;
   bool isOutput = false;
-  Expr value;        ///< outputs: what is stored.
+  Expr value;        ///< outputs: what is stored (per_row(k): the first).
+  /// Per-row outputs: k values per row (text `per_row(k)`, a [rows, k]
+  /// tensor with a row's k values contiguous); `moreValues` holds values
+  /// 2..k. k = 1 is the [rows] tensor of `per_row`.
+  int rowWidth = 1;
+  std::vector<Expr> moreValues;
   /// Guard: the reference takes the code path this program copies only when
   /// the operand's address is a multiple of this many elements (0: any).
   int guardAlignElems = 0;
@@ -447,6 +458,10 @@ public:
   /// An output of one value per row (IndexMap::PerRow, a [rows] tensor):
   /// `value` is per row (fold results, scalars, dims, constants).
   void outputPerRow(llvm::StringRef name, DType dtype, Expr value);
+  /// An output of k = values.size() values per row (a [rows, k] tensor,
+  /// a row's k values contiguous), each per row: {mean, rstd}.
+  void outputPerRow(llvm::StringRef name, DType dtype,
+                    std::vector<Expr> values);
 
   /// Reduce `input` over the row's columns. Returns the finished results
   /// (combiner's finish), one per-row Expr each.

@@ -545,13 +545,14 @@ private:
   void compile() {
     for (const FoldDecl &f : def.folds)
       foldInput.push_back(tape.add(f.input, &def));
-    outputSlot.assign(def.operands.size(), -1);
+    outputSlots.assign(def.operands.size(), {});
     std::vector<int> outputRoots;
     for (size_t i = 0; i < def.operands.size(); ++i)
-      if (def.operands[i].isOutput) {
-        outputSlot[i] = tape.add(def.operands[i].value, &def);
-        outputRoots.push_back(outputSlot[i]);
-      }
+      if (def.operands[i].isOutput)
+        for (const Expr &v : outputValues(def.operands[i])) {
+          outputSlots[i].push_back(tape.add(v, &def));
+          outputRoots.push_back(outputSlots[i].back());
+        }
     for (int slot : foldInput)
       foldPhases.push_back(makePhase(tape, {slot}));
     outPhase = makePhase(tape, outputRoots);
@@ -643,15 +644,18 @@ private:
 
   void runOutputs() {
     runRow(outPhase);
-    // Per-row values need no column: stored once, at column 0 of the row.
+    // Per-row values need no column: value j of k at column j of the row.
     for (size_t i = 0; i < def.operands.size(); ++i)
-      if (outputSlot[i] >= 0 && def.operands[i].map == IndexMap::PerRow)
-        storeElement(binding.tensors[group][i], row, 0, vals[outputSlot[i]]);
+      if (def.operands[i].map == IndexMap::PerRow)
+        for (size_t j = 0; j < outputSlots[i].size(); ++j)
+          storeElement(binding.tensors[group][i], row, int64_t(j),
+                       vals[outputSlots[i][j]]);
     for (int64_t c = 0; c < binding.cols; ++c) {
       runColumn(outPhase, c);
       for (size_t i = 0; i < def.operands.size(); ++i)
-        if (outputSlot[i] >= 0 && def.operands[i].map != IndexMap::PerRow)
-          storeElement(binding.tensors[group][i], row, c, vals[outputSlot[i]]);
+        if (!outputSlots[i].empty() && def.operands[i].map != IndexMap::PerRow)
+          storeElement(binding.tensors[group][i], row, c,
+                       vals[outputSlots[i].front()]);
     }
   }
 
@@ -659,7 +663,8 @@ private:
   const Binding &binding;
   const ApproxUnit &approx;
   Tape tape;
-  std::vector<int> foldInput, outputSlot;
+  std::vector<int> foldInput;
+  std::vector<std::vector<int>> outputSlots; ///< per operand, per value.
   std::vector<Phase> foldPhases;
   Phase outPhase;
   std::vector<FoldTapes> bodies;

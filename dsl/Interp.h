@@ -34,7 +34,7 @@ public:
 const ApproxUnit &correctlyRoundedApprox();
 
 /// A 2-D host view of one operand: `rows` rows of `cols` packed elements,
-/// `rowStride` elements apart (a PerRow output: one element per row).
+/// `rowStride` elements apart (a PerRow output: its k values per row).
 /// PerColumn operands have one row; PerBatch
 /// operands one row per batch. A channels-first operand (spatial = S > 0)
 /// holds N C S elements: row r = (n, s) of pixels, column c at

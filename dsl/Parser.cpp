@@ -271,6 +271,7 @@ private:
   bool combiner(std::shared_ptr<const Combiner> &out);
   bool function(llvm::StringRef name, State &out);
   bool output();
+  bool rowWidth(OperandDecl &o);
   bool collectFolds();
 
   /// A leaf; loads, scalars and fold values belong to this program.
@@ -1026,35 +1027,68 @@ std::string storeHint(DType to, DType from) {
       .str();
 }
 
-/// output NAME : DTYPE LAYOUT [align N] = %v
+/// output NAME : DTYPE LAYOUT [per_row[(K)]] [align N] [aliases IN] = %v
+/// A per_row(K) output takes K values: `= %mean, %rstd`.
 bool Parser::output() {
   bump();
   OperandDecl o;
   o.isOutput = true;
   o.map = IndexMap::PerElement;
   if (!ident(o.name, "an output name") || !punct(":") || !dtype(o.dtype) ||
-      !layout(o.layout))
+      !layout(o.layout) || !rowWidth(o) || !alignment(o) || !aliases(o) ||
+      !punct("="))
     return false;
-  // `per_row`: one value per row (written only when used, so texts
-  // without it keep v1 and their hashes).
-  if (isKeyword("per_row")) {
+  Token first = tok;
+  std::vector<Expr> values;
+  while (true) {
+    Token at = tok;
+    values.emplace_back();
+    if (!value(mainScope, values.back()))
+      return false;
+    DType t = values.back().dtype();
+    if (t != o.dtype)
+      return failAt(at, llvm::formatv("expected {0} {1} value for output "
+                                      "'{2}', found {3}{4}",
+                                      o.dtype == DType::BF16 ? "a" : "an",
+                                      dtypeName(o.dtype), o.name,
+                                      dtypeName(t), storeHint(o.dtype, t)));
+    if (!isPunct(","))
+      break;
     bump();
-    o.map = IndexMap::PerRow;
   }
-  if (!alignment(o) || !aliases(o) || !punct("="))
-    return false;
-  Token at = tok;
-  if (!value(mainScope, o.value))
-    return false;
-  if (o.value.dtype() != o.dtype)
-    return failAt(at, llvm::formatv("expected {0} {1} value for output "
-                                    "'{2}', found {3}{4}",
-                                    o.dtype == DType::BF16 ? "a" : "an",
-                                    dtypeName(o.dtype), o.name,
-                                    dtypeName(o.value.dtype()),
-                                    storeHint(o.dtype, o.value.dtype())));
+  if (values.size() != size_t(o.rowWidth))
+    return failAt(first,
+                  o.map == IndexMap::PerRow
+                      ? llvm::formatv("output '{0}' is per_row({1}): expected "
+                                      "{1} values, found {2}",
+                                      o.name, o.rowWidth, values.size())
+                            .str()
+                      : llvm::formatv("output '{0}' stores one value per "
+                                      "element, found {1} values (k values "
+                                      "per row: per_row(k))",
+                                      o.name, values.size())
+                            .str());
+  o.value = values.front();
+  o.moreValues.assign(values.begin() + 1, values.end());
   def.operands.push_back(std::move(o));
   return true;
+}
+
+/// `per_row`: one value per row (written only when used, so texts without
+/// it keep v1 and their hashes); `per_row(K)`: K values per row.
+bool Parser::rowWidth(OperandDecl &o) {
+  if (!isKeyword("per_row"))
+    return true;
+  bump();
+  o.map = IndexMap::PerRow;
+  if (!isPunct("("))
+    return true;
+  bump();
+  int64_t k;
+  if (!integer(k, "the values per row", 1, kMaxRowWidth))
+    return false;
+  o.rowWidth = int(k);
+  return punct(")");
 }
 
 /// Folds may be written in any order (the canonical text writes each one

@@ -151,6 +151,30 @@ void printCombiner(llvm::raw_ostream &os, const Combiner &c,
 
 } // namespace
 
+/// The output lines, each after the nodes its values need.
+static void printOutputs(llvm::raw_ostream &os, const KernelDef &def,
+                         DagPrinter &body) {
+  for (const OperandDecl &o : def.operands) {
+    if (!o.isOutput)
+      continue;
+    std::string v;
+    for (const Expr &e : outputValues(o))
+      v += (v.empty() ? "" : ", ") + body.print(e);
+    os << "  output " << o.name << " : " << dtypeName(o.dtype) << " "
+       << layoutName(o.layout);
+    // per_row(1) prints as per_row: the [rows] form's text and hash.
+    if (o.map == IndexMap::PerRow)
+      os << " per_row";
+    if (o.map == IndexMap::PerRow && o.rowWidth != 1)
+      os << "(" << o.rowWidth << ")";
+    if (o.guardAlignElems)
+      os << " align " << o.guardAlignElems;
+    if (o.aliasOf >= 0 && o.aliasOf < int(def.operands.size()))
+      os << " aliases " << def.operands[o.aliasOf].name;
+    os << " = " << v << "\n";
+  }
+}
+
 static void printProgram(llvm::raw_ostream &os, const KernelDef &def,
                          NodeNames *record) {
   os << "bitfold.row_program " << def.name << " v1\n";
@@ -216,20 +240,7 @@ static void printProgram(llvm::raw_ostream &os, const KernelDef &def,
     os << "\n";
     printCombiner(os, *f.combiner, record);
   };
-  for (const OperandDecl &o : def.operands) {
-    if (!o.isOutput)
-      continue;
-    std::string v = body.print(o.value);
-    os << "  output " << o.name << " : " << dtypeName(o.dtype) << " "
-       << layoutName(o.layout);
-    if (o.map == IndexMap::PerRow)
-      os << " per_row";
-    if (o.guardAlignElems)
-      os << " align " << o.guardAlignElems;
-    if (o.aliasOf >= 0 && o.aliasOf < int(def.operands.size()))
-      os << " aliases " << def.operands[o.aliasOf].name;
-    os << " = " << v << "\n";
-  }
+  printOutputs(os, def, body);
 }
 
 std::string bitfold::dsl::printCanonical(const KernelDef &def) {

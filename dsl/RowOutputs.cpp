@@ -116,13 +116,14 @@ std::vector<std::string> bitfold::dsl::indexMapProblems(const KernelDef &def,
   if (o.map != IndexMap::PerRow)
     return out;
   perRowLayoutProblems(o, out);
-  if (const ExprNode *n = firstElementNode(def, o.value.get())) {
-    std::string where = nodeName ? " (" + nodeName(*n) + ")" : "";
-    out.push_back(llvm::formatv(
-        "output '{0}' is per_row but its value reads an element of the row "
-        "outside a fold{1}; a per-row value is built from fold_value, "
-        "scalar, dim, const and per_row inputs",
-        o.name, where));
-  }
+  for (const Expr &v : outputValues(o))
+    if (const ExprNode *n = firstElementNode(def, v.get())) {
+      std::string where = nodeName ? " (" + nodeName(*n) + ")" : "";
+      out.push_back(llvm::formatv(
+          "output '{0}' is per_row but its value reads an element of the "
+          "row outside a fold{1}; a per-row value is built from fold_value, "
+          "scalar, dim, const and per_row inputs",
+          o.name, where));
+    }
   return out;
 }

@@ -451,7 +451,8 @@ private:
     std::vector<const ExprNode *> stack;
     for (const OperandDecl &o : def.operands)
       if (o.isOutput)
-        stack.push_back(o.value.get());
+        for (const Expr &v : outputValues(o))
+          stack.push_back(v.get());
     // A fold value's argument is its fold's input, so the walk reaches the
     // folds that fold inputs use.
     while (!stack.empty()) {
@@ -479,18 +480,42 @@ private:
       if (!o.isOutput)
         continue;
       std::string where = llvm::formatv("output '{0}'", o.name).str();
-      if (!o.value.get()) {
-        report(where + ": no value assigned");
+      if (!checkRowWidth(where, o))
         continue;
+      for (const Expr &v : outputValues(o)) {
+        if (!v.get()) {
+          report(where + ": no value assigned");
+          continue;
+        }
+        checkValue(where, v, int(def.folds.size()));
+        if (v->op != Op::Invalid && v.dtype() != o.dtype)
+          report(llvm::formatv("{0} is {1} but its value is {2}; {3}", where,
+                               dtypeName(o.dtype), dtypeName(v.dtype()),
+                               storeHint(o.dtype, v.dtype())));
       }
-      checkValue(where, o.value, int(def.folds.size()));
       for (std::string &m : indexMapProblems(def, o, nodeName))
         report(std::move(m));
-      if (o.value->op != Op::Invalid && o.value.dtype() != o.dtype)
-        report(llvm::formatv("{0} is {1} but its value is {2}; {3}", where,
-                             dtypeName(o.dtype), dtypeName(o.value.dtype()),
-                             storeHint(o.dtype, o.value.dtype())));
     }
+  }
+
+  /// per_row(k): k >= 1 values, k only on per-row outputs.
+  bool checkRowWidth(const std::string &where, const OperandDecl &o) {
+    if (o.rowWidth < 1 || o.rowWidth > kMaxRowWidth) {
+      report(llvm::formatv("{0}: per_row({1}): k values per row need k in "
+                           "1..{2}",
+                           where, o.rowWidth, kMaxRowWidth));
+      return false;
+    }
+    if (o.rowWidth > 1 && o.map != IndexMap::PerRow) {
+      report(where + ": k values per row need a per_row output");
+      return false;
+    }
+    if (size_t(o.rowWidth) != 1 + o.moreValues.size()) {
+      report(llvm::formatv("{0}: per_row({1}) needs {1} values, found {2}",
+                           where, o.rowWidth, 1 + o.moreValues.size()));
+      return false;
+    }
+    return true;
   }
 
   /// Main-program expressions: every leaf must belong to this program, and

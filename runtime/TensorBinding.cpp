@@ -295,14 +295,31 @@ llvm::Error Binder::channelsFirstExtent(int g, int i, const DLTensor &t,
 /// A per-row operand (an output, or an input such as a target index): the
 /// R values of one strided vector (any shape whose
 /// dims of size > 1 nest at one element stride: (R,), (B, T), a column of
-/// a wider tensor), as rows of one column.
+/// a wider tensor), as rows of one column. A per_row(k) output with k > 1
+/// is (R..., k): a row's k values contiguous, its rows nesting as above.
 llvm::Error Binder::perRowExtent(int g, int i, const DLTensor &t,
                                  const int64_t *st, Extent &ext) {
-  ext.rows = ext.numel;
-  ext.cols = 1;
-  ext.rowStride = 1;
+  const int64_t k = def.operands[i].rowWidth;
+  int rowDims = t.ndim;
+  if (k > 1) {
+    if (t.ndim < 1 || t.shape[t.ndim - 1] != k)
+      return fail(BITFOLD_ERROR_SHAPE, g, i,
+                  llvm::formatv("is per_row({0}): its last dim holds a "
+                                "row's {0} values; found shape {1}",
+                                k, shapeText(t)));
+    if (st[t.ndim - 1] != 1)
+      return fail(BITFOLD_ERROR_STRIDE, g, i,
+                  llvm::formatv("is per_row({0}): a row's {0} values are "
+                                "contiguous (last stride 1); shape {1} has "
+                                "strides {2}",
+                                k, shapeText(t), listText(st, t.ndim)));
+    rowDims = t.ndim - 1;
+  }
+  ext.rows = ext.numel / k;
+  ext.cols = k;
+  ext.rowStride = k;
   int64_t expect = 0;
-  for (int d = t.ndim - 1; d >= 0 && ext.numel > 1; --d) {
+  for (int d = rowDims - 1; d >= 0 && ext.rows > 1; --d) {
     if (t.shape[d] == 1)
       continue;
     if (expect == 0)
@@ -315,11 +332,12 @@ llvm::Error Binder::perRowExtent(int g, int i, const DLTensor &t,
     if (__builtin_mul_overflow(st[d], t.shape[d], &expect))
       return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "size overflows");
   }
-  if (ext.rowStride < 1)
+  if (ext.rowStride < k)
     return fail(BITFOLD_ERROR_STRIDE, g, i,
-                llvm::formatv("is per_row with stride {0}; it needs "
-                              "a positive stride",
-                              ext.rowStride));
+                llvm::formatv("is per_row with row stride {0}; it needs "
+                              "a stride of at least {1} (its rows must not "
+                              "overlap)",
+                              ext.rowStride, k));
   return llvm::Error::success();
 }
 
@@ -472,6 +490,13 @@ llvm::Error Binder::shapeError(int g, int i, int ref, const Extent *ext) {
   const std::string &refName = def.operands[ref].name;
   const DLTensor &t = *tensors[g * nOps + i];
   const DLTensor &refT = *tensors[g * nOps + ref];
+  if (op.map == IndexMap::PerRow && op.rowWidth > 1)
+    return fail(BITFOLD_ERROR_SHAPE, g, i,
+                llvm::formatv("is per_row({0}): it holds {0} values per row "
+                              "of '{1}' ({2} rows: shape {3} without its last "
+                              "dim, then {0}); found shape {4}",
+                              op.rowWidth, refName, R, shapeText(refT),
+                              shapeText(t)));
   if (op.map == IndexMap::PerRow)
     return fail(BITFOLD_ERROR_SHAPE, g, i,
                 llvm::formatv("must hold one value per row of '{0}' ({1} "
@@ -678,9 +703,11 @@ llvm::Error Binder::checkOverlaps() {
           // Per-row views are rows of one column (two of them may
           // interleave); against a per-element view any common byte is an
           // overlap.
+          // per_row(k) views of one k interleave as rows of k columns.
           bool rowO = o.map == IndexMap::PerRow, rowX = x.map == IndexMap::PerRow;
-          if (!overlaps(ov, xv, rowO && rowX ? 1 : out.cols, elem, elemBytes[j],
-                        rowO != rowX))
+          if (!overlaps(ov, xv, rowO && rowX ? o.rowWidth : out.cols, elem,
+                        elemBytes[j],
+                        rowO != rowX || o.rowWidth != x.rowWidth))
             continue;
           // Elementwise kernels may write over their own input exactly;
           // kernels with folds only over an input the output declares

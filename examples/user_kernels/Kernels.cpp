@@ -2,23 +2,13 @@
 
 #include "Kernels.h"
 
+#include "dsl/Folds.h"
+
 #include <limits>
 
 using namespace bitfold::dsl;
 
 namespace {
-
-/// flashinfer's RMSNorm order: 32 lanes push 8-element vectors and merge
-/// by butterfly.
-FoldOrder warpButterfly() {
-  FoldOrder o;
-  o.name = "warp_butterfly";
-  o.threads = 32;
-  o.vector = 8;
-  for (int offset = 1; offset < 32; offset *= 2)
-    o.stages.push_back({TreeStage::ButterflyXor, offset});
-  return o;
-}
 
 std::shared_ptr<const Combiner> sumOf(const char *name, bool squares) {
   return std::make_shared<Combiner>(
@@ -50,7 +40,8 @@ llvm::Expected<user_kernels::DefRef> user_kernels::addRmsNorm() {
   Expr eps = p.scalar("eps", 1e-6f);
   Expr h = round(bf16, x.row() + r.row());
   Expr hf = h.to_f32();
-  Expr ss = p.fold(hf, warpButterfly(), sumOf("sum_of_squares", true))[0];
+  Expr ss =
+      p.fold(hf, folds::warp_butterfly(8), sumOf("sum_of_squares", true))[0];
   Expr rstd = rsqrt_approx_ftz(div_rn(ss, p.cols().to_f32()) + eps);
   Expr xb = round(bf16, hf * rstd);
   p.output("h", bf16, Layout::RowMajor, h);
@@ -83,9 +74,9 @@ llvm::Expected<user_kernels::DefRef> user_kernels::softmax() {
   p.guardCols(8, 8, 8192);
   Input x = p.input("x", bf16, Layout::RowMajor);
   Expr xf = x.row().to_f32();
-  Expr max = p.fold(xf, warpButterfly(), rowMax())[0];
+  Expr max = p.fold(xf, folds::warp_butterfly(8), rowMax())[0];
   Expr e = exp_libdevice(xf - max);
-  Expr sum = p.fold(e, warpButterfly(), sumOf("sum", false))[0];
+  Expr sum = p.fold(e, folds::warp_butterfly(8), sumOf("sum", false))[0];
   p.output("y", bf16, Layout::RowMajor, round(bf16, div_rn(e, sum)));
   return p.build();
 }

@@ -453,12 +453,18 @@ class Program:
 
     def output(self, name, dtype, value, layout="row_major", align=None, index=per_element):
         """index=per_row: one value per row (a [rows] tensor), from fold
-        results, scalars, dims and constants."""
-        _check(value.dtype == dtype, f"output {name} : {dtype} = {value.ref()} of dtype "
-               f"{value.dtype}: round it (dsl.round) or extend it first")
+        results, scalars, dims and constants; a list of k such values is
+        per_row(k), a [rows, k] tensor (e.g. [mean, rstd])."""
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        _check(len(values) == 1 or index == per_row, f"output {name}: {len(values)} values "
+               "per row need index=per_row")
+        _check(values, f"output {name}: per_row needs at least one value")
+        for v in values:
+            _check(v.dtype == dtype, f"output {name} : {dtype} = {v.ref()} of dtype "
+                   f"{v.dtype}: round it (dsl.round) or extend it first")
         _check(index in (per_element, per_row), f"output {name}: index {index!r}: "
                "per_element or per_row")
-        self.outputs.append((name, dtype, layout, align, value, index))
+        self.outputs.append((name, dtype, layout, align, values, index))
         self._output_where[name] = _where()
 
     def text(self):
@@ -480,10 +486,12 @@ class Program:
                 if f is not None:
                     lines.append("  " + f.line())
             lines.append("  " + v.line())
-        for name, dtype, layout, align, value, index in self.outputs:
+        for name, dtype, layout, align, values, index in self.outputs:
+            width = f"({len(values)})" if len(values) > 1 else ""
             lines.append(f"  output {name} : {dtype} {layout}" +
-                         (" per_row" if index == per_row else "") +
-                         (f" align {align}" if align else "") + f" = {value.ref()}")
+                         (f" per_row{width}" if index == per_row else "") +
+                         (f" align {align}" if align else "") + " = " +
+                         ", ".join(v.ref() for v in values))
         return "\n".join(lines) + "\n"
 
     def explain(self, message):

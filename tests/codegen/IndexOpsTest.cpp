@@ -6,7 +6,8 @@
 // kernels that use them (and the softmax zoo kernels) compile at (., 4096)
 // with no spills (ptxas -v, where ptxas is installed); the per-row input
 // and vector kernels (cross_entropy, group_norm, group_norm_affine)
-// compile for every config. Gathers at a
+// compile for every config, and so does a per_row(k) output's kernel
+// (layer_norm_stats2: k stores a row). Gathers at a
 // per-element column are scalar loads the register estimate does not
 // count yet: configs with 512 elements a thread spill (not tested here).
 //
@@ -140,6 +141,29 @@ TEST(IndexOpsCodegen, PerRowAndVectorInputKernelsCompileAudited) {
     if (std::string(name) == "cross_entropy")
       compileConfigs(**def, 131072, /*everyConfig=*/false);
   }
+}
+
+TEST(IndexOpsCodegen, APerRowKOutputCompilesAuditedWithItsKStoresPerRow) {
+  // layer_norm_stats2: (mean, rstd) as per_row(2), two f32 stores a row
+  // side by side (the second 4 bytes on), for every config.
+  std::string path = std::string(BITFOLD_SOURCE_DIR) +
+                     "/examples/zoo/layer_norm_stats2.bfk";
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(bool(buf)) << path;
+  auto def = parseKernel((*buf)->getBuffer(), path);
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  // Every config at 256 columns (at 1024, 64 elements a thread spill the
+  // Welford state, as layer_norm_stats's do), the default at 4096.
+  compileConfigs(**def, 4096, /*everyConfig=*/false);
+  std::string ptx = compileConfigs(**def, 256, /*everyConfig=*/true);
+  // y's stores are vectors of bf16; the row's two f32 values are scalar
+  // 32-bit stores to [p] and [p+4].
+  size_t stores = 0;
+  for (size_t at = ptx.find("st.global.b32 "); at != std::string::npos;
+       at = ptx.find("st.global.b32 ", at + 1))
+    ++stores;
+  EXPECT_EQ(stores, 2u) << ptx;
+  EXPECT_NE(ptx.find("+4], "), std::string::npos) << ptx;
 }
 
 } // namespace

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dsl/Float8.h"
+#include "dsl/Folds.h"
 #include "dsl/Interp.h"
 #include "dsl/Parser.h"
 #include "tests/dsl/KernelTexts.h"
@@ -186,6 +187,151 @@ TEST(PerRowOutput, AStrideBelowOneValueIsRefusedOnlyForManyRows) {
             std::string::npos);
 }
 
+// ---- per_row(k): k values per row -------------------------------------------
+
+/// mean and sum of a row as one [rows, 2] output.
+const std::string kStatsTail = "  %n = dim cols : f32\n"
+                               "  %mean = div_rn %s, %n : f32\n"
+                               "  output st : f32 row_major per_row(2) = "
+                               "%mean, %s\n";
+
+TEST(PerRowOutputK, ReadsBackWithItsWidthInItsTextAndHash) {
+  KernelDefRef def = parseOrFail(sumProgram(kX, kStatsTail));
+  ASSERT_TRUE(def);
+  const OperandDecl &o = def->operands.back();
+  EXPECT_EQ(o.map, IndexMap::PerRow);
+  EXPECT_EQ(o.rowWidth, 2);
+  EXPECT_EQ(storedCols(o, 37), 2);
+  EXPECT_NE(def->canonicalText.find("output st : f32 row_major per_row(2) = "
+                                    "%"),
+            std::string::npos)
+      << def->canonicalText;
+  KernelDefRef again = parseOrFail(def->canonicalText);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->canonicalText, def->canonicalText);
+  EXPECT_EQ(again->hash, def->hash);
+  // The values' order is part of the kernel.
+  std::string swapped = kStatsTail;
+  swapped.replace(swapped.find("%mean, %s"), 9, "%s, %mean");
+  KernelDefRef other = parseOrFail(sumProgram(kX, swapped));
+  ASSERT_TRUE(other);
+  EXPECT_NE(other->hash, def->hash);
+}
+
+TEST(PerRowOutputK, PerRowOfOneIsThePerRowKernel) {
+  KernelDefRef one = parseOrFail(sumProgram(
+      kX, "  output m : f32 row_major per_row(1) = %s\n"));
+  KernelDefRef plain =
+      parseOrFail(sumProgram(kX, "  output m : f32 row_major per_row = %s\n"));
+  ASSERT_TRUE(one && plain);
+  EXPECT_EQ(one->canonicalText, plain->canonicalText);
+  EXPECT_EQ(one->hash, plain->hash);
+}
+
+TEST(PerRowOutputK, AWrongCountOfValuesIsRejectedWithItsLineAndColumn) {
+  std::string msg = parseError(
+      sumProgram(kX, "  output st : f32 row_major per_row(3) = %s, %s\n"));
+  EXPECT_NE(msg.find("<t>:23:42: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("output 'st' is per_row(3): expected 3 values, found 2"),
+            std::string::npos)
+      << msg;
+  msg = parseError(sumProgram(kX, "  output st : f32 row_major = %x, %x\n"));
+  EXPECT_NE(msg.find("output 'st' stores one value per element, found 2 "
+                     "values (k values per row: per_row(k))"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(PerRowOutputK, KBelowOneIsRejectedWithItsLineAndColumn) {
+  std::string msg = parseError(
+      sumProgram(kX, "  output st : f32 row_major per_row(0) = %s\n"));
+  EXPECT_NE(msg.find("<t>:23:37: expected the values per row in 1..64, "
+                     "found '0'"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(PerRowOutputK, AValueThatReadsAnElementIsRejectedWithItsLineAndColumn) {
+  std::string msg = parseError(
+      sumProgram(kX, "  output st : f32 row_major per_row(2) = %s, %x\n"));
+  EXPECT_NE(msg.find("output 'st' is per_row but its value reads an element "
+                     "of the row outside a fold (%x at 6:3)"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(PerRowOutputK, EachValueIsCheckedAgainstTheOutputsDtype) {
+  std::string msg = parseError(sumProgram(
+      kX, "  %b = round to bf16 %s : bf16\n"
+          "  output st : f32 row_major per_row(2) = %s, %b\n"));
+  EXPECT_NE(msg.find("<t>:24:46: expected an f32 value for output 'st', "
+                     "found bf16"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(PerRowOutputK, TheInterpreterWritesARowsKValuesContiguouslyAtItsStride) {
+  KernelDefRef def = parseOrFail(sumProgram(kX, kStatsTail));
+  ASSERT_TRUE(def);
+  const int64_t R = 5, C = 37;
+  std::vector<float> x(R * C), st(3 * R, -7.0f);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-2, 2);
+  for (float &v : x)
+    v = u(rng);
+  // Rows 3 floats apart: the third of each row stays untouched.
+  Binding b = binding(R, C,
+                      {host(DType::F32, x.data(), R, C),
+                       host(DType::F32, st.data(), R, 3)});
+  ASSERT_FALSE(bool(interpret(*def, b)));
+  for (int64_t r = 0; r < R; ++r) {
+    float s = 0;
+    for (int64_t c = 0; c < C; ++c)
+      s += x[r * C + c];
+    float m = s / float(C);
+    EXPECT_EQ(std::memcmp(&st[3 * r], &m, 4), 0) << "row " << r;
+    EXPECT_EQ(std::memcmp(&st[3 * r + 1], &s, 4), 0) << "row " << r;
+    EXPECT_EQ(st[3 * r + 2], -7.0f) << "row " << r;
+  }
+  // Rows closer than k values would overlap.
+  Binding tight = binding(R, C,
+                          {host(DType::F32, x.data(), R, C),
+                           host(DType::F32, st.data(), R, 1)});
+  llvm::Error e = interpret(*def, tight);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("row stride 1 is below"),
+            std::string::npos);
+}
+
+TEST(PerRowOutputK, TheCppDslBuildsTheTextsKernel) {
+  RowProgram p("t");
+  Input x = p.input("x", DType::F32, Layout::RowMajor);
+  State s = p.fold(x.row(), folds::serial(), folds::sum());
+  p.outputPerRow("st", DType::F32, {div_rn(s[0], p.cols().to_f32()), s[0]});
+  auto def = p.build();
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  EXPECT_EQ((*def)->operands.back().rowWidth, 2);
+  KernelDefRef again = parseOrFail((*def)->canonicalText);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->hash, (*def)->hash);
+  EXPECT_NE((*def)->canonicalText.find("per_row(2) = "), std::string::npos);
+}
+
+TEST(PerRowOutputK, TheCppDslRejectsAnOutputOfNoValues) {
+  RowProgram p("t");
+  Input x = p.input("x", DType::F32, Layout::RowMajor);
+  State s = p.fold(x.row(), folds::serial(), folds::sum());
+  p.output("y", DType::F32, Layout::RowMajor, x.row() - s[0]);
+  p.outputPerRow("st", DType::F32, std::vector<Expr>{});
+  auto def = p.build();
+  ASSERT_FALSE(bool(def));
+  std::string msg = llvm::toString(def.takeError());
+  EXPECT_NE(msg.find("output 'st': per_row(0): k values per row need k in "
+                     "1..64"),
+            std::string::npos)
+      << msg;
+}
+
 // ---- aliases -----------------------------------------------------------------
 
 const std::string kXR = "input x : f32 row_major per_element\n"
@@ -357,6 +503,63 @@ TEST(ZooKernels, RmsNormRstdIsTheRowsStatisticAndItsYUsesIt) {
     EXPECT_NEAR(k.rstd[r], want, want * 1e-6) << "row " << r;
     for (int64_t c = 0; c < k.C; ++c)
       ASSERT_EQ(bf(k.y[r * k.C + c]), k.yRef(r, c)) << r << "," << c;
+  }
+}
+
+/// The RMSNorm kernels fold x^2 in aten's order for x.pow(2).mean(-1):
+/// the order of aten's reduce config, which is one order for every width
+/// the guard admits (D % 4 == 0, 128..4096: the vectorized path, 32 lanes,
+/// one warp per row) and rows from 16; up to the text's 131071 rows the
+/// f32 squares stay under 2^31 bytes (aten's 32-bit indexing). Just
+/// outside the guard the order changes (D = 124: not vectorized) or the
+/// row bound no longer holds (D > 4096).
+TEST(ZooKernels, TheRmsNormOrderIsAtensForEveryWidthTheGuardAdmits) {
+  for (const char *name : {"rms_norm_rstd", "rms_norm_dynamic_per_token_quant",
+                           "rms_norm_static_fp8_quant"}) {
+    KernelDefRef def = zoo(name);
+    ASSERT_TRUE(def) << name;
+    EXPECT_EQ(def->colsMultipleOf, 4) << name;
+    EXPECT_EQ(def->minCols, 128) << name;
+    EXPECT_EQ(def->maxCols, 4096) << name;
+    const FoldOrder &text = def->folds[0].order;
+    auto aten = [&](int64_t cols) {
+      FoldOrder o = folds::aten_reduce(cols, 16,
+                                       folds::aten_sum_kernel(DType::F32));
+      o.name = text.name; // names carry the width they were made for
+      o.maxRows = text.maxRows;
+      return o;
+    };
+    for (int64_t D = def->minCols; D <= def->maxCols; D += 4) {
+      ASSERT_EQ(aten(D), text) << name << " D = " << D;
+      ASSERT_LT(text.maxRows * D * 4, int64_t(1) << 31) << name << " " << D;
+    }
+    EXPECT_NE(aten(124), text) << name;
+    EXPECT_GE((text.maxRows + 1) * 4100 * 4, int64_t(1) << 31) << name;
+  }
+}
+
+/// The guard admits a second width: D = 1024 runs (the order is aten's by
+/// the test above; the GPU test compares the bits with torch).
+TEST(ZooKernels, RmsNormRstdRunsAtASecondWidth) {
+  KernelDefRef def = zoo("rms_norm_rstd");
+  ASSERT_TRUE(def);
+  const int64_t R = 16, C = 1024;
+  std::vector<uint16_t> x = randomBf16(R * C, 1.0f, 7);
+  std::vector<uint16_t> w = randomBf16(C, 0.5f, 8), y(R * C);
+  std::vector<float> rstd(R, NAN);
+  Binding b = binding(R, C,
+                      {host(DType::BF16, x.data(), R, C),
+                       host(DType::BF16, w.data(), 1, C),
+                       host(DType::BF16, y.data(), R, C),
+                       host(DType::F32, rstd.data(), R, 1)},
+                      {1e-6f});
+  ASSERT_FALSE(bool(interpret(*def, b)));
+  for (int64_t r = 0; r < R; ++r) {
+    double ss = 0;
+    for (int64_t c = 0; c < C; ++c)
+      ss += double(bf(x[r * C + c])) * bf(x[r * C + c]);
+    double want = 1.0 / std::sqrt(ss / double(C) + 1e-6);
+    EXPECT_NEAR(rstd[r], want, want * 1e-5) << "row " << r;
   }
 }
 

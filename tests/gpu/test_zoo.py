@@ -208,7 +208,15 @@ def layer_norm_stats(t):
     return {"y": y, "mean": mean, "rstd": rstd}
 
 
-RMS_SHAPES = [(4096, 4096), (33, 4096)]  # aten's mean order is D = 4096's
+def layer_norm_stats2(t):
+    """(mean, rstd) side by side: one [rows, 2] f32 tensor."""
+    r = layer_norm_stats(t)
+    return {"y": r["y"], "stats": torch.stack((r["mean"].view(-1), r["rstd"].view(-1)), -1)}
+
+
+# aten's mean order is one for D % 4 == 0 in 128..4096 (the RMSNorm
+# kernels' guard): D = 4096, then a second and a non-power-of-two width.
+RMS_SHAPES = [(4096, 4096), (33, 4096), (64, 2048), (40, 1000)]
 # cross_entropy's guard: V % 8192 == 0 (aten's shared-memory kernel at
 # 8192 and 16384, its regular kernel without a tail from 24576 on).
 CE_SHAPES = [(1024, 32768), (33, 8192), (7, 131072)]
@@ -291,6 +299,9 @@ CASES = [
      {"q": 0, "scale": 0}),
     ("layer_norm_stats", quant_inputs, ["x"], ["y", "mean", "rstd"], [1e-5],
      layer_norm_stats, {"y": 0, "mean": 0, "rstd": 0}),
+    # per_row(2): (mean, rstd) packed as one [rows, 2] tensor.
+    ("layer_norm_stats2", quant_inputs, ["x"], ["y", "stats"], [1e-5],
+     layer_norm_stats2, {"y": 0, "stats": 0}),
     # The per-row i32 target: torch's int64 target as int32.
     ("cross_entropy", ce_inputs, ["x", "target"], ["loss"], [], cross_entropy, {"loss": 0}),
     # GroupNorm without affine (aten's RowwiseMoments order).
@@ -427,6 +438,28 @@ def test_torch_ops_return_per_row_outputs_and_run_in_place():
     out = far.custom_op(xs, rs, t["w"], 1e-6)  # the registered op: mutates, returns ()
     assert out is None
     assert torch.equal(rs, ref["h"]) and bf16_ulps(xs, ref["y"]) <= 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+def test_torch_op_returns_a_per_row_k_output_as_rows_by_k():
+    """layer_norm_stats2's per_row(2) output through bitfold.torch: shape
+    [rows..., 2] for 2-D and 3-D inputs, (mean, rstd) of each row equal to
+    aten's native_layer_norm statistics; the fake impl gives the same
+    shape."""
+    import bitfold.torch as bt
+    g = torch.Generator(device="cuda").manual_seed(5)
+    ln = bt.op_from_source(text_of("layer_norm_stats2"), "zoo_test::layer_norm_stats2")
+    for shape in [(300, 2048), (3, 100, 1024)]:
+        x = (3 * torch.randn(*shape, generator=g, device="cuda")).to(BF16)
+        y, stats = ln(x, 1e-5)
+        ry, rmean, rrstd = torch.ops.aten.native_layer_norm(x, [shape[-1]], None, None, 1e-5)
+        assert stats.shape == shape[:-1] + (2,) and stats.dtype == torch.float32
+        assert torch.equal(y, ry)
+        assert torch.equal(stats[..., 0], rmean.squeeze(-1))
+        assert torch.equal(stats[..., 1], rrstd.squeeze(-1))
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        fy, fstats = ln.custom_op(torch.empty(300, 2048, dtype=BF16, device="cuda"), 1e-5)
+        assert fstats.shape == (300, 2)
 
 
 def main():

@@ -424,7 +424,7 @@ class BuilderTextsAreTheReferencePrograms(unittest.TestCase):
     def test_a_different_program_is_told_apart(self):
         other = residual_add()
         other.outputs[0] = ("y", "bf16", "row_major", None,
-                            dsl.round(other._graph.nodes[0] * 2.0, "bf16"), dsl.per_element)
+                            [dsl.round(other._graph.nodes[0] * 2.0, "bf16")], dsl.per_element)
         with self.assertRaises(AssertionError):
             self.same.assert_same(other.text(), doc_example("residual_add"), "changed")
 
@@ -497,6 +497,17 @@ class BuilderErrors(unittest.TestCase):
         g = p.input("g", "f32", index=dsl.vector("D"))
         with self.assertRaisesRegex(ValueError, "read it with dsl.gather"):
             g.load()
+
+    def test_k_values_per_row_need_per_row_and_print_as_per_row_k(self):
+        p = dsl.Program("bad_rows")
+        x = p.input("x", "f32").load()
+        s = p.fold(x, dsl.FoldOrder.serial(), sum_combiner())["acc"]
+        with self.assertRaisesRegex(ValueError, "2 values per row need index=per_row"):
+            p.output("st", "f32", [s, s])
+        with self.assertRaisesRegex(ValueError, "at least one value"):
+            p.output("st", "f32", [], index=dsl.per_row)
+        p.output("st", "f32", [s, s * s], index=dsl.per_row)
+        self.assertRegex(p.text(), r"output st : f32 row_major per_row\(2\) = %\w+, %\w+\n")
 
     def test_a_program_the_verifier_rejects_names_the_python_line_that_built_it(self):
         p = dsl.Program("unused_fold")

@@ -92,6 +92,24 @@ class UserOpsOnTheFakeDriver(unittest.TestCase):
                                           self.ops._WORD)[1])
         self.assertEqual(self.ops._ready((torch.zeros(2, dtype=torch.int8),))[1][0], "dtype")
 
+    def test_a_per_row_k_output_comes_back_as_rows_by_k(self):
+        # layer_norm_stats2: (mean, rstd) as per_row(2); the launch binds the
+        # [rows..., 2] tensor the op allocates, the fake impl has its shape.
+        root = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "zoo")
+        with open(os.path.join(root, "layer_norm_stats2.bfk")) as f:
+            ln = self.bt.op_from_source(f.read(), f"{self.ns}::layer_norm_stats2")
+        x = torch.randn(3, 5, 64).bfloat16()
+        y, stats = ln(x, 1e-5)
+        self.assertEqual((y.shape, stats.shape, stats.dtype),
+                         (x.shape, (3, 5, 2), torch.float32))
+        s = self.bt.stats()[f"{self.ns}::layer_norm_stats2"]
+        self.assertEqual((s["launches"], s["fallbacks"]), (1, {}))
+        op = getattr(torch.ops, self.ns).layer_norm_stats2
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            fy, fstats = op(torch.empty(4, 7, 32, dtype=torch.bfloat16), 1e-5)
+        self.assertEqual(fstats.shape, (4, 7, 2))
+
     def test_verify_once_leaves_an_op_without_fallback_on_its_fast_path(self):
         f = self.bt.op_from_source(silu_and_mul_program("silu_and_mul_v"),
                                    f"{self.ns}::silu_and_mul_v")

@@ -112,6 +112,72 @@ TEST(RowOutputBinding, PerRowValuesThatDoNotLieOneStrideApartAreRefused) {
       << msg;
 }
 
+TEST(RowOutputBinding, APerRowKOutputBindsAsRowsOfKContiguousValues) {
+  auto def = parse(zooText("layer_norm_stats2"));
+  ASSERT_TRUE(def);
+  Tensor x{{4, 6, 1024}, {}, 0x1000000}, y{{4, 6, 1024}, {}, 0x2000000};
+  Tensor stats{{4, 6, 2}, {}, 0x3000000, kF32};
+  std::string msg;
+  LaunchBinding b;
+  ASSERT_EQ(bind(*def, {&x, &y, &stats}, msg, &b), BITFOLD_SUCCESS) << msg;
+  EXPECT_EQ(b.views[0][2].rows, 24);
+  EXPECT_EQ(b.views[0][2].rowStride, 2);
+  EXPECT_EQ(b.views[0][2].lastOffset, 47);
+  // Two columns of a wider [24, 3] tensor: rows 3 apart.
+  Tensor wide{{24, 2}, {3, 1}, 0x3000000, kF32};
+  Tensor x2{{24, 1024}, {}, 0x1000000}, y2{{24, 1024}, {}, 0x2000000};
+  ASSERT_EQ(bind(*def, {&x2, &y2, &wide}, msg, &b), BITFOLD_SUCCESS) << msg;
+  EXPECT_EQ(b.views[0][2].rowStride, 3);
+  EXPECT_EQ(b.views[0][2].lastOffset, 70);
+}
+
+TEST(RowOutputBinding, APerRowKOutputOfAnotherShapeIsRefusedWithTheShapes) {
+  auto def = parse(zooText("layer_norm_stats2"));
+  ASSERT_TRUE(def);
+  Tensor x{{24, 1024}, {}, 0x1000000}, y{{24, 1024}, {}, 0x2000000};
+  Tensor flat{{48}, {}, 0x3000000, kF32}; // no last dim of 2
+  std::string msg;
+  EXPECT_EQ(bind(*def, {&x, &y, &flat}, msg), BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("is per_row(2): its last dim holds a row's 2 values; "
+                     "found shape (48,)"),
+            std::string::npos)
+      << msg;
+  Tensor fewer{{23, 2}, {}, 0x3000000, kF32};
+  EXPECT_EQ(bind(*def, {&x, &y, &fewer}, msg), BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("is per_row(2): it holds 2 values per row of 'x' (24 "
+                     "rows"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(RowOutputBinding, APerRowKOutputNeedsContiguousNonOverlappingRows) {
+  auto def = parse(zooText("layer_norm_stats2"));
+  ASSERT_TRUE(def);
+  Tensor x{{24, 1024}, {}, 0x1000000}, y{{24, 1024}, {}, 0x2000000};
+  Tensor transposed{{24, 2}, {1, 24}, 0x3000000, kF32};
+  std::string msg;
+  EXPECT_EQ(bind(*def, {&x, &y, &transposed}, msg), BITFOLD_ERROR_STRIDE);
+  EXPECT_NE(msg.find("a row's 2 values are contiguous (last stride 1)"),
+            std::string::npos)
+      << msg;
+  Tensor overlapping{{24, 2}, {1, 1}, 0x3000000, kF32};
+  EXPECT_EQ(bind(*def, {&x, &y, &overlapping}, msg), BITFOLD_ERROR_STRIDE);
+  EXPECT_NE(msg.find("it needs a stride of at least 2"), std::string::npos)
+      << msg;
+}
+
+TEST(RowOutputBinding, APerRowOutputOfOneValueRefusesARowsByTwoTensor) {
+  auto def = parse(zooText("layer_norm_stats"));
+  ASSERT_TRUE(def);
+  Tensor x{{24, 1024}, {}, 0x1000000}, y{{24, 1024}, {}, 0x2000000};
+  Tensor mean{{24, 2}, {}, 0x3000000, kF32}, rstd{{24}, {}, 0x4000000, kF32};
+  std::string msg;
+  EXPECT_EQ(bind(*def, {&x, &y, &mean, &rstd}, msg), BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("must hold one value per row of 'x' (24 values"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(RowOutputBinding, APerRowInt32InputBindsAsOneTargetPerRow) {
   auto def = parse(zooText("cross_entropy"));
   ASSERT_TRUE(def);

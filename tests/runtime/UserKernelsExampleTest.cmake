@@ -6,6 +6,8 @@
 #   -DBUILD_DIR=<build tree> -DEXAMPLE_DIR=<examples/user_kernels>
 #   -DWORK_DIR=<scratch> -DCXX_COMPILER=<c++> -DGENERATOR=<generator>
 #   -DREADME=<README.md> (its C++ DSL example is built the same way)
+#   -DZOO_DIR=<examples/zoo> (a C++ zoo kernel is built the same way; its
+#   hash must be its .bfk file's)
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 
@@ -99,4 +101,51 @@ run(${CMAKE_COMMAND} -S ${readme_dir} -B ${readme_dir}/build -G ${GENERATOR}
     -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build ${readme_dir}/build)
 run(${env} ${readme_dir}/build/readme_example)
+message(STATUS "${out}")
+
+# 4. A C++ zoo kernel (examples/zoo/fused_add_rms_norm.cpp, as it is)
+# against the installed package alone: its hash must be its .bfk file's.
+set(zoo_dir ${WORK_DIR}/zoo-example)
+file(WRITE ${zoo_dir}/main.cpp "#include \"ZooKernels.h\"
+#include \"dsl/Parser.h\"
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+int main() {
+  auto cpp = zoo::fusedAddRmsNorm();
+  if (!cpp) {
+    std::fprintf(stderr, \"%s\\n\", llvm::toString(cpp.takeError()).c_str());
+    return 1;
+  }
+  std::ifstream f(\"${ZOO_DIR}/fused_add_rms_norm.bfk\");
+  std::stringstream s;
+  s << f.rdbuf();
+  auto text = bitfold::dsl::parseKernel(s.str(), \"fused_add_rms_norm.bfk\");
+  if (!text) {
+    std::fprintf(stderr, \"%s\\n\", llvm::toString(text.takeError()).c_str());
+    return 1;
+  }
+  if ((*text)->hash != (*cpp)->hash) {
+    std::fprintf(stderr, \"C++ %s != text %s\\n\", (*cpp)->hash.c_str(),
+                 (*text)->hash.c_str());
+    return 1;
+  }
+  std::printf(\"zoo fused_add_rms_norm.cpp: the text's hash %s\\n\",
+              (*cpp)->hash.c_str());
+  return 0;
+}
+")
+file(WRITE ${zoo_dir}/CMakeLists.txt "cmake_minimum_required(VERSION 3.20)
+project(zoo_example LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(bitfold REQUIRED COMPONENTS jit)
+add_executable(zoo_example main.cpp ${ZOO_DIR}/fused_add_rms_norm.cpp)
+target_include_directories(zoo_example PRIVATE ${ZOO_DIR})
+target_link_libraries(zoo_example PRIVATE bitfold::jit)
+")
+run(${CMAKE_COMMAND} -S ${zoo_dir} -B ${zoo_dir}/build -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${zoo_dir}/build)
+run(${env} ${zoo_dir}/build/zoo_example)
 message(STATUS "${out}")

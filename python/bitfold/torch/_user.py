@@ -7,7 +7,8 @@ Shape rule: every output has the rows and columns of the program's first
 per-element input (its shape; row_major outputs contiguous, channels_last
 outputs in the input's channels-last layout) and its declared dtype; a
 per_row output holds one value per row: that input's shape without its
-column dim (row_major: shape[:-1]; channels-last/first: (N, *spatial)). The
+column dim (row_major: shape[:-1]; channels-last/first: (N, *spatial)); a
+per_row(k) output holds k per row: that shape plus a last dim of k. The
 C API names the operands and says which are outputs; their dtypes and
 layouts come from the program's declarations.
 """
@@ -23,26 +24,30 @@ from . import _custom, _ops, _table
 _TORCH = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
           "i8": torch.int8, "i32": torch.int32, "f8e4m3fn": getattr(torch, "float8_e4m3fn", None),
           "f8e5m2": getattr(torch, "float8_e5m2", None)}
+_PER_ROW = re.compile(r"per_row(?:\((\d+)\))?")
+_PER_ROW_SPACED = re.compile(r"per_row\s*\(\s*(\d+)\s*\)")
 _NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 _registered = {}
 
 
 def _declarations(text):
     """inputs [(name, dtype, layout, index)], scalars [(name, default)],
-    outputs [(name, dtype, layout, index)] of a program text (after the library
+    outputs [(name, dtype, layout, index, k, alias)] of a program text (after the library
     accepted it: only the declaration lines are read here)."""
     inputs, scalars, outputs = [], [], []
     for line in text.splitlines():
-        words = line.split("#", 1)[0].split()
+        # per_row(K) as one word, however the text spaces it.
+        words = _PER_ROW_SPACED.sub(r"per_row(\1)", line.split("#", 1)[0]).split()
         if len(words) >= 6 and words[0] == "input":
             inputs.append((words[1], words[3], words[4], words[5]))
         elif len(words) >= 4 and words[0] == "scalar":
             scalars.append((words[1], _number(words[5]) if len(words) >= 6 else None))
         elif len(words) >= 5 and words[0] == "output":
-            per_row = len(words) >= 6 and words[5] == "per_row"
+            row = _PER_ROW.fullmatch(words[5]) if len(words) >= 6 else None
             alias = words[words.index("aliases") + 1] if "aliases" in words else None
             outputs.append((words[1], words[3], words[4],
-                            "per_row" if per_row else "per_element", alias))
+                            "per_row" if row else "per_element",
+                            int(row.group(1) or 1) if row else 1, alias))
     return inputs, scalars, outputs
 
 
@@ -113,16 +118,17 @@ def _alloc(inputs, outputs):
     ref_layout = inputs[ref][2] if inputs else "row_major"
     names = [i[0] for i in inputs]
     kinds = [(_TORCH[dt], torch.contiguous_format if layout == "row_major"
-              else torch.preserve_format, (index, names.index(alias) if alias else None))
-             for _, dt, layout, index, alias in outputs]
+              else torch.preserve_format, (index, k, names.index(alias) if alias else None))
+             for _, dt, layout, index, k, alias in outputs]
 
     def one(a, dt, fmt, how):
-        index, alias = how
+        index, k, alias = how
         if alias is not None:  # in place: the input is the output
             return a[alias]
         x = a[ref]
-        if index == "per_row":
-            return torch.empty(_row_shape(x, ref_layout), dtype=dt, device=x.device)
+        if index == "per_row":  # per_row(k), k > 1: a row's k values last
+            shape = tuple(_row_shape(x, ref_layout)) + ((k,) if k > 1 else ())
+            return torch.empty(shape, dtype=dt, device=x.device)
         return torch.empty_like(x, dtype=dt, memory_format=fmt)
 
     if len(kinds) == 1:
