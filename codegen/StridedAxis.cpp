@@ -9,8 +9,8 @@
 //  - t1: one thread per row, every tree stage a register merge.
 //  - tP (P > 1, P <= the order's lanes, aten's block.y split): thread p of
 //    a row holds lane p, the P threads a warp apart (Plan::lanesAcrossWarps)
-//    so that a warp still reads 32 adjacent pixels; the tree stages and the
-//    broadcast go through shared memory. Fewer columns and registers per
+//    so that a warp still reads 32 adjacent pixels; the lanes meet through
+//    shared memory (EmitFold.cpp, emitGatheredTree). Fewer columns and registers per
 //    thread, more threads in flight: at Wan C = 96..384 on the H200 the
 //    fastest plan by 15-60%.
 //  - p1 (unrolled): the thread's columns unrolled, one pass, the loaded
