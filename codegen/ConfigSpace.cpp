@@ -29,6 +29,12 @@ namespace {
 
 /// The most vector accesses of a row one thread unrolls.
 constexpr int64_t kMaxVectorsPerThread = 4096;
+/// Rolled rows by default: a plan that may roll (two passes, or no fold)
+/// and would unroll more vector accesses of a row per thread than this
+/// rolls them, so compile time and PTX size stop growing with the row (an
+/// elementwise row of 2^16 columns at 2 threads: 4 s and 1 GB unrolled).
+/// Every stock kernel's seed shapes stay below it at two passes.
+constexpr int64_t kUnrolledVectors = 64;
 
 /// Rolled rows: a fold loop iteration issues this many of the thread's
 /// accesses (over its lanes), so some of its loads are in flight at once.
@@ -410,9 +416,11 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
 
 } // namespace
 
-bool codegen::rolledRowsEnabled() {
-  const char *v = std::getenv("BITFOLD_ROLLED_ROWS");
-  return v && llvm::StringRef(v) == "1";
+codegen::RolledRowsMode codegen::rolledRowsMode() {
+  llvm::StringRef v = llvm::StringRef(std::getenv("BITFOLD_ROLLED_ROWS"));
+  return v == "1"   ? RolledRowsMode::Always
+         : v == "0" ? RolledRowsMode::Never
+                    : RolledRowsMode::Wide;
 }
 
 llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
@@ -450,8 +458,12 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
     return std::move(e);
   // The register estimate below stays the unrolled plan's, so the config
   // space does not depend on BITFOLD_ROLLED_ROWS.
-  plan.rolledRows = !rolled && c.twoPass && !def.folds.empty() &&
-                    rolledRowsEnabled();
+  const RolledRowsMode mode = rolledRowsMode();
+  const bool mayRoll = !rolled && (def.folds.empty() || c.twoPass);
+  plan.rolledRows =
+      mayRoll && mode != RolledRowsMode::Never &&
+      ((mode == RolledRowsMode::Always && !def.folds.empty()) ||
+       perThread > kUnrolledVectors);
   if (plan.rolledRows)
     planRolledRows(def, plan);
   plan.sharedBytes = sharedMemory(def, plan);

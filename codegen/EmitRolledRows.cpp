@@ -1,9 +1,9 @@
-//===- codegen/EmitRolledRows.cpp - Rolled two-pass rows ------------------===//
+//===- codegen/EmitRolledRows.cpp - Rolled rows ---------------------------===//
 //
-// Rolled rows (Plan::rolledRows, BITFOLD_ROLLED_ROWS=1): a two-pass row
-// plan whose per-chunk repetition is a loop instead of a full unroll, so
-// the PTX (and nvJitLink's and the NVPTX backend's time) no longer grows
-// with the row. Each fold's vectors m < loopReps are a loop (rolledLoop,
+// Rolled rows (Plan::rolledRows; Plan.h's rolledRowsMode says which): a
+// two-pass or fold-free row plan whose per-chunk repetition is a loop
+// instead of a full unroll, so the PTX (and nvJitLink's and the NVPTX
+// backend's time) no longer grows with the row. Each fold's vectors m < loopReps are a loop (rolledLoop,
 // EmitStridedAxis.cpp) of loopStep vectors per iteration carrying every
 // accumulator of the thread's lanes; the output chunks j < outLoopChunks a
 // second loop; what follows (chunks a loop would have to predicate) is

@@ -451,7 +451,8 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
   }
   AtLoc at(*this, structLoc("outputs"), /*structure=*/true);
   if (plan.rolledRows) {
-    newPhase();
+    if (!def.folds.empty())
+      newPhase();
     emitRolledRowOutputs();
     LLVM::ReturnOp::create(b, loc, ValueRange{});
     return owned;

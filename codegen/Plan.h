@@ -71,7 +71,7 @@ struct Plan {
   /// Output phase otherwise: thread p handles the W-element chunks
   /// p + P * j, j < outChunks.
   int64_t outChunks = 0;
-  /// Two passes, rolled rows (BITFOLD_ROLLED_ROWS=1): the folds' vectors
+  /// Rolled rows (two passes or no fold; rolledRowsMode()): the folds' vectors
   /// (FoldPlan::loopReps) and the output chunks j < outLoopChunks are loops,
   /// outLoopStep chunks per iteration, the rest unrolled after them. Same
   /// DAG as the unrolled plan; only the PTX is shorter.
@@ -88,10 +88,13 @@ struct Plan {
   bool gridDependencyControl = false;
 };
 
-/// Whether two-pass row plans roll their per-chunk repetition:
-/// BITFOLD_ROLLED_ROWS=1 (off by default until the GPU oracle and the
-/// steady-state bench ran it; the variable is in every cache key).
-bool rolledRowsEnabled();
+/// Which row plans roll their per-chunk repetition (the variable is in
+/// every cache key): BITFOLD_ROLLED_ROWS unset (Wide) rolls the plans that
+/// may roll (two passes, or no fold) past 64 vector accesses of a row per
+/// thread; "1" (Always) also every other two-pass plan with folds (rolled,
+/// those run ~8% slower: not the default); "0" (Never) none.
+enum class RolledRowsMode { Wide, Always, Never };
+RolledRowsMode rolledRowsMode();
 
 /// Checks `config` against the program and shape; on success, the plan.
 llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const keys::ShapeSpec &shape,

@@ -1,17 +1,20 @@
 //===- tests/codegen/RolledRowsTest.cpp - Rolled two-pass rows (CPU) ------===//
 //
-// BITFOLD_ROLLED_ROWS=1 (codegen/EmitRolledRows.cpp): two-pass row plans
-// loop over a row's chunks. Off by default and with =0 (PTX identical to
-// the unset variable), never for one-pass plans; on, every two-pass config
-// of the norm kernels passes the PTX audit and ptxas without spills, is
-// several times smaller, and does per thread exactly the unrolled kernel's
-// float ops, loads and stores (counted in the PTX: each loop body times its
-// trip count), so the loop only stops re-emitting the body.
+// Rolled rows (codegen/EmitRolledRows.cpp): row plans loop over a row's
+// chunks. By default only plans past 64 vector accesses per thread roll
+// (wide rows: none of the norms' seed shapes, whose PTX is the same as
+// with BITFOLD_ROLLED_ROWS=0); =1 rolls every two-pass plan; never a
+// one-pass plan with folds. Rolled, every two-pass config of the norm
+// kernels passes the PTX audit and ptxas without spills, is several times
+// smaller, and does per thread exactly the unrolled kernel's float ops,
+// loads and stores (counted in the PTX: each loop body times its trip
+// count), so the loop only stops re-emitting the body.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Assemble.h"
 #include "codegen/PtxAudit.h"
+#include "dsl/Parser.h"
 #include "tools/ShapedTemplate.h"
 
 #include "CompileStock.h"
@@ -25,6 +28,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 
 using namespace bitfold;
 using namespace bitfold::codegen;
@@ -153,8 +157,9 @@ std::map<std::string, int64_t> dynamicCounts(llvm::StringRef ptx,
 }
 
 std::vector<int64_t> loopTrips(const tools::ShapedTemplate &st,
-                               const TileConfig &c) {
-  RolledRowsEnv env("1");
+                               const TileConfig &c,
+                               const char *rolledRows = "1") {
+  RolledRowsEnv env(rolledRows);
   llvm::Expected<Plan> plan = makePlan(*st.def, st.shape, c);
   EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   std::vector<int64_t> trips;
@@ -170,7 +175,7 @@ std::vector<int64_t> loopTrips(const tools::ShapedTemplate &st,
 
 } // namespace
 
-TEST(RolledRows, OnlyWithTheVariableSetToOneOnlyTwoPassPlansWithALoop) {
+TEST(RolledRows, AtASeedShapeOnlyTheVariableSetToOneRollsTwoPassPlansWithALoop) {
   tools::ShapedTemplate st = shaped(kNorms[0]);
   int rolled = 0;
   for (const TileConfig &c : enumerateConfigs(*st.def, st.shape))
@@ -259,7 +264,7 @@ TEST(RolledRows, TwoPassConfigsAreAuditedAssembleWithoutSpillsAndShrink) {
         EXPECT_EQ(u.spillBytes, 0) << label(s, c);
         EXPECT_EQ(u.stackBytes, 0) << label(s, c);
       }
-      llvm::Expected<CompiledKernel> unrolled = compileWith(st, c, nullptr);
+      llvm::Expected<CompiledKernel> unrolled = compileWith(st, c, "0");
       ASSERT_TRUE(bool(unrolled)) << llvm::toString(unrolled.takeError());
       EXPECT_LE(rolled->ptx.size(), unrolled->ptx.size()) << label(s, c);
       std::vector<int64_t> trips = loopTrips(st, c);
@@ -289,7 +294,7 @@ TEST(RolledRows, PerThreadOpsLoadsAndStoresEqualTheUnrolledKernels) {
       if (trips.empty())
         continue;
       llvm::Expected<CompiledKernel> rolled = compileWith(st, c, "1");
-      llvm::Expected<CompiledKernel> unrolled = compileWith(st, c, nullptr);
+      llvm::Expected<CompiledKernel> unrolled = compileWith(st, c, "0");
       ASSERT_TRUE(rolled && unrolled) << label(s, c);
       std::map<std::string, int64_t> r = dynamicCounts(rolled->ptx, trips);
       std::map<std::string, int64_t> u = dynamicCounts(unrolled->ptx, {});
@@ -318,4 +323,74 @@ TEST(RolledRows, PerThreadOpsLoadsAndStoresEqualTheUnrolledKernels) {
       EXPECT_GT(stores, 0) << label(s, c);
     }
   }
+}
+
+/// Wide rows: the configs of a kernel and shape past 64 vector accesses of
+/// a row per thread (a loop that may roll: two passes, or no fold), one per
+/// threads and vector width (the rows per CTA change no loop).
+std::vector<TileConfig> wideConfigs(const tools::ShapedTemplate &st) {
+  std::vector<TileConfig> out;
+  std::set<std::pair<int, int>> seen;
+  for (const TileConfig &c : enumerateConfigs(*st.def, st.shape)) {
+    if (!seen.insert({c.threadsPerRow, c.vectorElems}).second)
+      continue;
+    int64_t perThread =
+        (st.shape.cols + int64_t(c.threadsPerRow) * c.vectorElems - 1) /
+        (int64_t(c.threadsPerRow) * c.vectorElems);
+    if (perThread > 64 && (c.twoPass || st.def->folds.empty()))
+      out.push_back(c);
+  }
+  return out;
+}
+
+// By default a wide row rolls (an elementwise row, and a sum fold's two
+// passes), with the unrolled kernel's per-thread ops, loads and stores.
+TEST(RolledRows, WideRowsRollByDefaultDoingTheUnrolledKernelsWork) {
+  const Stock wide[] = {{"residual_gate", "", "1,4096,4096"},
+                        {"conv_bias", "", "1,8192,1,2,2"},
+                        {"hf_rmsnorm", "", "1,2,65536"}};
+  for (const Stock &s : wide) {
+    tools::ShapedTemplate st = shaped(s);
+    std::vector<TileConfig> configs = wideConfigs(st);
+    EXPECT_FALSE(configs.empty()) << s.name;
+    for (const TileConfig &c : configs) {
+      std::vector<int64_t> trips = loopTrips(st, c, nullptr);
+      ASSERT_FALSE(trips.empty()) << label(s, c) << ": not rolled by default";
+      llvm::Expected<CompiledKernel> rolled = compileWith(st, c, nullptr);
+      llvm::Expected<CompiledKernel> unrolled = compileWith(st, c, "0");
+      ASSERT_TRUE(rolled && unrolled) << label(s, c);
+      EXPECT_LT(2 * rolled->ptx.size(), unrolled->ptx.size()) << label(s, c);
+      std::map<std::string, int64_t> r = dynamicCounts(rolled->ptx, trips);
+      std::map<std::string, int64_t> u = dynamicCounts(unrolled->ptx, {});
+      for (auto &[op, n] : u)
+        if (op != "add.rn.f32") // the carried empty state, as above
+          EXPECT_EQ(r[op], n) << label(s, c) << ": " << op;
+    }
+  }
+}
+
+// What the fuzz target met: an elementwise program with a libdevice call
+// per element at 4097 columns on 4 threads per row unrolled 1025 vectors
+// per thread (1.2 MB of PTX, 4 s); rolled it stays small.
+TEST(RolledRows, AWideElementwiseRowCompilesToBoundedPtx) {
+  const char *text = R"(bitfold.row_program wide_tanh v1
+groups 1
+guard cols % 1 == 0, 1 <= cols <= 16777216
+input x : f32 row_major per_element
+body:
+  %x = load x : f32
+  %t = tanh_libdevice %x : f32
+  output y : f32 row_major = %t
+)";
+  auto def = dsl::parseKernel(text, "wide");
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  ShapeSpec shape;
+  shape.cols = 4097;
+  TileConfig c{64, 4, 1, false};
+  CompileOptions opts;
+  opts.emitCubin = false;
+  RolledRowsEnv env(nullptr);
+  llvm::Expected<CompiledKernel> k = compile(**def, shape, c, opts);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_LT(k->ptx.size(), size_t(64 * 1024));
 }

@@ -12,10 +12,16 @@
 // On a sanitizer report the input being run is written to
 // crash-<seed>-<n> (ASan's death callback) so it can be replayed:
 //   fuzz_<name> crash-<seed>-<n>
+// With --timeout=S (libFuzzer's -timeout), an input that runs longer than
+// S seconds is written to slow-<seed>-<n> and the driver exits 70: a hang
+// is a finding, saved where it can be replayed.
 //
 //===----------------------------------------------------------------------===//
 
+#include <csignal>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,6 +51,29 @@ using Bytes = std::vector<uint8_t>;
 
 Bytes current; ///< the input being run (for the death callback).
 std::string crashName;
+
+/// slow-<seed>-<n>, kept in a fixed buffer: the alarm handler only calls
+/// async-signal-safe functions.
+char slowName[64];
+
+void setSlowName(uint64_t seed, const char *n) {
+  std::snprintf(slowName, sizeof slowName, "slow-%llu-%s",
+                (unsigned long long)seed, n);
+}
+
+extern "C" void onAlarm(int) {
+  int fd = ::open(slowName, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    ssize_t w = ::write(fd, current.data(), current.size());
+    (void)w;
+    ::close(fd);
+  }
+  static const char msg[] = "fuzz driver: an input ran past --timeout; "
+                            "written to a slow-* file\n";
+  ssize_t w = ::write(2, msg, sizeof msg - 1);
+  (void)w;
+  ::_exit(70);
+}
 
 void onDeath() {
   std::FILE *f = std::fopen(crashName.c_str(), "wb");
@@ -207,7 +236,7 @@ uint64_t flagValue(const char *arg, const char *name, uint64_t fallback) {
 } // namespace
 
 int main(int argc, char **argv) {
-  uint64_t seconds = 0, runs = 0, seed = 1, maxLen = 4096;
+  uint64_t seconds = 0, runs = 0, seed = 1, maxLen = 4096, timeout = 0;
   std::vector<std::string> paths;
   std::vector<Bytes> dictionary;
   for (int i = 1; i < argc; ++i) {
@@ -221,6 +250,7 @@ int main(int argc, char **argv) {
       runs = flagValue(a, "--runs=", runs);
       seed = flagValue(a, "--seed=", seed);
       maxLen = flagValue(a, "--max-len=", maxLen);
+      timeout = flagValue(a, "--timeout=", timeout);
       continue;
     }
     paths.push_back(a);
@@ -233,9 +263,13 @@ int main(int argc, char **argv) {
   std::vector<Bytes> corpus;
   for (const std::string &p : paths)
     collect(p, corpus);
+  if (timeout)
+    std::signal(SIGALRM, onAlarm);
   crashName = "crash-" + std::to_string(seed) + "-replay";
+  setSlowName(seed, "replay");
   for (const Bytes &b : corpus) {
     current = b;
+    alarm(unsigned(timeout));
     LLVMFuzzerTestOneInput(current.data(), current.size());
   }
   std::mt19937_64 rng(seed);
@@ -254,8 +288,11 @@ int main(int argc, char **argv) {
       else
         mutate(current, corpus, rng, maxLen);
     crashName = "crash-" + std::to_string(seed) + "-" + std::to_string(n);
+    setSlowName(seed, std::to_string(n).c_str());
+    alarm(unsigned(timeout));
     LLVMFuzzerTestOneInput(current.data(), current.size());
   }
+  alarm(0);
   std::printf("fuzz driver: replayed %zu corpus inputs; %llu mutated runs in "
               "%.1f s (seed %llu); no crash\n",
               corpus.size(), (unsigned long long)n, elapsed(),
