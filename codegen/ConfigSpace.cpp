@@ -35,6 +35,11 @@ constexpr int64_t kMaxVectorsPerThread = 4096;
 /// elementwise row of 2^16 columns at 2 threads: 4 s and 1 GB unrolled).
 /// Every stock kernel's seed shapes stay below it at two passes.
 constexpr int64_t kUnrolledVectors = 64;
+/// A fold that never rolls (a field the element does not feed, as
+/// Welford's count: planRolledRows) bounds its thread's share tighter than
+/// kMaxVectorsPerThread: a LayerNorm row of 65536 columns at 32 threads x 4
+/// unrolled 512 vectors per thread (1-4 s to compile; 256 still 1-2 s).
+constexpr int64_t kMaxUnrolledFoldVectors = 128;
 
 /// Rolled rows: a fold loop iteration issues this many of the thread's
 /// accesses (over its lanes), so some of its loads are in flight at once.
@@ -439,6 +444,14 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
                                     "a row (at most {1}): use more threads "
                                     "per row or wider vectors",
                                     perThread, kMaxVectorsPerThread));
+  if (perThread > kMaxUnrolledFoldVectors && !rolled)
+    for (const dsl::FoldDecl &f : def.folds)
+      if (hasDataIndependentField(*f.combiner))
+        return illegal(c, llvm::formatv(
+                              "each thread would unroll {0} vectors of a row "
+                              "into a fold that does not roll (at most {1}): "
+                              "use more threads per row or wider vectors",
+                              perThread, kMaxUnrolledFoldVectors));
   Plan plan;
   plan.config = c;
   plan.cols = shape.cols;

@@ -394,3 +394,21 @@ body:
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_LT(k->ptx.size(), size_t(64 * 1024));
 }
+
+// A Welford fold never rolls (its count would be redone per element), so a
+// wide row bounds its thread's share: LayerNorm at 65536 columns on 32
+// threads x 4 (512 vectors per thread; the fuzz target met it, seconds to
+// compile) is illegal with a reason, and the configs that stay have at
+// most 128 vectors per thread.
+TEST(RolledRows, AFoldThatNeverRollsBoundsAThreadsShareOfAWideRow) {
+  tools::ShapedTemplate st = shaped({"ln_modulate", "", "1,4,65536"});
+  llvm::Error e = checkConfig(*st.def, st.shape, TileConfig{4, 32, 4, true});
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("a fold that does not roll"),
+            std::string::npos);
+  std::vector<TileConfig> legal = enumerateConfigs(*st.def, st.shape);
+  EXPECT_FALSE(legal.empty());
+  for (const TileConfig &c : legal)
+    EXPECT_LE(st.shape.cols / (int64_t(c.threadsPerRow) * c.vectorElems), 128)
+        << c.str();
+}
