@@ -375,6 +375,37 @@ void planRolledRows(const KernelDef &def, Plan &plan) {
   plan.rolledRows = loops; // nothing to roll: the unrolled plan
 }
 
+/// A fold's share of a row per thread is its lanes' vectors (k * reps):
+/// with fewer lanes than threads (a serial order on 256 threads) one
+/// thread folds the whole row. Bounds it as the output share is bounded,
+/// and tighter for a fold that never rolls; returns the widest share.
+llvm::Expected<int64_t> checkFoldShares(const KernelDef &def,
+                                        const TileConfig &c, const Plan &plan,
+                                        int64_t outputShare) {
+  int64_t widest = outputShare;
+  if (plan.rolled)
+    return widest; // loops: nothing to bound
+  for (size_t f = 0; f < plan.folds.size(); ++f) {
+    const int64_t share = int64_t(plan.folds[f].k) * plan.folds[f].reps;
+    widest = std::max(widest, share);
+    if (share > kMaxVectorsPerThread)
+      return illegal(c, llvm::formatv("fold {0}: each thread would fold {1} "
+                                      "vectors of a row (at most {2}): use "
+                                      "an order with more lanes or wider "
+                                      "vectors",
+                                      f, share, kMaxVectorsPerThread));
+    if (share > kMaxUnrolledFoldVectors &&
+        hasDataIndependentField(*def.folds[f].combiner))
+      return illegal(c, llvm::formatv(
+                            "fold {0}: each thread would unroll {1} vectors "
+                            "of a row into a fold that does not roll (at "
+                            "most {2}): use more threads per row, an order "
+                            "with more lanes or wider vectors",
+                            f, share, kMaxUnrolledFoldVectors));
+  }
+  return widest;
+}
+
 /// Registers: a conservative estimate; ptxas -v confirms (tests).
 int estimateRegisters(const KernelDef &def, const Plan &plan) {
   const int64_t D = plan.cols;
@@ -444,14 +475,6 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
                                     "a row (at most {1}): use more threads "
                                     "per row or wider vectors",
                                     perThread, kMaxVectorsPerThread));
-  if (perThread > kMaxUnrolledFoldVectors && !rolled)
-    for (const dsl::FoldDecl &f : def.folds)
-      if (hasDataIndependentField(*f.combiner))
-        return illegal(c, llvm::formatv(
-                              "each thread would unroll {0} vectors of a row "
-                              "into a fold that does not roll (at most {1}): "
-                              "use more threads per row or wider vectors",
-                              perThread, kMaxUnrolledFoldVectors));
   Plan plan;
   plan.config = c;
   plan.cols = shape.cols;
@@ -465,6 +488,9 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
       return fp.takeError();
     plan.folds.push_back(std::move(*fp));
   }
+  llvm::Expected<int64_t> widest = checkFoldShares(def, c, plan, perThread);
+  if (!widest)
+    return widest.takeError();
   if (llvm::Error e = planOutputPhase(def, plan))
     return std::move(e);
   if (llvm::Error e = checkAlignment(def, shape, plan))
@@ -476,7 +502,7 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   plan.rolledRows =
       mayRoll && mode != RolledRowsMode::Never &&
       ((mode == RolledRowsMode::Always && !def.folds.empty()) ||
-       perThread > kUnrolledVectors);
+       *widest > kUnrolledVectors);
   if (plan.rolledRows)
     planRolledRows(def, plan);
   plan.sharedBytes = sharedMemory(def, plan);
