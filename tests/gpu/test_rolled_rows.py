@@ -1,5 +1,6 @@
-"""Rolled two-pass rows (BITFOLD_ROLLED_ROWS=1, codegen/EmitRolledRows.cpp)
-vs the live eager chains, bit for bit.
+"""Rolled rows (codegen/EmitRolledRows.cpp) vs the live eager chains, bit
+for bit: every two-pass config with BITFOLD_ROLLED_ROWS=1, and wide rows,
+which roll by default (past 64 vector accesses per thread).
 
 With the variable set, every two-pass config of a norm kernel runs its row
 as loops (the sum folds' vectors and the output chunks) instead of a full
@@ -57,3 +58,21 @@ def test_rolled_rows_hf_rmsnorm_every_config_matches_eager(rolled_rt, shape):
 
 def test_rolled_rows_hf_rmsnorm_with_a_residual_matches_eager(rolled_rt):
     check_hf_every_config(rolled_rt, (1, 64, 4096), "f32", residual=True)
+
+
+# Wide rows on the default runtime: the configs whose share of a row passes
+# 64 vectors per thread roll by default (elementwise rows, sum folds at two
+# passes), the rest stay unrolled; every config must give eager's bits.
+WIDE = [("ln_modulate", (1, 16, 32768), "", []),
+        ("residual_gate", (1, 4, 65536), "gate=full", []),
+        ("residual_gate", (2, 8, 16384), "gate=per_batch", ["--params", "gate=per_batch"])]
+
+
+@pytest.mark.parametrize("template,shape,params,cli_args", WIDE)
+def test_wide_rows_every_config_matches_eager(rt, template, shape, params, cli_args):
+    test_every_config_at_seed_shape(rt, template, shape, params, cli_args)
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 65536), (2, 3, 32768)])
+def test_wide_rows_hf_rmsnorm_every_config_matches_eager(rt, shape):
+    check_hf_every_config(rt, shape)
