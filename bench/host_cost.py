@@ -219,11 +219,31 @@ def pieces(bt, bitfold, t):
     return out
 
 
-def refusal_pieces(bt, t):
-    """What a remembered refusal adds to its eager chain: the refused row's
-    call minus its eager column is these, plus the direct function's own
-    call. The fallback runs _eager's chain, which may cost other than the
-    eager column's (references.py)."""
+def interleaved_us(fns, rounds=15):
+    """Per-call host time of each of fns, timed in turns (each round runs
+    every fn ARGS.calls times), min over rounds: a drift of the host over
+    the run falls on all alike, so their differences are meaningful."""
+    clock = time.thread_time if ARGS.fake_lib else time.perf_counter
+    for fn in fns.values():
+        for _ in range(200):
+            fn()
+    best = {k: float("inf") for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            sync()
+            t0 = clock()
+            for _ in range(ARGS.calls):
+                fn()
+            sync()
+            best[k] = min(best[k], (clock() - t0) / ARGS.calls * 1e6)
+    return best
+
+
+def refusal_pieces(bt, t, ref):
+    """What a remembered refusal adds to its eager chain, timed in turns
+    with that chain (interleaved_us): the refused call, the chain it falls
+    back to (_eager's), the references' chain (the eager column), and the
+    floor of any site lookup (the layout key, a dict get, the chain)."""
     from bitfold.torch import _ops, _table
     op = _table.LN_MODULATE
     xr, sc, sh = t["x_refused"], t["sc"], t["sh"]
@@ -232,15 +252,24 @@ def refusal_pieces(bt, t):
     ent = op.sites.get(key)
     if ent is None or ent[0] is not None:
         return {"refused call": "n/a: the refused layout was not remembered"}
-    return {
-        "refused call: layout key": per_call_us(lambda: _ops._key((xr, sc, sh), 1e-6)),
-        "refused call: counted (_count_refusal)": per_call_us(
-            lambda: _ops._count_refusal(op, ent, None)),
-        "refused call: the fallback's chain alone (_eager.ln_modulate)": per_call_us(
-            lambda: bt._eager.ln_modulate(xr, sc, sh, 1e-6)),
-        "refused call: the same through op.eager (looked up per call)": per_call_us(
-            lambda: op.eager(xr, sc, sh, 1e-6)),
-    }
+    sites, chain = op.sites, bt._eager.ln_modulate
+
+    def floor():
+        sites.get(_ops._key((xr, sc, sh), 1e-6))
+        return chain(xr, sc, sh, 1e-6)
+    times = interleaved_us({
+        "refused call: the direct call": lambda: bt.ln_modulate(xr, sc, sh, 1e-6),
+        "refused call: the fallback's chain alone (_eager.ln_modulate)":
+            lambda: chain(xr, sc, sh, 1e-6),
+        "refused call: the references' chain (the eager column)":
+            lambda: ref.ln_modulate(xr, sc, sh, 1e-6),
+        "refused call: the floor (layout key + dict get + the chain)": floor,
+        "refused call: layout key": lambda: _ops._key((xr, sc, sh), 1e-6),
+    })
+    times["refused call: over its own chain"] = (
+        times["refused call: the direct call"]
+        - times["refused call: the fallback's chain alone (_eager.ln_modulate)"])
+    return times
 
 
 def gpu_us(fn, n=50):
@@ -313,9 +342,7 @@ def main():
     warnings.simplefilter("ignore")  # the refused row's fallback warning
     t = tensors()
     if ARGS.refusal_only:
-        pieces_us = refusal_pieces(bt, t)
-        pieces_us["refused call: the direct call"] = per_call_us(
-            lambda: bt.ln_modulate(t["x_refused"], t["sc"], t["sh"], 1e-6))
+        pieces_us = refusal_pieces(bt, t, ref)
         print("\n".join(f"| {k} | {fmt(v)} |" for k, v in pieces_us.items()))
         return
     rows = measure_rows(bt, cases(bt, bitfold, ref, t), t)
@@ -323,7 +350,7 @@ def main():
             "gpu": None if ARGS.fake_lib else torch.cuda.get_device_name(0),
             "bitfold_lib": bitfold.default_runtime().lib.bitfold_path,
             "method": __doc__.strip(), "rows": rows,
-            "pieces_us": {**pieces(bt, bitfold, t), **refusal_pieces(bt, t)},
+            "pieces_us": {**pieces(bt, bitfold, t), **refusal_pieces(bt, t, ref)},
             "copy": None if ARGS.fake_lib else copy_cost(bt), "stats": bt.stats()}
     os.makedirs(ARGS.out, exist_ok=True)
     with open(os.path.join(ARGS.out, "host_cost.json"), "w") as f:
