@@ -146,7 +146,7 @@ llvm::Expected<Measurement> timeLoaded(ConfigRunner &runner,
                                        llvm::StringRef config,
                                        const SearchOptions &opts,
                                        const Best &best) {
-  const int reps = std::max(opts.repetitions, 20);
+  int reps = std::max(opts.repetitions, 20);
   const int cutAfter = std::clamp(opts.cutAfter, 1, reps);
   std::vector<double> samples;
   bool cut = false;
@@ -155,6 +155,8 @@ llvm::Expected<Measurement> timeLoaded(ConfigRunner &runner,
     if (!us)
       return us.takeError();
     samples.push_back(*us);
+    if (int(samples.size()) == cutAfter && medianOf(samples) < opts.shortKernelUs)
+      reps *= 5; // a short kernel: its median needs more samples
     cut = !best.config.empty() && int(samples.size()) >= cutAfter &&
           int(samples.size()) < reps &&
           medianOf(samples) > opts.cutRatio * best.us;

@@ -10,7 +10,10 @@
 //   and the first differing byte: that is a compiler bug) -> timed runs.
 // Timed runs stop early ("cut") once `cutAfter` samples put the config's
 // median above `cutRatio` x the best full median so far; otherwise
-// `repetitions` (>= 20) samples are taken. Each Measurement records the
+// `repetitions` (>= 20) samples are taken, five times as many for a kernel
+// whose median after `cutAfter` samples is below `shortKernelUs` (a launch
+// of a few microseconds varies by tens of percent, so 20 samples left the
+// winner 4-5% off the best at such shapes). Each Measurement records the
 // median, the interquartile spread, min, max and the sample count.
 //
 //===----------------------------------------------------------------------===//
@@ -46,6 +49,7 @@ public:
 struct SearchOptions {
   int warmUpRuns = 3;
   int repetitions = 20;    ///< timed runs per config; raised to 20 if lower.
+  double shortKernelUs = 8; ///< below it, 5 x repetitions timed runs.
   int cutAfter = 5;        ///< samples before a config may be cut.
   double cutRatio = 1.3;   ///< cut when median > cutRatio x best median.
   unsigned compileThreads = 0; ///< 0: all hardware threads.

@@ -132,6 +132,20 @@ TEST(Search, TakesAtLeastTwentyTimedSamples) {
     EXPECT_EQ(m.samples, 20) << m.config;
 }
 
+TEST(Search, ShortKernelsTakeFiveTimesTheSamples) {
+  FakeRunner runner;
+  runner.timeUs = {{"r1.t128.v8.p1", 5.0}, {"r2.t64.v8.p1", 7.9},
+                   {"r4.t32.v8.p1", 8.5}};
+  SearchOptions opts;
+  opts.cutRatio = 10; // nothing cut
+  auto r = searchConfigs(fakeConfigs(), fakeCompile(), runner, opts);
+  ASSERT_TRUE(bool(r));
+  EXPECT_EQ(r->find("r1.t128.v8.p1")->samples, 100);
+  EXPECT_EQ(r->find("r2.t64.v8.p1")->samples, 100);
+  EXPECT_EQ(r->find("r4.t32.v8.p1")->samples, 20);
+  EXPECT_EQ(r->find("r1.t256.v8.p2")->samples, 20); // 10 us
+}
+
 TEST(Search, SummaryIsMedianAndInterquartileSpread) {
   Measurement m = summarise("c", {5, 1, 4, 2, 3});
   EXPECT_EQ(m.medianUs, 3);
