@@ -264,13 +264,17 @@ llvm::Error checkAlignment(const KernelDef &def, const ShapeSpec &shape,
         def.operands[i].map == dsl::IndexMap::Vector)
       continue;
     int b = int(dsl::dtypeBytes(def.operands[i].dtype));
-    int need = std::min(widest * b, 16);
+    // A channels-first image moves a thread's adjacent pixels at once.
+    int w = def.operands[i].layout == dsl::Layout::ChannelsFirst
+                ? std::max(widest, plan.config.pixelsPerThread)
+                : widest;
+    int need = std::min(w * b, 16);
     int have = shape.alignBytes.empty() ? 16 : shape.alignBytes[i];
     if (have < need)
       return illegal(plan.config,
                      llvm::formatv("operand '{0}' is {1}-byte aligned; "
                                    "{2}-element accesses need {3} bytes",
-                                   def.operands[i].name, have, widest, need));
+                                   def.operands[i].name, have, w, need));
   }
   return llvm::Error::success();
 }
@@ -418,6 +422,10 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
       for (const dsl::Expr &v : dsl::outputValues(o))
         loadsOf(def, v.get(), outLoads);
   int64_t perThread = (D + P - 1) / P;
+  // Channels-first, o pixels per thread: o copies of a pixel's state and
+  // of each kept column (ptxas -v: about o times the registers of one
+  // pixel at C = 96..384, the bf16 pairs unpacked).
+  const int o = plan.config.pixelsPerThread;
   int est = 40;
   for (size_t f = 0; f < plan.folds.size(); ++f) {
     // Lanes that own no element stay the empty state: constants, no
@@ -427,12 +435,12 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
     int64_t dataLanes = std::min<int64_t>(
         fp.k, (std::min<int64_t>(fp.T, vectors) + fp.Pf - 1) / fp.Pf);
     est += 2 * int(def.folds[f].combiner->numFields()) * int(dataLanes) *
-           fp.acc;
+           fp.acc * o;
   }
   if (plan.outputUsesFoldMapping) {
     int kept = 0;
     for (int i : foldLoads)
-      kept += outLoads.count(i) ? 1 : 0;
+      kept += outLoads.count(i) ? o : 0;
     est += int(perThread * std::max(kept, 1));
   } else if (!def.folds.empty()) {
     // Two passes keep nothing for the output phase, and a lane's pushes
@@ -606,10 +614,17 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // Channels-first folds of several lanes run one thread per lane, a warp
   // apart, 32 pixels per CTA (H200, Wan C = 96 / 192 / 384 at ovs 4:
   // r32.t4.v1.p1 beat every other config by 15-60%).
+  // Channels-first, o adjacent pixels per thread (aten's output_vec_size
+  // vectors: one 8-byte access per channel for 4 bf16 pixels) where legal,
+  // the most first, with as many threads per CTA as at one pixel; after
+  // the lanes across warps and the rolled rows (which hold no copies of
+  // the row).
   auto score = [&](const TileConfig &c) {
     int s = 0;
+    const int o = c.pixelsPerThread;
     if (dsl::isChannelsFirst(def) && c.threadsPerRow > 1)
-      s += 1000000 * c.threadsPerRow + (c.rowsPerCta == 32 ? 1000 : 0);
+      s += 1000000 * c.threadsPerRow + (c.rowsPerCta == 32 * o ? 1000 : 0);
+    s += (o - 1) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
     if (!def.folds.empty()) {

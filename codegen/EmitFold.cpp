@@ -221,37 +221,68 @@ std::vector<Value> KernelBuilder::broadcastLane0(size_t f,
 void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
   const FoldPlan &fp = plan.folds[f];
   const dsl::Combiner &cb = *def.folds[f].combiner;
-  // Register lane L = lo + A * hi of this thread; initial state: empty.
-  LaneStates st(fp.k);
-  for (auto &s : st)
-    for (float v : cb.emptyState())
-      s.push_back(cF32(v));
-  emitPushes(f, accs, st);
-  emitFoldTree(f, st);
+  // Per pixel of the thread (one but for channels-first .oN): register
+  // lane L = lo + A * hi of this thread; initial state: empty. Lanes
+  // across warps: every pixel's lanes meet after one barrier.
+  Value exchange;
+  for (int q = 0; q < copies(); ++q) {
+    selectCopy(q);
+    LaneStates st(fp.k);
+    for (auto &s : st)
+      for (float v : cb.emptyState())
+        s.push_back(cF32(v));
+    emitPushes(f, accs, st);
+    if (plan.lanesAcrossWarps)
+      storeGatheredLanes(f, st, exchange);
+    else
+      emitFoldTree(f, st);
+  }
+  if (plan.lanesAcrossWarps) {
+    barrier();
+    for (int q = 0; q < copies(); ++q) {
+      selectCopy(q);
+      runGatheredTree(f, exchange);
+    }
+  }
+  selectCopy(0);
 }
 
-void KernelBuilder::emitGatheredTree(size_t f, LaneStates &st) {
-  // Every thread of the row stores its lanes, then after one barrier each
-  // reads all T and runs the stages itself, in order: lane t (offset bit
-  // clear) takes lane t + o, as the distributed tree does; lane 0's state
-  // needs no broadcast. One barrier where the distributed tree takes two
-  // per stage and one for the broadcast.
+// Every thread of the row stores its lanes, then after one barrier each
+// reads all T and runs the stages itself, in order: lane t (offset bit
+// clear) takes lane t + o, as the distributed tree does; lane 0's state
+// needs no broadcast. One barrier where the distributed tree takes two
+// per stage and one for the broadcast. Slot of (thread, lane L, field) of
+// the row: ((thread * k + L) * F + field) * R + row, no bank conflicts.
+Value KernelBuilder::gatherSlot(size_t f, Value exchange, Value thread, int L,
+                                int field) {
   const FoldPlan &fp = plan.folds[f];
-  const dsl::Combiner &cb = *def.folds[f].combiner;
+  const int F = facts[f].fields, R = plan.config.rowsPerCta;
+  Value v = arith::MulIOp::create(b, loc, thread, cI32(fp.k * F * R));
+  v = arith::AddIOp::create(b, loc, v, cI32((L * F + field) * R));
+  return sharedAddr(exchange, arith::AddIOp::create(b, loc, v, slotRow));
+}
+
+void KernelBuilder::storeGatheredLanes(size_t f, LaneStates &st,
+                                       Value &exchange) {
+  const FoldPlan &fp = plan.folds[f];
   const int F = facts[f].fields, R = plan.config.rowsPerCta;
   substituteConstants(f, 0, st);
-  Value exchange = sharedArray("bf_gather_" + std::to_string(f),
-                               int64_t(R) * fp.Pf * fp.k * F);
-  auto slot = [&](Value thread, int L, int field) {
-    // ((thread * k + L) * F + field) * R + row: no bank conflicts.
-    Value v = arith::MulIOp::create(b, loc, thread, cI32(fp.k * F * R));
-    v = arith::AddIOp::create(b, loc, v, cI32((L * F + field) * R));
-    return sharedAddr(exchange, arith::AddIOp::create(b, loc, v, rowInCta));
-  };
+  if (!exchange)
+    exchange = sharedArray("bf_gather_" + std::to_string(f),
+                           int64_t(R) * fp.Pf * fp.k * F);
   for (int L = 0; L < fp.k; ++L)
     for (int i = 0; i < F; ++i)
-      LLVM::StoreOp::create(b, loc, st[L][i], slot(laneInRow, L, i), 4);
-  barrier();
+      LLVM::StoreOp::create(b, loc, st[L][i],
+                            gatherSlot(f, exchange, laneInRow, L, i), 4);
+}
+
+void KernelBuilder::runGatheredTree(size_t f, Value exchange) {
+  const FoldPlan &fp = plan.folds[f];
+  const dsl::Combiner &cb = *def.folds[f].combiner;
+  const int F = facts[f].fields;
+  auto slot = [&](Value thread, int L, int field) {
+    return gatherSlot(f, exchange, thread, L, field);
+  };
   // Virtual lane t = p + Pf * L (one lane per access, A = 1).
   LaneStates all(fp.T);
   for (int t = 0; t < fp.T; ++t)
@@ -268,10 +299,7 @@ void KernelBuilder::emitGatheredTree(size_t f, LaneStates &st) {
 void KernelBuilder::emitFoldTree(size_t f, LaneStates &st) {
   const FoldPlan &fp = plan.folds[f];
   const dsl::Combiner &cb = *def.folds[f].combiner;
-  if (plan.lanesAcrossWarps) {
-    assert(fp.A == 1 && fp.Pf > 1 && "channels-first lanes: one per thread");
-    return emitGatheredTree(f, st);
-  }
+  assert(!plan.lanesAcrossWarps && "channels-first lanes: emitFold");
   substituteConstants(f, 0, st);
   Value exchange;
   if (fp.needsShared())

@@ -57,7 +57,7 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
       int64_t need = 0;
       for (int op : outLoads)
         if (!loads.count({op, a.id}))
-          need += int64_t(a.width) *
+          need += int64_t(a.width) * (pixelVectors(op) ? copies() : 1) *
                   int64_t(dsl::dtypeBytes(def.operands[op].dtype));
       if (!group.empty() && bytes + need > kGroupLoadBytes)
         break;
@@ -67,9 +67,14 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
         const dsl::OperandDecl &od = def.operands[o];
         if (!od.isOutput || od.map == dsl::IndexMap::PerRow)
           continue;
+        // Element e of pixel q at e * o + q (one store for the pixels).
         std::vector<Value> v;
         for (int e = 0; e < a.width; ++e)
-          v.push_back(elemValue(od.value.get(), a, e));
+          for (int q = 0; q < copies(); ++q) {
+            selectCopy(q);
+            v.push_back(elemValue(od.value.get(), a, e));
+          }
+        selectCopy(0);
         pd.values.push_back({int(o), std::move(v)});
       }
       group.push_back(std::move(pd));

@@ -170,12 +170,19 @@ private:
   /// Elements one load or store of `operand` moves: at most 16 bytes.
   int pieceElems(int operand, const Access &acc) const {
     if (def.operands[operand].layout == dsl::Layout::ChannelsFirst)
-      return 1; // columns S apart
+      return 1; // columns S apart (o pixels at once: pixelVectors)
     return std::min(acc.width,
                     16 / int(dsl::dtypeBytes(def.operands[operand].dtype)));
   }
   /// Address of element `start` of `acc` in `operand`'s row.
   Value pieceAddr(int operand, const Access &acc, int start);
+  /// Channels-first, o > 1 pixels per thread: `operand` is an image whose
+  /// loads and stores move the o pixels of a column at once (element e of
+  /// an access, pixel q at e * o + q of its loaded values).
+  bool pixelVectors(int operand) const {
+    return plan.config.pixelsPerThread > 1 &&
+           def.operands[operand].layout == dsl::Layout::ChannelsFirst;
+  }
 
   // ---- Folds (EmitFold.cpp) ----
   using LaneStates = std::vector<std::vector<Value>>; ///< [register lane][field]
@@ -191,8 +198,12 @@ private:
   /// broadcast of lane 0 and finish.
   void emitFoldTree(size_t f, LaneStates &st);
   /// lanesAcrossWarps: one exchange of every lane, then the whole tree in
-  /// each thread.
-  void emitGatheredTree(size_t f, LaneStates &st);
+  /// each thread, in two halves so that o pixels share one barrier: the
+  /// thread's lanes into shared memory (`exchange` created if null), and,
+  /// after the barrier, the whole tree and finish.
+  void storeGatheredLanes(size_t f, LaneStates &st, Value &exchange);
+  void runGatheredTree(size_t f, Value exchange);
+  Value gatherSlot(size_t f, Value exchange, Value thread, int L, int field);
   void emitStage(size_t f, size_t si, LaneStates &st, Value exchange);
   void emitSharedStage(size_t f, const StagePlan &sp, LaneStates &st,
                        Value exchange);
@@ -249,9 +260,27 @@ private:
   mlir::LLVM::LLVMFuncOp declareKernel(llvm::StringRef entryName);
   void emitGridDependencyControl();
   void setupRow(mlir::LLVM::LLVMFuncOp fn);
+  /// Sets tid, laneInRow, rowInCta, pIdx; the thread's first row (i64).
+  Value threadFirstRow();
   Value rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
                 Value local);
   void newPhase();
+
+  // ---- Pixels of a thread (channels-first, TileConfig::pixelsPerThread)
+  /// The per-pixel state of pixel (copy) q of the thread: what depends on
+  /// the row. The value functions read the current copy's state from the
+  /// members below; selectCopy swaps it. Loads are shared: one vector
+  /// access holds every copy's element (pixelVectors).
+  struct CopyState {
+    llvm::DenseMap<const ExprNode *, Value> rowMemo;
+    llvm::DenseMap<const ExprNode *, std::pair<Value, Value>> rowReciprocals;
+    std::map<std::pair<const ExprNode *, int64_t>, Value> elemValues;
+    std::vector<std::vector<Value>> foldResults;
+    Value rowInGroup, slotRow;
+  };
+  int copies() const { return plan.config.pixelsPerThread; }
+  void selectCopy(int q);
+  void swapCopyState(CopyState &s);
 
   mlir::MLIRContext &ctx;
   mlir::OpBuilder b;
@@ -267,6 +296,12 @@ private:
 
   // Row set-up.
   Value tid, laneInRow /*i32*/, rowInCta /*i32*/, pIdx /*idx*/, rowValid;
+  /// The row's slot in per-row shared memory (i32): rowInCta, or with o
+  /// pixels per thread copy q's q * (threads' rows) + rowInCta.
+  Value slotRow;
+  int copy = 0;                  ///< the current pixel of the thread.
+  std::vector<CopyState> otherCopies; ///< the copies not selected.
+
   Value groupRowsF;              ///< rows of the row's group (i64).
   Value rowInGroup;              ///< the row within its group (i64).
   std::vector<Value> base;       ///< per operand: ptr<1> to its row start.

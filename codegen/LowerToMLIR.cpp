@@ -192,7 +192,8 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
   Value v;
   if (n->op == DOp::Load) {
     AtLoc at(*this, nodeLoc(n));
-    v = loadAccess(n->index, acc)[e];
+    v = loadAccess(n->index,
+                   acc)[pixelVectors(n->index) ? e * copies() + copy : e];
   } else if (n->op == DOp::ColIndex) {
     AtLoc at(*this, nodeLoc(n));
     v = colIndex(acc, e);
@@ -256,8 +257,27 @@ std::vector<Value> KernelBuilder::evalBody(const dsl::State &body,
 // ---------------------------------------------------------------------------
 // Kernel structure.
 
+void KernelBuilder::swapCopyState(CopyState &s) {
+  std::swap(rowMemo, s.rowMemo);
+  std::swap(rowReciprocals, s.rowReciprocals);
+  std::swap(elemValues, s.elemValues);
+  std::swap(foldResults, s.foldResults);
+  std::swap(rowInGroup, s.rowInGroup);
+  std::swap(slotRow, s.slotRow);
+}
+
+void KernelBuilder::selectCopy(int q) {
+  if (q == copy)
+    return;
+  swapCopyState(otherCopies[copy]);
+  swapCopyState(otherCopies[q]);
+  copy = q;
+}
+
 void KernelBuilder::newPhase() {
   elemValues.clear();
+  for (CopyState &s : otherCopies)
+    s.elemValues.clear();
   loads.clear();
   // Keep the re-read: an empty asm that clobbers memory stops LLVM from
   // forwarding the first pass's loads into the second.
@@ -302,14 +322,8 @@ Value KernelBuilder::rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
                              ValueRange{rowOff});
 }
 
-void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
-  AtLoc at(*this, structLoc("row setup"), /*structure=*/true);
-  Block *entry = &fn.getBody().front();
-  const int G = def.groups, N = int(def.operands.size());
+Value KernelBuilder::threadFirstRow() {
   const TileConfig &c = plan.config;
-  auto arg = [&](int i) { return entry->getArgument(i); };
-  const keys::KernelABI abi = keys::KernelABI::of(def);
-
   tid = NVVM::ThreadIdXOp::create(b, loc, i32);
   Value cta = NVVM::BlockIdXOp::create(b, loc, i32);
   int logP = std::countr_zero(unsigned(c.threadsPerRow));
@@ -327,11 +341,29 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
     rowInCta = arith::ShRUIOp::create(b, loc, tid, cI32(logP));
   }
   pIdx = toIdx(laneInRow);
-  Value row = arith::AddIOp::create(
+  // With o pixels per thread, the thread's first pixel: o * its row.
+  const int o = c.pixelsPerThread;
+  Value firstInCta = rowInCta;
+  if (o > 1)
+    firstInCta = arith::ShLIOp::create(b, loc, rowInCta,
+                                       cI32(std::countr_zero(unsigned(o))));
+  return arith::AddIOp::create(
       b, loc,
       arith::MulIOp::create(b, loc, arith::ExtUIOp::create(b, loc, i64, cta),
                             cI64(c.rowsPerCta)),
-      arith::ExtUIOp::create(b, loc, i64, rowInCta));
+      arith::ExtUIOp::create(b, loc, i64, firstInCta));
+}
+
+void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
+  AtLoc at(*this, structLoc("row setup"), /*structure=*/true);
+  Block *entry = &fn.getBody().front();
+  const int G = def.groups, N = int(def.operands.size());
+  const TileConfig &c = plan.config;
+  auto arg = [&](int i) { return entry->getArgument(i); };
+  const keys::KernelABI abi = keys::KernelABI::of(def);
+
+  Value row = threadFirstRow();
+  const int o = c.pixelsPerThread;
 
   // Groups: rows of group 0 first.
   std::vector<Value> groupStart{cI64(0)};
@@ -342,8 +374,10 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
   }
   rowValid = cmpI(arith::CmpIPredicate::slt, row, total);
   // Rows past the end compute on the last row (never stored), so every
-  // thread reaches every barrier and shuffle.
-  Value last = arith::SubIOp::create(b, loc, total, cI64(1));
+  // thread reaches every barrier and shuffle. With o pixels per thread
+  // every group's row count is a multiple of o (checkPixelsPerThread): a
+  // thread's pixels are all valid or all past the end, the last o.
+  Value last = arith::SubIOp::create(b, loc, total, cI64(o));
   Value rowC = sel(rowValid, row, last);
   std::vector<Value> inGroup(G);
   for (int g = 1; g < G; ++g)
@@ -357,6 +391,13 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
   Value start = pick([&](int g) { return groupStart[g]; });
   Value local = arith::SubIOp::create(b, loc, rowC, start);
   rowInGroup = local;
+  slotRow = rowInCta;
+  otherCopies.assign(o, CopyState());
+  for (int q = 1; q < o; ++q) {
+    otherCopies[q].rowInGroup = arith::AddIOp::create(b, loc, local, cI64(q));
+    otherCopies[q].slotRow = arith::AddIOp::create(
+        b, loc, rowInCta, cI32(int64_t(q) * (c.rowsPerCta / o)));
+  }
   groupRowsF = pick([&](int g) { return arg(abi.groupRows(g)); });
   for (size_t d = 0; d < def.dims.size(); ++d)
     dimValues.push_back(arg(abi.dim(int(d))));
@@ -425,6 +466,8 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
   }
   setupRow(fn);
   foldResults.resize(def.folds.size());
+  for (CopyState &s : otherCopies)
+    s.foldResults.resize(def.folds.size());
   if (plan.rolled) {
     for (size_t f = 0; f < def.folds.size(); ++f) {
       AtLoc at(*this, structLoc("fold " + llvm::Twine(f)), /*structure=*/true);

@@ -66,7 +66,7 @@ struct Plan {
   /// Channels-first with P > 1 threads per pixel (StridedAxis.cpp): the P
   /// threads of a pixel lie a warp apart, so every warp reads 32 adjacent
   /// pixels; each stores its lanes to shared memory once, then every thread
-  /// runs the whole tree (EmitFold.cpp, emitGatheredTree).
+  /// runs the whole tree (EmitFold.cpp, runGatheredTree).
   bool lanesAcrossWarps = false;
   /// Output phase otherwise: thread p handles the W-element chunks
   /// p + P * j, j < outChunks.
@@ -109,9 +109,10 @@ void loadsOf(const dsl::KernelDef &def, const dsl::ExprNode *root,
 int registerLimit(int ctaThreads);
 
 // ---- Channels-first programs (StridedAxis.cpp) ----
-/// A channels-first program runs one row per thread, one element per
-/// access (t1.v1.p1 unrolled, rows of at most 128 columns; t1.v1.p2
-/// rolled, any row); other programs pass.
+/// A channels-first program runs one element of a row per access (v1):
+/// tP.v1.p1 unrolled (at most 128 columns a thread), t1.v1.p2 rolled (any
+/// row), and .oN, N adjacent pixels a thread in one N-element access
+/// (TileConfig::pixelsPerThread); other programs pass, at one pixel.
 llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def, int64_t cols,
                                    const keys::TileConfig &config);
 /// Whether `config` runs channels-first `def` rolled: the fold a loop over

@@ -10,7 +10,7 @@
 //  - tP (P > 1, P <= the order's lanes, aten's block.y split): thread p of
 //    a row holds lane p, the P threads a warp apart (Plan::lanesAcrossWarps)
 //    so that a warp still reads 32 adjacent pixels; the lanes meet through
-//    shared memory (EmitFold.cpp, emitGatheredTree). Fewer columns and registers per
+//    shared memory (EmitFold.cpp, runGatheredTree). Fewer columns and registers per
 //    thread, more threads in flight: at Wan C = 96..384 on the H200 the
 //    fastest plan by 15-60%.
 //  - p1 (unrolled): the thread's columns unrolled, one pass, the loaded
@@ -20,6 +20,13 @@
 //    re-reads the row (L1/L2 hits) for the outputs. Any C; an unrolled
 //    re-reading pass instead put every load of the row in flight at once
 //    (ptxas spilled kilobytes at C = 192 and 384).
+//  - .oN (N = 2, 4, one pass): a thread handles N adjacent pixels, as
+//    aten's output_vec_size does: each channel of an image is one N-element
+//    load or store (8 bytes for 4 bf16), each pixel's fold and epilogue the
+//    same DAG as at one pixel (KernelBuilder's copies). Thread x of a warp
+//    holds pixels N*x .. N*x+N-1: a warp access covers 32*N adjacent
+//    pixels. Legal where the binding guarantees S % N == 0 and N-aligned
+//    images (checkPixelsPerThread).
 // No MLIR here.
 //
 //===----------------------------------------------------------------------===//
@@ -37,11 +44,75 @@ namespace {
 /// The widest row a thread unrolls (p1). Wider rows run rolled: an
 /// unrolled row of thousands of columns only costs compile time and code.
 constexpr int64_t kMaxUnrolledColumns = 128;
+/// With o > 1 pixels per thread: columns times pixels, with lanes across
+/// warps and with one thread per pixel (whose four accumulators per
+/// column cost more: ptxas -v at C = 32 and 48, o = 4 and 2, used 255
+/// registers and spilled). The register estimate bounds it further.
+constexpr int64_t kMaxUnrolledPixelColumns = 256;
+constexpr int64_t kMaxUnrolledPixelColumnsT1 = 64;
 
 } // namespace
 
+/// o > 1 pixels per thread: legal where the binding guarantees that a
+/// thread's o pixels are adjacent in every operand and aligned to o
+/// elements. Every fold order's output_vec_size is a multiple of o (the
+/// binding checks each channels-first operand's S against it, so S % o ==
+/// 0: a thread's pixels lie in one image, every group's pixel count is a
+/// multiple of o); the operands are channels-first images or per-column
+/// (per-row, per-batch and gathered operands address each pixel on its
+/// own). Base alignment is the shape's (checkAlignment).
+static llvm::Error checkPixelsPerThread(const dsl::KernelDef &def,
+                                        const TileConfig &c) {
+  const int o = c.pixelsPerThread;
+  auto bad = [&](const llvm::Twine &why) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("config {0}: '{1}' {2}", c.str(), def.name, why.str()));
+  };
+  if (o == 1)
+    return llvm::Error::success();
+  if (!dsl::isChannelsFirst(def))
+    return bad("is not channels-first: one row per thread (.oN is for "
+               "channels-first pixels)");
+  if (o != 2 && o != 4)
+    return bad("runs 2 or 4 adjacent pixels per thread");
+  if (c.twoPass)
+    return bad("runs several pixels per thread only unrolled (p1)");
+  if (def.folds.empty())
+    return bad("has no fold whose output_vec_size guarantees S % o == 0");
+  for (const dsl::FoldDecl &f : def.folds)
+    if (!f.order.stridedAxis() || f.order.outputVec % o != 0)
+      return bad(llvm::formatv("has fold order '{0}' of output_vec_size {1}: "
+                               "S need not be a multiple of {2}",
+                               f.order.name, f.order.outputVec, o)
+                     .str());
+  for (const dsl::OperandDecl &od : def.operands) {
+    bool image = od.map == dsl::IndexMap::PerElement &&
+                 od.layout == dsl::Layout::ChannelsFirst;
+    if (!image && od.map != dsl::IndexMap::PerColumn)
+      return bad("operand '" + od.name +
+                 "' is neither a channels-first image nor per column");
+  }
+  bool gathers = false;
+  dsl::forEachNode(def, [&](const dsl::ExprNode &n) {
+    gathers = gathers || n.op == dsl::Op::Gather;
+  });
+  if (gathers)
+    return bad("gathers (one column per pixel)");
+  const int threadRows = c.rowsPerCta / o;
+  if (c.rowsPerCta % o != 0 || (c.threadsPerRow > 1 && threadRows % 32 != 0))
+    return bad(llvm::formatv("holds {0} pixels per CTA: a whole number of "
+                             "threads' {1} pixels{2}",
+                             c.rowsPerCta, o,
+                             c.threadsPerRow > 1 ? ", 32 threads a warp" : "")
+                   .str());
+  return llvm::Error::success();
+}
+
 llvm::Error codegen::checkStridedAxisConfig(const dsl::KernelDef &def,
                                             int64_t cols, const TileConfig &c) {
+  if (llvm::Error e = checkPixelsPerThread(def, c))
+    return e;
   if (!dsl::isChannelsFirst(def))
     return llvm::Error::success();
   if (c.vectorElems != 1)
@@ -64,13 +135,19 @@ llvm::Error codegen::checkStridedAxisConfig(const dsl::KernelDef &def,
                       "per pixel: they lie a warp apart, so a CTA holds a "
                       "multiple of 32 pixels",
                       c.str(), def.name, c.threadsPerRow));
-  if (!c.twoPass && cols > kMaxUnrolledColumns * c.threadsPerRow)
+  const int64_t maxColumns =
+      c.pixelsPerThread == 1   ? kMaxUnrolledColumns
+      : c.threadsPerRow == 1   ? kMaxUnrolledPixelColumnsT1
+                               : kMaxUnrolledPixelColumns;
+  if (!c.twoPass &&
+      cols * c.pixelsPerThread > maxColumns * c.threadsPerRow)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         llvm::formatv("config {0}: '{1}' is channels-first with C = {2}: a "
-                      "thread unrolls at most {3} columns (more threads per "
-                      "pixel, or rolled t1.v1.p2)",
-                      c.str(), def.name, cols, kMaxUnrolledColumns));
+                      "thread unrolls at most {3} columns times its pixels "
+                      "(more threads per pixel, fewer pixels, or rolled "
+                      "t1.v1.p2)",
+                      c.str(), def.name, cols, maxColumns));
   return llvm::Error::success();
 }
 
@@ -98,20 +175,23 @@ std::vector<TileConfig>
 codegen::stridedAxisConfigs(const dsl::KernelDef &def, const ShapeSpec &shape) {
   // Unrolled with P threads per pixel (P <= the folds' lanes: thread p of a
   // pixel holds lane p), then rolled with one.
+  // Then the unrolled ones again with o = 2, 4 adjacent pixels per thread
+  // (the same threads per CTA, o times the pixels).
   std::vector<TileConfig> out;
-  for (bool rolled : {false, true})
-    for (int P : {1, 2, 4, 8, 16}) {
-      if (rolled && P > 1)
-        break;
-      // One thread per pixel: 32..256 pixels per CTA; P > 1: 128..512
-      // threads per CTA.
-      for (int n : {32, 64, 128, 256}) {
-        TileConfig c{P == 1 ? n : 2 * n / P, P, 1, rolled};
-        if (P > 1 && n < 64)
-          continue;
-        if (!llvm::errorToBool(checkConfig(def, shape, c)))
-          out.push_back(c);
+  for (int o : {1, 2, 4})
+    for (bool rolled : {false, true})
+      for (int P : {1, 2, 4, 8, 16}) {
+        if (rolled && (P > 1 || o > 1))
+          break;
+        // One thread per pixel: 32..256 pixels per CTA; P > 1: 128..512
+        // threads per CTA.
+        for (int n : {32, 64, 128, 256}) {
+          TileConfig c{(P == 1 ? n : 2 * n / P) * o, P, 1, rolled, o};
+          if (P > 1 && n < 64)
+            continue;
+          if (!llvm::errorToBool(checkConfig(def, shape, c)))
+            out.push_back(c);
+        }
       }
-    }
   return out;
 }

@@ -128,21 +128,26 @@ std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
   DType dt = def.operands[operand].dtype;
   Type elemTy = storageType(dt);
   int bytes = int(dsl::dtypeBytes(dt));
-  int piece = pieceElems(operand, acc);
+  // Columns per load, and elements per load: with o pixels per thread a
+  // column of an image is the o adjacent pixels' elements at the first
+  // pixel's address (contiguous, aligned: checkAlignment).
+  const bool pixels = pixelVectors(operand);
+  int piece = pixels ? 1 : pieceElems(operand, acc);
+  int elems = pixels ? copies() : piece;
   std::vector<Value> out;
   for (int start = 0; start < acc.width; start += piece) {
     Value addr = pieceAddr(operand, acc, start);
-    if (piece == 1) {
+    if (elems == 1) {
       out.push_back(LLVM::LoadOp::create(b, loc, elemTy, addr, bytes));
       continue;
     }
     if (dt == DType::BF16) {
-      loadBf16Words(addr, piece, out);
+      loadBf16Words(addr, elems, out);
       continue;
     }
-    auto vecTy = VectorType::get({piece}, elemTy);
-    Value vec = LLVM::LoadOp::create(b, loc, vecTy, addr, piece * bytes);
-    for (int e = 0; e < piece; ++e)
+    auto vecTy = VectorType::get({elems}, elemTy);
+    Value vec = LLVM::LoadOp::create(b, loc, vecTy, addr, elems * bytes);
+    for (int e = 0; e < elems; ++e)
       out.push_back(LLVM::ExtractElementOp::create(b, loc, vec, cI32(e)));
   }
   return loads[key] = std::move(out);
@@ -153,6 +158,17 @@ void KernelBuilder::storeAccess(int operand, const Access &acc,
   DType dt = def.operands[operand].dtype;
   Type elemTy = storageType(dt);
   int bytes = int(dsl::dtypeBytes(dt));
+  if (pixelVectors(operand)) { // v[e * o + q]: element e of pixel q
+    const int o = copies();
+    auto vecTy = VectorType::get({o}, elemTy);
+    for (int e = 0; e < acc.width; ++e) {
+      Value vec = LLVM::PoisonOp::create(b, loc, vecTy);
+      for (int q = 0; q < o; ++q)
+        vec = LLVM::InsertElementOp::create(b, loc, vec, v[e * o + q], cI32(q));
+      LLVM::StoreOp::create(b, loc, vec, pieceAddr(operand, acc, e), o * bytes);
+    }
+    return;
+  }
   int piece = pieceElems(operand, acc);
   for (int start = 0; start < acc.width; start += piece) {
     Value addr = pieceAddr(operand, acc, start);

@@ -9,25 +9,28 @@ using namespace bitfold;
 using namespace bitfold::keys;
 
 std::string TileConfig::str() const {
-  return llvm::formatv("r{0}.t{1}.v{2}.p{3}", rowsPerCta, threadsPerRow,
-                       vectorElems, twoPass ? 2 : 1);
+  std::string s = llvm::formatv("r{0}.t{1}.v{2}.p{3}", rowsPerCta,
+                                threadsPerRow, vectorElems, twoPass ? 2 : 1);
+  if (pixelsPerThread != 1)
+    s += llvm::formatv(".o{0}", pixelsPerThread).str();
+  return s;
 }
 
 llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
   TileConfig c;
-  llvm::SmallVector<llvm::StringRef, 4> parts;
+  llvm::SmallVector<llvm::StringRef, 5> parts;
   text.split(parts, '.');
   auto bad = [&](const llvm::Twine &why) {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "tile config '" + text + "': " + why +
-            " (expected rR.tT.vV.pP, e.g. r1.t128.v8.p1)");
+            " (expected rR.tT.vV.pP[.oO], e.g. r1.t128.v8.p1)");
   };
-  if (parts.size() != 4)
-    return bad("needs four fields");
-  const char keys[] = {'r', 't', 'v', 'p'};
-  int vals[4];
-  for (int i = 0; i < 4; ++i) {
+  if (parts.size() != 4 && parts.size() != 5)
+    return bad("needs four fields (and an optional fifth)");
+  const char keys[] = {'r', 't', 'v', 'p', 'o'};
+  int vals[5] = {1, 1, 1, 1, 1};
+  for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty() || parts[i][0] != keys[i] ||
         parts[i].drop_front().getAsInteger(10, vals[i]) || vals[i] < 1)
       return bad(llvm::formatv("field {0} must be '{1}' and a positive number",
@@ -39,5 +42,8 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
   c.threadsPerRow = vals[1];
   c.vectorElems = vals[2];
   c.twoPass = vals[3] == 2;
+  c.pixelsPerThread = vals[4];
+  if (parts.size() == 5 && c.pixelsPerThread == 1)
+    return bad("pixels per thread 1 is written without the field");
   return c;
 }

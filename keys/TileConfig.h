@@ -23,8 +23,14 @@ struct TileConfig {
   int vectorElems = 8;   ///< elements per thread per memory access.
   bool twoPass = false;  ///< re-read the row after a fold instead of
                          ///< keeping it in registers.
-  int ctaThreads() const { return rowsPerCta * threadsPerRow; }
-  /// "r1.t128.v8.p1": stable text, used in cache keys and file names.
+  /// Channels-first programs: adjacent rows (pixels) each thread handles,
+  /// one vector access per channel for all of them; 1 elsewhere.
+  int pixelsPerThread = 1;
+  int ctaThreads() const {
+    return rowsPerCta * threadsPerRow / pixelsPerThread;
+  }
+  /// "r1.t128.v8.p1", with ".oN" when pixelsPerThread is N > 1: stable
+  /// text, used in cache keys and file names.
   std::string str() const;
   /// The inverse of str(); errors quote the text and the expected form.
   static llvm::Expected<TileConfig> parse(llvm::StringRef text);

@@ -22,7 +22,9 @@
 
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <map>
+#include <tuple>
 
 using namespace bitfold;
 using namespace bitfold::codegen;
@@ -277,7 +279,7 @@ TEST(ChannelsFirstLanes, ThePixelsLanesRunOnThreadsAWarpApartByDefault) {
       "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,30,52"});
   ASSERT_TRUE(st.def);
   TileConfig c = defaultConfig(*st.def, st.shape);
-  EXPECT_EQ(c.str(), "r32.t4.v1.p1");
+  EXPECT_EQ(c.str(), "r128.t4.v1.p1.o4"); // 4 pixels a thread (below)
   llvm::Expected<CompiledKernel> k =
       compile(*st.def, st.shape, c, CompileOptions{});
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
@@ -301,6 +303,144 @@ TEST(ChannelsFirstLanes, CtasOfPartialWarpsOfPixelsAreIllegal) {
                          TileConfig{32, 4, 1, true}})
     EXPECT_TRUE(llvm::errorToBool(checkConfig(*st.def, st.shape, bad)))
         << bad.str();
+}
+
+TEST(ChannelsFirstPixels, AdjacentPixelsPerThreadAreLegalWhereTheBindingGuaranteesThem) {
+  // o pixels per thread need S % o == 0 (the order's output_vec_size, which
+  // the binding checks for every image operand), images aligned to o
+  // elements, one pass, and whole warps of threads when lanes lie a warp
+  // apart.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,30,52"});
+  ASSERT_TRUE(st.def);
+  for (TileConfig ok : {TileConfig{128, 4, 1, false, 4},
+                        TileConfig{64, 4, 1, false, 2},
+                        TileConfig{256, 4, 1, false, 4}})
+    EXPECT_FALSE(llvm::errorToBool(checkConfig(*st.def, st.shape, ok)))
+        << ok.str();
+  auto whyNot = [&](const ShapedTemplate &t, TileConfig c) {
+    llvm::Error e = checkConfig(*t.def, t.shape, c);
+    return e ? llvm::toString(std::move(e)) : std::string("legal");
+  };
+  EXPECT_NE(whyNot(st, TileConfig{64, 4, 1, false, 4}).find("32 threads a warp"),
+            std::string::npos); // 16 threads of pixels per lane
+  EXPECT_NE(whyNot(st, TileConfig{256, 4, 1, false, 8}).find("2 or 4"),
+            std::string::npos);
+  EXPECT_NE(whyNot(st, TileConfig{128, 1, 1, true, 4}).find("unrolled (p1)"),
+            std::string::npos);
+  // An image aligned to 4 bytes cannot take 8-byte vectors of 4 pixels.
+  ShapedTemplate misaligned = st;
+  misaligned.shape.alignBytes.assign(st.def->operands.size(), 16);
+  misaligned.shape.alignBytes[0] = 4;
+  EXPECT_NE(whyNot(misaligned, TileConfig{128, 4, 1, false, 4}).find("4-byte aligned"),
+            std::string::npos);
+  EXPECT_EQ(whyNot(misaligned, TileConfig{64, 4, 1, false, 2}), "legal");
+  // output_vec_size 2: S may be 2 mod 4.
+  ShapedTemplate ovs2 = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=2", "1,12,2,5,7"});
+  ASSERT_TRUE(ovs2.def);
+  EXPECT_NE(whyNot(ovs2, TileConfig{128, 1, 1, false, 4}).find("output_vec_size 2"),
+            std::string::npos);
+  EXPECT_EQ(whyNot(ovs2, TileConfig{64, 1, 1, false, 2}), "legal");
+  // No fold (conv bias: nothing guarantees S % o), rows (row-major).
+  ShapedTemplate conv = shapedCase(
+      AtenCase{"conv_bias", "layout=channels_first", "1,96,4,30,52"});
+  ASSERT_TRUE(conv.def);
+  EXPECT_NE(whyNot(conv, TileConfig{64, 1, 1, false, 2}).find("no fold"),
+            std::string::npos);
+  ShapedTemplate rows = shapedCase(AtenCase{"hf_rmsnorm", "", "1,256,1024"});
+  ASSERT_TRUE(rows.def);
+  EXPECT_NE(whyNot(rows, TileConfig{2, 64, 4, false, 2}).find("not channels-first"),
+            std::string::npos);
+}
+
+TEST(ChannelsFirstPixels, TheDefaultRunsSeveralPixelsPerThreadWithoutSpills) {
+  // aten's output_vec_size: 4 adjacent pixels a thread, one 8-byte access
+  // per channel (bf16); where 4 copies of the kept row do not fit in the
+  // register estimate or a thread's unroll bound, 2; else 1.
+  const bool ptxas = !findPtxas().empty();
+  for (const auto &[params, shape, o] :
+       {std::tuple<const char *, const char *, int>{
+            "layout=channels_first,outvec=4", "1,96,4,480,832", 4},
+        {"layout=channels_first,outvec=4,conv_bias=1", "1,96,4,480,832", 2},
+        {"layout=channels_first,outvec=4,form=f32", "1,192,4,240,416", 2},
+        {"layout=channels_first,outvec=4", "1,384,2,120,208", 2},
+        {"layout=channels_first,outvec=4,conv_bias=1", "1,384,2,120,208", 1},
+        {"layout=channels_first,outvec=4", "1,32,4,30,52", 2},
+        {"layout=channels_first,outvec=4", "1,12,4,30,52", 4},
+        {"layout=channels_first,outvec=4", "1,48,4,30,52", 1},
+        {"layout=channels_first,outvec=2", "1,12,4,30,52", 2}}) {
+    AtenCase c{"wan_rmsnorm_silu", params, shape};
+    ShapedTemplate st = shapedCase(c);
+    ASSERT_TRUE(st.def);
+    TileConfig d = defaultConfig(*st.def, st.shape);
+    EXPECT_EQ(d.pixelsPerThread, o) << label(c) << " default " << d.str();
+    CompileOptions opts;
+    if (ptxas)
+      opts.cubinTool = "ptxas";
+    else
+      opts.emitCubin = false;
+    llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, d, opts);
+    ASSERT_TRUE(bool(k)) << label(c) << " " << d.str() << ": "
+                         << llvm::toString(k.takeError());
+    EXPECT_EQ(k->ptx.find("ld.local"), std::string::npos) << label(c);
+    if (ptxas) {
+      PtxasUsage u = parsePtxasLog(k->assemblerLog);
+      EXPECT_EQ(u.spillBytes, 0) << label(c) << " " << d.str();
+      EXPECT_EQ(u.stackBytes, 0) << label(c) << " " << d.str();
+      std::cout << "[ pixels   ] " << label(c) << ": " << d.str() << ", "
+                << u.registers << " registers\n";
+    }
+  }
+}
+
+TEST(ChannelsFirstPixels, ImagesMoveEveryPixelOfAThreadInOneVectorAccess) {
+  // bf16 x 4 pixels: one 8-byte load (two 32-bit words) and one 8-byte
+  // store per channel, no 2-byte access left; one pixel per thread moves
+  // one element per instruction.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
+  ASSERT_TRUE(st.def);
+  CompileOptions opts;
+  opts.emitCubin = false;
+  auto ptxOf = [&](TileConfig c) {
+    llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, c, opts);
+    if (!k) {
+      ADD_FAILURE() << c.str() << ": " << llvm::toString(k.takeError());
+      return std::string();
+    }
+    return k->ptx;
+  };
+  auto count = [](const std::string &text, llvm::StringRef what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos;
+         at = text.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  std::string one = ptxOf(TileConfig{32, 4, 1, false});
+  std::string four = ptxOf(TileConfig{128, 4, 1, false, 4});
+  std::string two = ptxOf(TileConfig{64, 4, 1, false, 2});
+  // A thread's 24 channels of x: 24 loads and 24 stores either way; gamma
+  // and bias stay one 2-byte load per channel.
+  auto loads16 = [&](const std::string &p) {
+    return count(p, "ld.global.b16") + count(p, "ld.global.nc.b16") +
+           count(p, "ld.global.u16") + count(p, "ld.global.nc.u16");
+  };
+  EXPECT_EQ(count(four, "ld.global.v2.b32") + count(four, "ld.global.nc.v2.b32") +
+                count(four, "ld.global.v2.u32") + count(four, "ld.global.nc.v2.u32"),
+            24u);
+  EXPECT_EQ(count(four, "st.global.v4.b16") + count(four, "st.global.v2.b32"),
+            24u);
+  EXPECT_EQ(count(two, "ld.global.b32") + count(two, "ld.global.nc.b32") +
+                count(two, "ld.global.u32") + count(two, "ld.global.nc.u32"),
+            24u);
+  EXPECT_EQ(count(two, "st.global.v2.b16") + count(two, "st.global.b32"), 24u);
+  EXPECT_EQ(count(one, "st.global.b16"), 24u);
+  for (const std::string *p : {&four, &two}) {
+    EXPECT_EQ(loads16(*p) + 24, loads16(one));
+    EXPECT_EQ(count(*p, "st.global.b16") + count(*p, "st.global.u16"), 0u);
+  }
 }
 
 /// A program folding x in `order` (norm pushes), its state as the output.

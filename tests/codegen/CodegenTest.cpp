@@ -150,8 +150,16 @@ TEST(TileConfig, TextRoundTrips) {
   llvm::Expected<TileConfig> p = TileConfig::parse(c.str());
   ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
   EXPECT_EQ(*p, c);
+  // Channels-first pixels per thread: a fifth field, only when not 1.
+  TileConfig px{128, 4, 1, false, 4};
+  EXPECT_EQ(px.str(), "r128.t4.v1.p1.o4");
+  EXPECT_EQ(px.ctaThreads(), 128);
+  llvm::Expected<TileConfig> q = TileConfig::parse(px.str());
+  ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
+  EXPECT_EQ(*q, px);
   for (const char *bad : {"r4.t64.v8", "x4.t64.v8.p1", "r0.t64.v8.p1",
-                          "r1.t64.v8.p3", "r1.t64.vx.p1"}) {
+                          "r1.t64.v8.p3", "r1.t64.vx.p1", "r4.t64.v8.p1.o1",
+                          "r4.t64.v8.p1.x2", "r4.t64.v8.p1.o2.o2"}) {
     llvm::Expected<TileConfig> q = TileConfig::parse(bad);
     EXPECT_FALSE(bool(q)) << bad;
     if (!q)

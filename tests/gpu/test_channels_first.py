@@ -6,7 +6,9 @@ epilogue. Several C (odd ones too), frames and spatial sizes (S % 4 == 0, 2,
 odd: the three output_vec_size cases), edge values, every legal config at
 the seed shape; the wide rows the Wan VAE has (C = 192, 384, odd C up to
 1000) that run rolled (a loop over C, config t1.v1.p2); layouts the kernels
-refuse raise instead of giving other bits; bitfold.torch serves NCDHW
+refuse raise instead of giving other bits; configs with 2 or 4 adjacent
+pixels per thread (suffix .o2/.o4, one vector access per channel) at
+several images, partial last CTAs and odd C; bitfold.torch serves NCDHW
 without a fallback at every C, and the frames-major layout (a contiguous
 (N, T, C, H, W) seen as (N, C, T, H, W)) as its N*T images.
 """
@@ -133,6 +135,34 @@ def test_wan_channels_first_every_config_gives_the_same_bits(rt, shape, form, bi
     kernel = rt.kernel("wan_rmsnorm_silu", params)
     try:
         for cfg in configs:
+            kernel.set_config(cfg)
+            y = wan_launch(kernel, x, g, b, cb, expect.dtype)
+            check("wan_rmsnorm_silu", y, expect, f"config {cfg} NCDHW {shape} {params}")
+    finally:
+        kernel.set_config(None)
+
+
+@pytest.mark.parametrize("shape,form,conv", [
+    ((2, 96, 3, 6, 10), "x", False),     # two images, a partial last CTA
+    ((2, 96, 3, 6, 10), "f32", True),
+    ((1, 97, 2, 10, 14), "x", True),     # odd C, 4 lanes a pixel
+    ((1, 12, 4, 6, 10), "f32", False),   # one thread a pixel
+    ((1, 64, 3, 8, 12), "x", True),
+    ((1, 192, 2, 8, 10), "f32", False),
+    ((1, 384, 1, 12, 20), "x", True)])
+def test_wan_channels_first_pixels_per_thread_give_the_same_bits(rt, shape, form, conv):
+    # .oN: a thread holds N adjacent pixels (aten's output_vec_size), each
+    # channel one N-element access; every pixel's DAG is the one-pixel one.
+    params = wan_params("bf16", form, "bf16", True, conv, shape)
+    configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
+    vec = [c for c in configs if c.endswith((".o2", ".o4"))]
+    assert vec, configs
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
+    expect = wan_eager(x, g, b, cb, form)
+    kernel = rt.kernel("wan_rmsnorm_silu", params)
+    try:
+        for cfg in vec + [None]:
             kernel.set_config(cfg)
             y = wan_launch(kernel, x, g, b, cb, expect.dtype)
             check("wan_rmsnorm_silu", y, expect, f"config {cfg} NCDHW {shape} {params}")
