@@ -96,6 +96,20 @@ float codegen::rowDivisionFast(float x, float d, float y) {
   return std::fma(r, y, q0);
 }
 
+bool codegen::matchRoundedRowDivision(
+    const ExprNode *n, const llvm::DenseSet<const ExprNode *> &rowDivision) {
+  if (n->op != DOp::Round || n->roundTo != DType::BF16 ||
+      !rowDivision.contains(n->args[0].get()))
+    return false;
+  const ExprNode *d = n->args[0]->args[1].get();
+  return d->op == DOp::Extend && d->args[0]->type == DType::BF16;
+}
+
+bool codegen::roundedDivisionEnabled() {
+  const char *v = std::getenv("BITFOLD_ROUNDED_DIVISION");
+  return !(v && llvm::StringRef(v) == "0");
+}
+
 const ExprNode *codegen::matchFastSilu(const ExprNode *n) {
   if (n->op != DOp::Round ||
       (n->roundTo != DType::BF16 && n->roundTo != DType::F16))
@@ -125,9 +139,15 @@ bool codegen::fastSiluEnabled() {
   return !(v && llvm::StringRef(v) == "0");
 }
 
+bool codegen::fallbackLoopsEnabled() {
+  const char *v = std::getenv("BITFOLD_FALLBACK_LOOPS");
+  return !(v && llvm::StringRef(v) == "0");
+}
+
 Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
                                bool lanesAcrossWarps) {
   Rewrites r;
+  r.fallbackLoops = fallbackLoopsEnabled();
   // The lowering's notion of a per-element node (KernelBuilder::isElem): a
   // load below it, not looking through folds.
   llvm::DenseMap<const ExprNode *, bool> memo;
@@ -141,6 +161,7 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
     return memo[m] = e;
   };
   const bool rowDivision = rowDivisionEnabled();
+  const bool roundedDivision = rowDivision && roundedDivisionEnabled();
   // Not in channels-first programs of one thread per pixel: there the H200
   // measured it slower (rolled Wan C = 96: 412.7 -> 430.1 us; unrolled 608
   // -> 999 us), while row layouts gain 14-20%
@@ -157,6 +178,12 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
     if (const ExprNode *x = fastSilu ? matchFastSilu(&n) : nullptr)
       r.fastSilu.try_emplace(&n, x);
   });
+  // A second walk: the division below a round must be known first.
+  if (roundedDivision)
+    dsl::forEachNode(def, [&](const ExprNode &n) {
+      if (matchRoundedRowDivision(&n, r.rowDivision))
+        r.roundedRowDivision.insert(&n);
+    });
   return r;
 }
 
@@ -178,6 +205,10 @@ void codegen::printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,
     lines.push_back(names.lookup(n) + ": div_rn by a per-row value -> per-row "
                                       "RN(1/d) and Markstein's correction "
                                       "where x, d in [2^-60, 2^60]");
+  for (const ExprNode *n : rewrites.roundedRowDivision)
+    lines.push_back(names.lookup(n) +
+                    ": round to bf16 of a row division by a bf16 value -> "
+                    "RN_bf16(RN(x * RN(1/d))) where x, d in [2^-60, 2^60]");
   for (const auto &[n, x] : rewrites.fastSilu)
     lines.push_back((names.lookup(n) + ": round to " +
                      dsl::dtypeName(n->roundTo) + " of silu(" +

@@ -92,6 +92,71 @@ TEST(ExactDivision, ScaledPairsInsideTheRangeAreRoundToNearest) {
       EXPECT_EQ(bits(viaReciprocal(x, d)), bits(x / d)) << x << " / " << d;
 }
 
+namespace {
+
+/// RN_bf16 of a finite float, ties to even, as cvt.rn.bf16.f32.
+uint32_t bf16Bits(float f) {
+  uint32_t u = bits(f);
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+/// The rounded rewrite: RN_bf16(RN(x * RN(1/d))), no correction step.
+uint32_t viaReciprocalRounded(float x, float d) {
+  return bf16Bits(x * (1.0f / d));
+}
+
+} // namespace
+
+// The rounded rewrite's remaining case (docs/exact-division.md, "Rounded
+// to bf16"): x and d both bf16 significands in [1, 2), all 2^14 pairs; the
+// scaling argument extends it to every exponent and sign in range.
+TEST(ExactDivision, EveryBf16PairRoundsToBf16WithoutTheCorrection) {
+  int bad = 0;
+  for (uint32_t m = 0; m < 128; ++m)
+    for (uint32_t a = 0; a < 128; ++a) {
+      const float x = std::bit_cast<float>(0x3f800000u | (a << 16));
+      const float d = std::bit_cast<float>(0x3f800000u | (m << 16));
+      if (viaReciprocalRounded(x, d) != bf16Bits(x / d))
+        ++bad;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// The scaling argument on samples, and the range's ends.
+TEST(ExactDivision, ScaledBf16PairsInsideTheRangeRoundToBf16Alike) {
+  std::mt19937 rng(2512);
+  std::uniform_int_distribution<int> expo(-60, 59);
+  std::uniform_int_distribution<uint32_t> sig(0, 127), sgn(0, 1);
+  auto draw = [&] {
+    float v = std::ldexp(std::bit_cast<float>(0x3f800000u | (sig(rng) << 16)),
+                         expo(rng));
+    return sgn(rng) ? -v : v;
+  };
+  for (int i = 0; i < 2000000; ++i) {
+    float x = draw(), d = draw();
+    ASSERT_EQ(viaReciprocalRounded(x, d), bf16Bits(x / d)) << x << " / " << d;
+  }
+  const float ends[] = {kRowDivMin, kRowDivMax, -kRowDivMin, -kRowDivMax};
+  for (float x : ends)
+    for (float d : ends)
+      EXPECT_EQ(viaReciprocalRounded(x, d), bf16Bits(x / d))
+          << x << " / " << d;
+}
+
+// Without a bf16 d the uncorrected product is not enough: some bf16 x over
+// an f32 d round to another bf16 value (so the f32 form keeps the
+// correction).
+TEST(ExactDivision, AnF32DivisorNeedsTheCorrectionBeforeRounding) {
+  int bad = 0;
+  for (uint32_t m = 0; m < (1u << 23) && !bad; m += 97)
+    for (uint32_t a = 0; a < 128; ++a) {
+      const float x = std::bit_cast<float>(0x3f800000u | (a << 16));
+      const float d = std::bit_cast<float>(0x3f800000u | m);
+      bad += viaReciprocalRounded(x, d) != bf16Bits(x / d);
+    }
+  EXPECT_GT(bad, 0);
+}
+
 // Outside the range the correction does give other bits, so the lowering's
 // div.rn fallback is needed there: -0 / d comes out +0, Inf / d NaN.
 TEST(ExactDivision, ZerosAndInfinitiesNeedTheFallback) {
@@ -146,4 +211,55 @@ TEST(ExactDivision, OtherNumeratorsKeepDivRn) {
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
     EXPECT_EQ(countOf(k->ptx, "rcp.rn.f32"), 0u) << opts;
   }
+}
+
+namespace {
+
+/// Sets (or, with null, unsets) one variable for a scope.
+struct EnvVar {
+  EnvVar(const char *name, const char *value) : name(name) {
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~EnvVar() { ::unsetenv(name); }
+  const char *name;
+};
+
+} // namespace
+
+// Form x divides by a bf16 norm and rounds to bf16: the correction's two
+// fmas per element go (24 elements a thread at the first config, r8.t4.v8);
+// form f32's divisor is f32 and keeps them. =0 brings them back.
+TEST(ExactDivision, FormXRoundsTheUncorrectedQuotientToBf16) {
+  RowDivisionOn on;
+  for (const char *opts : {"", "form=f32"}) {
+    llvm::Expected<CompiledKernel> with = compileWan(opts, "1,96,4,480,832");
+    ASSERT_TRUE(bool(with)) << llvm::toString(with.takeError());
+    EnvVar off("BITFOLD_ROUNDED_DIVISION", "0");
+    llvm::Expected<CompiledKernel> without = compileWan(opts, "1,96,4,480,832");
+    ASSERT_TRUE(bool(without)) << llvm::toString(without.takeError());
+    size_t saved = countOf(without->ptx, "fma.rn.f32") -
+                   countOf(with->ptx, "fma.rn.f32");
+    EXPECT_EQ(saved, *opts ? 0u : 48u) << opts;
+    EXPECT_EQ(countOf(with->ptx, "rcp.rn.f32"), 1u) << opts;
+  }
+}
+
+// The division's fallback is one loop per access (8 elements) holding one
+// div.rn, instead of a div.rn per element; =0 gives the per-element code.
+TEST(ExactDivision, TheFallbackIsOneLoopPerAccess) {
+  RowDivisionOn on;
+  EnvVar noSilu("BITFOLD_FAST_SILU", "0"); // only the division's fallback
+  llvm::Expected<CompiledKernel> loops = compileWan("", "1,96,4,480,832");
+  ASSERT_TRUE(bool(loops)) << llvm::toString(loops.takeError());
+  EnvVar off("BITFOLD_FALLBACK_LOOPS", "0");
+  llvm::Expected<CompiledKernel> unrolled = compileWan("", "1,96,4,480,832");
+  ASSERT_TRUE(bool(unrolled)) << llvm::toString(unrolled.takeError());
+  // SiLU's chain keeps one div.rn per element in both.
+  EXPECT_EQ(countOf(loops->ptx, "div.rn.f32"), 24u + 3u);
+  EXPECT_EQ(countOf(unrolled->ptx, "div.rn.f32"), 24u + 24u);
+  EXPECT_EQ(countOf(loops->ptx, ".pragma \"nounroll\""), 3u);
+  EXPECT_EQ(countOf(unrolled->ptx, ".pragma \"nounroll\""), 0u);
 }
