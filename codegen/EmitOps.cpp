@@ -228,8 +228,19 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
   if (fresh)
     it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), inRange(d)};
   auto [y, fast] = it->second;
-  for (Value x : xs)
-    fast = andI(fast, inRange(x));
+  if (rewrites.rowBound.count(n)) {
+    // d <= 2^59 bounds every |x| of the row (matchRowBound): per element
+    // only the lower end.
+    Value a = LLVM::FAbsOp::create(b, loc, d);
+    fast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
+                cmp(P::OLE, a, cF32(kRowBoundMax)));
+    for (Value x : xs)
+      fast = andI(fast, cmp(P::OGE, LLVM::FAbsOp::create(b, loc, x),
+                            cF32(kRowDivMin)));
+  } else {
+    for (Value x : xs)
+      fast = andI(fast, inRange(x));
+  }
   llvm::SmallVector<Type> types(xs.size(), f32);
   auto ifOp = scf::IfOp::create(b, loc, types, fast, /*withElseRegion=*/true);
   {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/ExactRewrites.h"
+#include "dsl/Parser.h"
 #include "tests/codegen/CompileStock.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <random>
 #include <thread>
+#include <vector>
 
 using namespace bitfold;
 using namespace bitfold::codegen;
@@ -262,4 +264,82 @@ TEST(ExactDivision, TheFallbackIsOneLoopPerAccess) {
   EXPECT_EQ(countOf(unrolled->ptx, "div.rn.f32"), 24u + 24u);
   EXPECT_EQ(countOf(loops->ptx, ".pragma \"nounroll\""), 3u);
   EXPECT_EQ(countOf(unrolled->ptx, ".pragma \"nounroll\""), 0u);
+}
+
+namespace {
+
+/// The Wan kernel's canonical text at the seed shape, with `from` replaced
+/// by `to` (once), read back; how many row divisions take the row bound.
+size_t rowBoundsOf(const char *params, llvm::StringRef from = "",
+                   llvm::StringRef to = "") {
+  llvm::Expected<templates::Problem> p =
+      templates::makeProblem("wan_rmsnorm_silu", params, "1,96,4,480,832");
+  EXPECT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  if (!p)
+    return ~size_t(0);
+  std::string text = dsl::printCanonical(*tools::shapeProblem(*p).def);
+  if (!from.empty()) {
+    size_t at = text.find(from.str());
+    EXPECT_NE(at, std::string::npos) << from.str();
+    text.replace(at, from.size(), to.str());
+  }
+  auto def = dsl::parseKernel(text);
+  EXPECT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  if (!def)
+    return ~size_t(0);
+  return findRewrites(**def, 90).rowBound.size();
+}
+
+} // namespace
+
+// Both forms divide by the clamped norm of the numerator itself: the row
+// bound applies (per element only |x| >= 2^-60 in the PTX).
+TEST(ExactDivision, TheWanNormsDivisorBoundsItsRow) {
+  ::unsetenv("BITFOLD_ROW_BOUND");
+  EXPECT_EQ(rowBoundsOf(""), 1u);
+  EXPECT_EQ(rowBoundsOf("form=f32"), 1u);
+  ::setenv("BITFOLD_ROW_BOUND", "0", 1);
+  EXPECT_EQ(rowBoundsOf(""), 0u);
+  ::unsetenv("BITFOLD_ROW_BOUND");
+}
+
+// What the bound relies on, each broken once: max_num forgets a NaN norm
+// (d would be the clamp), a push that is not x*x + acc, a combine that
+// subtracts, a fold that starts elsewhere than +0.
+TEST(ExactDivision, TheRowBoundNeedsTheNormOfTheNumerator) {
+  ::unsetenv("BITFOLD_ROW_BOUND");
+  EXPECT_EQ(rowBoundsOf("", "max_nan", "max_num"), 0u);
+  EXPECT_EQ(rowBoundsOf("", "fma_rn %0, %0, %1", "fma_rn %0, %1, %1"), 0u);
+  EXPECT_EQ(rowBoundsOf("", "%2 = add %0, %1", "%2 = sub %0, %1"), 0u);
+  EXPECT_EQ(rowBoundsOf("", "empty (0x00000000)", "empty (0x3f800000)"), 0u);
+}
+
+// The bound itself on rows at the top of the range: with d <= 2^59 every
+// |x| is below 2^60, whatever the order of the sum; the largest bf16 row
+// values that still pass come within a factor 1.01 of d.
+TEST(ExactDivision, ARowWhoseNormPassesHoldsNoElementAbove2To60) {
+  std::mt19937 rng(59);
+  std::uniform_int_distribution<int> expo(50, 61), len(1, 64);
+  std::uniform_int_distribution<uint32_t> sig(0, 127);
+  auto bf16 = [](float v) {
+    return std::bit_cast<float>(bf16Bits(v) << 16);
+  };
+  int passed = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::vector<float> x(len(rng));
+    float s = 0.0f, big = 0.0f;
+    for (float &v : x) {
+      v = std::ldexp(std::bit_cast<float>(0x3f800000u | (sig(rng) << 16)),
+                     expo(rng) - (rng() % 8 ? 20 : 0));
+      s = std::fma(v, v, s);
+      big = std::max(big, v);
+    }
+    float d = bf16(std::max(bf16(std::sqrt(s)), 1e-12f));
+    if (d <= kRowBoundMax) {
+      ++passed;
+      ASSERT_LE(big, kRowDivMax) << "row " << i;
+      ASSERT_LE(big, 1.01f * d) << "row " << i;
+    }
+  }
+  EXPECT_GT(passed, 1000);
 }

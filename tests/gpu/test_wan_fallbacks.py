@@ -6,10 +6,11 @@ x gets sparse elements outside the row division's fast range (zeros, -0,
 magnitudes below 2^-60) and gamma/bias spread SiLU's inputs below -80, so
 within one warp some accesses take the fallback region and others do not,
 and inside a fallback some elements need the exact chain and others keep
-the fast value. Each case runs with the fallbacks as loops and the rounded
-division (the defaults) and with both off (BITFOLD_FALLBACK_LOOPS=0,
-BITFOLD_ROUNDED_DIVISION=0), each on a runtime of its own; bf16 and f16,
-both forms, and every tile config at one shape.
+the fast value. Each case runs with the fallbacks as loops, the rounded
+division and the row bound (the defaults) and with all three off
+(BITFOLD_FALLBACK_LOOPS=0, BITFOLD_ROUNDED_DIVISION=0, BITFOLD_ROW_BOUND=0),
+each on a runtime of its own; bf16 and f16, both forms, and every tile
+config at one shape.
 
 On a GPU host: python3 -m pytest tests/gpu/test_wan_fallbacks.py -q
 (BITFOLD_LIB set, bitfold CLI on PATH for the config list). Skips where
@@ -24,8 +25,8 @@ from test_aten_norms import (wan_eager, wan_every_config, wan_launch, wan_operan
                              wan_params)
 from test_kernels import check
 
-MODES = {"on": {"BITFOLD_FALLBACK_LOOPS": "1", "BITFOLD_ROUNDED_DIVISION": "1"},
-         "off": {"BITFOLD_FALLBACK_LOOPS": "0", "BITFOLD_ROUNDED_DIVISION": "0"}}
+VARS = ("BITFOLD_FALLBACK_LOOPS", "BITFOLD_ROUNDED_DIVISION", "BITFOLD_ROW_BOUND")
+MODES = {"on": dict.fromkeys(VARS, "1"), "off": dict.fromkeys(VARS, "0")}
 
 
 @pytest.fixture(params=sorted(MODES))
