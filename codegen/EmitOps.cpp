@@ -207,11 +207,13 @@ Value KernelBuilder::emitFma(const ExprNode *n, ArrayRef<Value> a) {
 }
 
 std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
-                                                  const Access &acc) {
+                                                  const Access &acc,
+                                                  bool corrected) {
   // ExactRewrites.h: RN(x/d) by a per-row reciprocal and Markstein's
   // correction where x and d lie in the proven range, div.rn elsewhere. One
   // branch per access (not per element), so ptxas schedules the elements'
-  // following chains (SiLU) together.
+  // following chains (SiLU) together. Without `corrected`, the fast values
+  // are RN(x y) only: right once rounded to bf16 (matchRoundedRowDivision).
   std::vector<Value> xs;
   for (int e = 0; e < acc.width; ++e)
     xs.push_back(elemValue(n->args[0].get(), acc, e));
@@ -226,8 +228,19 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
   if (fresh)
     it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), inRange(d)};
   auto [y, fast] = it->second;
-  for (Value x : xs)
-    fast = andI(fast, inRange(x));
+  if (rewrites.rowBound.count(n)) {
+    // d <= 2^59 bounds every |x| of the row (matchRowBound): per element
+    // only the lower end.
+    Value a = LLVM::FAbsOp::create(b, loc, d);
+    fast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
+                cmp(P::OLE, a, cF32(kRowBoundMax)));
+    for (Value x : xs)
+      fast = andI(fast, cmp(P::OGE, LLVM::FAbsOp::create(b, loc, x),
+                            cF32(kRowDivMin)));
+  } else {
+    for (Value x : xs)
+      fast = andI(fast, inRange(x));
+  }
   llvm::SmallVector<Type> types(xs.size(), f32);
   auto ifOp = scf::IfOp::create(b, loc, types, fast, /*withElseRegion=*/true);
   {
@@ -236,6 +249,10 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
     llvm::SmallVector<Value> q;
     for (Value x : xs) {
       Value q0 = arith::MulFOp::create(b, loc, x, y);
+      if (!corrected) {
+        q.push_back(q0);
+        continue;
+      }
       Value r = LLVM::FMAOp::create(
           b, loc, arith::NegFOp::create(b, loc, q0), d, x);
       q.push_back(LLVM::FMAOp::create(b, loc, r, y, q0));
@@ -243,10 +260,12 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
     }
     scf::YieldOp::create(b, loc, q);
     b.setInsertionPointToStart(ifOp.elseBlock());
-    q.clear();
-    for (Value x : xs)
-      q.push_back(intrinsic("llvm.nvvm.div.rn.f", {x, d}));
-    scf::YieldOp::create(b, loc, q);
+    // div.rn for every element: where x is in range it equals the
+    // corrected quotient (the proof), so no element's test is needed here.
+    std::vector<Value> slow = fallback({xs}, [&](ArrayRef<Value> h) {
+      return intrinsic("llvm.nvvm.div.rn.f", {h[0], d});
+    });
+    scf::YieldOp::create(b, loc, slow);
   }
   return std::vector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
 }
@@ -260,9 +279,6 @@ std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
   // side), then the rarely taken fallback, then the paired cvt.rn.
   const ExprNode *xNode = rewrites.fastSilu.lookup(n);
   const DType t = n->roundTo;
-  const int shift = 32 - fastSiluDroppedBits(t);
-  const uint32_t half = 1u << (fastSiluDroppedBits(t) - 1);
-  const uint32_t k = fastSiluMargin(t);
   std::vector<Value> xs;
   for (int e = 0; e < acc.width; ++e)
     xs.push_back(elemValue(xNode, acc, e));
@@ -274,21 +290,8 @@ std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
         b, loc, intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {arg}), cF32(1.0f));
     Value s = arith::MulFOp::create(
         b, loc, x, NVVM::RcpApproxFtzF32Op::create(b, loc, f32, d));
-    // fastSiluAccepts: |dropped - half| > K as (bits << shift) + C
-    // compared unsigned (ptxas: one LEA and one ISETP).
-    Value low = arith::AddIOp::create(
-        b, loc,
-        arith::ShLIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
-                              cI32(shift)),
-        cI32(int32_t((k - half) << shift)));
-    Value accept = andI(cmp(P::OGE, x, cF32(kFastSiluMinX)),
-                        cmpI(arith::CmpIPredicate::ugt, low,
-                             cI32(int32_t((2 * k) << shift))));
-    if (t == DType::F16) // f16's subnormals round at another bit
-      accept = andI(accept, cmp(P::OGE, LLVM::FAbsOp::create(b, loc, s),
-                                cF32(0x1p-14f)));
     fast.push_back(s);
-    ok.push_back(accept);
+    ok.push_back(fastSiluTest(t, x, s));
   }
   // One branch per access on the common path; where some element fails,
   // one more per element, so only the failing ones run the chain.
@@ -302,31 +305,117 @@ std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
     b.setInsertionPointToStart(access.thenBlock());
     scf::YieldOp::create(b, loc, fast);
     b.setInsertionPointToStart(access.elseBlock());
-    llvm::SmallVector<Value> some;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      auto elem = scf::IfOp::create(b, loc, TypeRange{f32}, ok[i],
+    // Each element again: its own test (recomputed, so the hot path keeps
+    // no per-element predicate alive), the chain only where it fails.
+    auto pick = [&](Value x, Value s, Value accept) {
+      auto elem = scf::IfOp::create(b, loc, TypeRange{f32}, accept,
                                     /*withElseRegion=*/true);
       OpBuilder::InsertionGuard inner(b);
       b.setInsertionPointToStart(elem.thenBlock());
-      scf::YieldOp::create(b, loc, fast[i]);
+      scf::YieldOp::create(b, loc, s);
       b.setInsertionPointToStart(elem.elseBlock());
-      scf::YieldOp::create(b, loc, exactSilu(n->args[0].get(), xNode, xs[i]));
-      some.push_back(elem.getResult(0));
+      scf::YieldOp::create(b, loc, exactSilu(n->args[0].get(), xNode, x));
+      return elem.getResult(0);
+    };
+    std::vector<Value> some;
+    if (rewrites.fallbackLoops) {
+      some = fallback({xs, fast}, [&](ArrayRef<Value> h) {
+        return pick(h[0], h[1], fastSiluTest(t, h[0], h[1]));
+      });
+    } else {
+      for (size_t i = 0; i < xs.size(); ++i)
+        some.push_back(pick(xs[i], fast[i], ok[i]));
     }
     scf::YieldOp::create(b, loc, some);
   }
-  std::vector<Value> y(access.getResults().begin(), access.getResults().end());
+  return roundElements(
+      n, std::vector<Value>(access.getResults().begin(),
+                            access.getResults().end()));
+}
+
+std::vector<Value> KernelBuilder::roundElements(const ExprNode *n,
+                                                ArrayRef<Value> y) {
+  // Pairs in one cvt.rn.{bf16,f16}x2.f32, as roundPair.
   std::vector<Value> out;
   for (size_t i = 0; i < y.size(); i += 2) {
     if (i + 1 == y.size()) {
       out.push_back(emitRound(n, y[i]));
       break;
     }
-    Value pair = cvtRnPair(t, y[i + 1], y[i]);
+    Value pair = cvtRnPair(n->roundTo, y[i + 1], y[i]);
     out.push_back(LLVM::ExtractElementOp::create(b, loc, pair, cI32(0)));
     out.push_back(LLVM::ExtractElementOp::create(b, loc, pair, cI32(1)));
   }
   return out;
+}
+
+Value KernelBuilder::fastSiluTest(DType t, Value x, Value s) {
+  // fastSiluAccepts: |dropped - half| > K as (bits << shift) + C compared
+  // unsigned (ptxas: one LEA and one ISETP), x >= kFastSiluMinX (false
+  // for NaN) and, for f16, s in f16's normal range.
+  const int shift = 32 - fastSiluDroppedBits(t);
+  const uint32_t half = 1u << (fastSiluDroppedBits(t) - 1);
+  const uint32_t k = fastSiluMargin(t);
+  Value low = arith::AddIOp::create(
+      b, loc,
+      arith::ShLIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
+                            cI32(shift)),
+      cI32(int32_t((k - half) << shift)));
+  Value accept = andI(cmp(P::OGE, x, cF32(kFastSiluMinX)),
+                      cmpI(arith::CmpIPredicate::ugt, low,
+                           cI32(int32_t((2 * k) << shift))));
+  if (t == DType::F16) // f16's subnormals round at another bit
+    accept = andI(accept, cmp(P::OGE, LLVM::FAbsOp::create(b, loc, s),
+                              cF32(0x1p-14f)));
+  return accept;
+}
+
+std::vector<Value> KernelBuilder::fallback(
+    ArrayRef<std::vector<Value>> lists,
+    llvm::function_ref<Value(ArrayRef<Value>)> body) {
+  // `body` of element i's values (lists[j][i] for every j), for every i.
+  // With fallback loops: one copy of `body` in a loop of one trip per
+  // element whose carried lists rotate by one each trip (a loop cannot
+  // index registers); the result takes list 0's head's place, so after
+  // the last trip list 0 holds the results in order. The loop carries
+  // llvm.loop.unroll.disable: unrolled, it is the per-element code again.
+  const size_t w = lists[0].size();
+  if (!rewrites.fallbackLoops || w == 1) {
+    std::vector<Value> out;
+    for (size_t i = 0; i < w; ++i) {
+      llvm::SmallVector<Value, 2> h;
+      for (const std::vector<Value> &l : lists)
+        h.push_back(l[i]);
+      out.push_back(body(h));
+    }
+    return out;
+  }
+  llvm::SmallVector<Value> init;
+  for (const std::vector<Value> &l : lists)
+    init.append(l.begin(), l.end());
+  auto loop = scf::ForOp::create(
+      b, loc, cIdx(0), cIdx(int64_t(w)), cIdx(1), init,
+      [&](OpBuilder &, Location, Value, ValueRange args) {
+        llvm::SmallVector<Value, 2> h;
+        for (size_t j = 0; j < lists.size(); ++j)
+          h.push_back(args[j * w]);
+        Value r = body(h);
+        llvm::SmallVector<Value> next;
+        for (size_t j = 0; j < lists.size(); ++j) {
+          for (size_t i = 1; i < w; ++i)
+            next.push_back(args[j * w + i]);
+          next.push_back(j == 0 ? r : args[j * w]);
+        }
+        scf::YieldOp::create(b, loc, next);
+      });
+  auto noUnroll = LLVM::LoopUnrollAttr::get(&ctx, b.getBoolAttr(true), {}, {},
+                                            {}, {}, {}, {});
+  loop->setAttr("loop_annotation",
+                LLVM::LoopAnnotationAttr::get(&ctx, {}, {}, {}, noUnroll, {},
+                                              {}, {}, {}, {}, {}, {}, {}, {},
+                                              {}, {}));
+  return std::vector<Value>(loop.getResults().begin(),
+                            loop.getResults().begin() + w);
 }
 
 Value KernelBuilder::exactSilu(const ExprNode *chain, const ExprNode *xNode,

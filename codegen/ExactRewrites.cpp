@@ -96,6 +96,82 @@ float codegen::rowDivisionFast(float x, float d, float y) {
   return std::fma(r, y, q0);
 }
 
+namespace {
+
+bool isPlaceholder(const dsl::Expr &e, int i) {
+  return e->op == DOp::Placeholder && e->index == i;
+}
+
+/// The combiner sums squares of its input: one field, empty +0, push
+/// fma(x, x, acc), combine acc + other, finish acc (norm_two_aten).
+bool sumsSquares(const dsl::Combiner &c) {
+  if (c.numFields() != 1 || std::bit_cast<uint32_t>(c.emptyState()[0]) != 0)
+    return false;
+  const ExprNode *p = c.pushBody()[0].get();
+  const ExprNode *m = c.combineBody()[0].get();
+  return p->op == DOp::Fma && isPlaceholder(p->args[0], 1) &&
+         isPlaceholder(p->args[1], 1) && isPlaceholder(p->args[2], 0) &&
+         m->op == DOp::Add &&
+         ((isPlaceholder(m->args[0], 0) && isPlaceholder(m->args[1], 1)) ||
+          (isPlaceholder(m->args[0], 1) && isPlaceholder(m->args[1], 0))) &&
+         c.finishBody().fields.size() == 1 &&
+         isPlaceholder(c.finishBody()[0], 0);
+}
+
+/// Below widenings and roundings to bf16 or f32, at most `budget` of them.
+const ExprNode *belowRoundings(const ExprNode *m, int &budget) {
+  while (budget > 0 &&
+         (m->op == DOp::Extend ||
+          (m->op == DOp::Round &&
+           (m->roundTo == DType::BF16 || m->roundTo == DType::F32)))) {
+    budget -= m->op == DOp::Round;
+    m = m->args[0].get();
+  }
+  return m;
+}
+
+} // namespace
+
+bool codegen::matchRowBound(const ExprNode *div, const dsl::KernelDef &def) {
+  int budget = 8;
+  const ExprNode *m = belowRoundings(div->args[1].get(), budget);
+  if (m->op == DOp::MaxNaN) {
+    const ExprNode *a = m->args[0].get(), *c = m->args[1].get();
+    if (a->op == DOp::Const)
+      std::swap(a, c);
+    if (c->op != DOp::Const)
+      return false;
+    m = belowRoundings(a, budget);
+  }
+  if (m->op != DOp::Sqrt)
+    return false;
+  const ExprNode *s = m->args[0].get();
+  if (s->op != DOp::FoldValue || s->field != 0 || s->index < 0 ||
+      size_t(s->index) >= def.folds.size())
+    return false;
+  const dsl::FoldDecl &f = def.folds[size_t(s->index)];
+  return f.input.get() == div->args[0].get() && sumsSquares(*f.combiner);
+}
+
+bool codegen::rowBoundEnabled() {
+  const char *v = std::getenv("BITFOLD_ROW_BOUND");
+  return !(v && llvm::StringRef(v) == "0");
+}
+
+bool codegen::matchRoundedRowDivision(
+    const ExprNode *n, const llvm::DenseSet<const ExprNode *> &rowDivision) {
+  if (n->op != DOp::Round || n->roundTo != DType::BF16 ||
+      !rowDivision.contains(n->args[0].get()))
+    return false;
+  const ExprNode *d = n->args[0]->args[1].get();
+  return d->op == DOp::Extend && d->args[0]->type == DType::BF16;
+}
+
+bool codegen::roundedDivisionEnabled() {
+  const char *v = std::getenv("BITFOLD_ROUNDED_DIVISION");
+  return !(v && llvm::StringRef(v) == "0");
+}
+
 const ExprNode *codegen::matchFastSilu(const ExprNode *n) {
   if (n->op != DOp::Round ||
       (n->roundTo != DType::BF16 && n->roundTo != DType::F16))
@@ -125,9 +201,15 @@ bool codegen::fastSiluEnabled() {
   return !(v && llvm::StringRef(v) == "0");
 }
 
+bool codegen::fallbackLoopsEnabled() {
+  const char *v = std::getenv("BITFOLD_FALLBACK_LOOPS");
+  return !(v && llvm::StringRef(v) == "0");
+}
+
 Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
                                bool lanesAcrossWarps) {
   Rewrites r;
+  r.fallbackLoops = fallbackLoopsEnabled();
   // The lowering's notion of a per-element node (KernelBuilder::isElem): a
   // load below it, not looking through folds.
   llvm::DenseMap<const ExprNode *, bool> memo;
@@ -141,6 +223,8 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
     return memo[m] = e;
   };
   const bool rowDivision = rowDivisionEnabled();
+  const bool roundedDivision = rowDivision && roundedDivisionEnabled();
+  const bool rowBound = rowBoundEnabled();
   // Not in channels-first programs of one thread per pixel: there the H200
   // measured it slower (rolled Wan C = 96: 412.7 -> 430.1 us; unrolled 608
   // -> 999 us), while row layouts gain 14-20%
@@ -148,8 +232,11 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
   const bool fastSilu = fastSiluEnabled() &&
                         (!dsl::isChannelsFirst(def) || lanesAcrossWarps);
   dsl::forEachNode(def, [&](const ExprNode &n) {
-    if (rowDivision && matchRowDivision(&n, perElement))
+    if (rowDivision && matchRowDivision(&n, perElement)) {
       r.rowDivision.insert(&n);
+      if (rowBound && matchRowBound(&n, def))
+        r.rowBound.insert(&n);
+    }
     if (std::optional<NarrowArith> m = matchNarrowArith(&n, smVersion))
       r.narrow.try_emplace(&n, *m);
     if (const ExprNode *x = matchNvccReciprocal(&n))
@@ -157,6 +244,12 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
     if (const ExprNode *x = fastSilu ? matchFastSilu(&n) : nullptr)
       r.fastSilu.try_emplace(&n, x);
   });
+  // A second walk: the division below a round must be known first.
+  if (roundedDivision)
+    dsl::forEachNode(def, [&](const ExprNode &n) {
+      if (matchRoundedRowDivision(&n, r.rowDivision))
+        r.roundedRowDivision.insert(&n);
+    });
   return r;
 }
 
@@ -178,6 +271,14 @@ void codegen::printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,
     lines.push_back(names.lookup(n) + ": div_rn by a per-row value -> per-row "
                                       "RN(1/d) and Markstein's correction "
                                       "where x, d in [2^-60, 2^60]");
+  for (const ExprNode *n : rewrites.rowBound)
+    lines.push_back(names.lookup(n) +
+                    ": its divisor is the row's norm of x -> d <= 2^59 "
+                    "bounds every |x|, per element only |x| >= 2^-60");
+  for (const ExprNode *n : rewrites.roundedRowDivision)
+    lines.push_back(names.lookup(n) +
+                    ": round to bf16 of a row division by a bf16 value -> "
+                    "RN_bf16(RN(x * RN(1/d))) where x, d in [2^-60, 2^60]");
   for (const auto &[n, x] : rewrites.fastSilu)
     lines.push_back((names.lookup(n) + ": round to " +
                      dsl::dtypeName(n->roundTo) + " of silu(" +

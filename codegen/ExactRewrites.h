@@ -69,6 +69,31 @@ bool rowDivisionEnabled();
 /// The rewrite's per-element arithmetic given y = RN(1/d), on the host.
 float rowDivisionFast(float x, float d, float y);
 
+/// A row division (matchRowDivision) whose d is the row's clamped 2-norm
+/// of x itself: d = rho(max_nan(rho(sqrt_rn(S)), c)), rho a chain of at
+/// most 8 roundings to bf16 or f32 (and widenings), S the result of a fold
+/// of x that sums squares (empty +0, push fma(x, x, acc), combine add). S
+/// is at least RN(x_i^2) for every x_i of the row, so d <= kRowBoundMax
+/// (false for NaN) proves |x_i| <= 2^60 for all of them: the lowering then
+/// tests only |x_i| >= kRowDivMin per element (docs/exact-division.md,
+/// "A bound from the row").
+bool matchRowBound(const dsl::ExprNode *div, const dsl::KernelDef &def);
+inline constexpr float kRowBoundMax = 0x1p59f;
+/// On unless BITFOLD_ROW_BOUND=0 (recorded in the cache key).
+bool rowBoundEnabled();
+
+/// `round_bf16(div_rn(x, d))` of a row division (matchRowDivision) whose d
+/// is a widened bf16 value too: in the same range, RN_bf16(RN(x y)) is the
+/// result without the correction step (a quotient of two 8-bit
+/// significands lies far enough from every bf16 rounding midpoint;
+/// docs/exact-division.md, "Rounded to bf16": scaling as above, and a CPU
+/// test runs all 2^14 significand pairs). `rowDivision` holds n's division.
+bool matchRoundedRowDivision(
+    const dsl::ExprNode *n,
+    const llvm::DenseSet<const dsl::ExprNode *> &rowDivision);
+/// On unless BITFOLD_ROUNDED_DIVISION=0 (recorded in the cache key).
+bool roundedDivisionEnabled();
+
 /// `round_t(silu(x))` (dsl::silu: `div_rn(x, 1 + exp_libdevice(-x))`)
 /// with x a widened value of t (bf16 or f16): the output is a function of
 /// x's 2^16 bit patterns. Per element the fast path s = RN(x *
@@ -110,6 +135,13 @@ inline bool fastSiluAccepts(dsl::DType t, float x, float s) {
 /// programs never take it (slower there; findRewrites).
 bool fastSiluEnabled();
 
+/// The exact fallbacks of the row division and the fast SiLU as one loop
+/// over an access's elements (one copy of div.rn / the chain per access in
+/// the PTX) instead of one copy per element; the loop computes exactly what
+/// the per-element code selects (docs/exact-silu.md, "The fallback"). On
+/// unless BITFOLD_FALLBACK_LOOPS=0 (recorded in the cache key).
+bool fallbackLoopsEnabled();
+
 /// The rewrite stage's result: the nodes the lowering rewrites.
 struct Rewrites {
   llvm::DenseMap<const dsl::ExprNode *, NarrowArith> narrow;
@@ -117,8 +149,15 @@ struct Rewrites {
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> nvccReciprocal;
   /// div_rn nodes by a per-row divisor (matchRowDivision).
   llvm::DenseSet<const dsl::ExprNode *> rowDivision;
+  /// Row divisions whose d bounds every |x| of the row (matchRowBound).
+  llvm::DenseSet<const dsl::ExprNode *> rowBound;
+  /// round_bf16 nodes of such a division by a bf16 d
+  /// (matchRoundedRowDivision).
+  llvm::DenseSet<const dsl::ExprNode *> roundedRowDivision;
   /// round_t(silu(x)) nodes -> x's Extend node (matchFastSilu).
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> fastSilu;
+  /// Their fallbacks as loops (fallbackLoopsEnabled).
+  bool fallbackLoops = true;
 };
 /// `lanesAcrossWarps`: the plan's (Plan.h); a channels-first program takes
 /// the fast SiLU only then.

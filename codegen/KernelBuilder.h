@@ -117,12 +117,26 @@ private:
   Value roundByte(dsl::DType t, Value v);
   Value roundToI8(Value v);
   Value emitFma(const ExprNode *n, llvm::ArrayRef<Value> a);
-  std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc);
+  /// A row division's quotients for every element of `acc`; without
+  /// `corrected`, RN(x y) where fast (matchRoundedRowDivision).
+  std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc,
+                                     bool corrected = true);
+  /// round_t (n's) of the values `y`, paired where two are adjacent.
+  std::vector<Value> roundElements(const ExprNode *n,
+                                   llvm::ArrayRef<Value> y);
   /// The bf16/f16 values of a rewritten round_t(silu(x)) for every element
   /// of `acc` (ExactRewrites.h, matchFastSilu).
   std::vector<Value> emitFastSilu(const ExprNode *n, const Access &acc);
   /// silu's exact chain `chain` (its div_rn node) on one element's x.
   Value exactSilu(const ExprNode *chain, const ExprNode *xNode, Value x);
+  /// Whether the fast SiLU value s of x is taken (fastSiluAccepts).
+  Value fastSiluTest(dsl::DType t, Value x, Value s);
+  /// `body` on every element's values (lists[j][i], j over the lists):
+  /// a loop over the elements with one copy of `body` where
+  /// rewrites.fallbackLoops, else one copy per element.
+  std::vector<Value>
+  fallback(llvm::ArrayRef<std::vector<Value>> lists,
+           llvm::function_ref<Value(llvm::ArrayRef<Value>)> body);
   Value cvtRnPair(dsl::DType t, Value hi, Value lo);
   Value minMax(dsl::Op op, Value x, Value y);
   Value expLibdevice(Value x);

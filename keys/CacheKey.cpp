@@ -90,6 +90,9 @@ llvm::ArrayRef<const char *> keys::codegenEnvVars() {
       "BITFOLD_ROW_DIVISION", // the per-row reciprocal (codegen/ExactRewrites.h)
       "BITFOLD_FAST_SILU",    // the SiLU fast path (codegen/ExactRewrites.h)
       "BITFOLD_ROLLED_ROWS",  // rolled two-pass rows (codegen/Plan.h)
+      "BITFOLD_FALLBACK_LOOPS", // exact fallbacks as loops (ExactRewrites.h)
+      "BITFOLD_ROUNDED_DIVISION", // row division to bf16 (ExactRewrites.h)
+      "BITFOLD_ROW_BOUND", // a row division's range from d (ExactRewrites.h)
   };
   return vars;
 }

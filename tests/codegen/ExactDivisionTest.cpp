@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/ExactRewrites.h"
+#include "dsl/Parser.h"
 #include "tests/codegen/CompileStock.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <random>
 #include <thread>
+#include <vector>
 
 using namespace bitfold;
 using namespace bitfold::codegen;
@@ -92,6 +94,71 @@ TEST(ExactDivision, ScaledPairsInsideTheRangeAreRoundToNearest) {
       EXPECT_EQ(bits(viaReciprocal(x, d)), bits(x / d)) << x << " / " << d;
 }
 
+namespace {
+
+/// RN_bf16 of a finite float, ties to even, as cvt.rn.bf16.f32.
+uint32_t bf16Bits(float f) {
+  uint32_t u = bits(f);
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+/// The rounded rewrite: RN_bf16(RN(x * RN(1/d))), no correction step.
+uint32_t viaReciprocalRounded(float x, float d) {
+  return bf16Bits(x * (1.0f / d));
+}
+
+} // namespace
+
+// The rounded rewrite's remaining case (docs/exact-division.md, "Rounded
+// to bf16"): x and d both bf16 significands in [1, 2), all 2^14 pairs; the
+// scaling argument extends it to every exponent and sign in range.
+TEST(ExactDivision, EveryBf16PairRoundsToBf16WithoutTheCorrection) {
+  int bad = 0;
+  for (uint32_t m = 0; m < 128; ++m)
+    for (uint32_t a = 0; a < 128; ++a) {
+      const float x = std::bit_cast<float>(0x3f800000u | (a << 16));
+      const float d = std::bit_cast<float>(0x3f800000u | (m << 16));
+      if (viaReciprocalRounded(x, d) != bf16Bits(x / d))
+        ++bad;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+// The scaling argument on samples, and the range's ends.
+TEST(ExactDivision, ScaledBf16PairsInsideTheRangeRoundToBf16Alike) {
+  std::mt19937 rng(2512);
+  std::uniform_int_distribution<int> expo(-60, 59);
+  std::uniform_int_distribution<uint32_t> sig(0, 127), sgn(0, 1);
+  auto draw = [&] {
+    float v = std::ldexp(std::bit_cast<float>(0x3f800000u | (sig(rng) << 16)),
+                         expo(rng));
+    return sgn(rng) ? -v : v;
+  };
+  for (int i = 0; i < 2000000; ++i) {
+    float x = draw(), d = draw();
+    ASSERT_EQ(viaReciprocalRounded(x, d), bf16Bits(x / d)) << x << " / " << d;
+  }
+  const float ends[] = {kRowDivMin, kRowDivMax, -kRowDivMin, -kRowDivMax};
+  for (float x : ends)
+    for (float d : ends)
+      EXPECT_EQ(viaReciprocalRounded(x, d), bf16Bits(x / d))
+          << x << " / " << d;
+}
+
+// Without a bf16 d the uncorrected product is not enough: some bf16 x over
+// an f32 d round to another bf16 value (so the f32 form keeps the
+// correction).
+TEST(ExactDivision, AnF32DivisorNeedsTheCorrectionBeforeRounding) {
+  int bad = 0;
+  for (uint32_t m = 0; m < (1u << 23) && !bad; m += 97)
+    for (uint32_t a = 0; a < 128; ++a) {
+      const float x = std::bit_cast<float>(0x3f800000u | (a << 16));
+      const float d = std::bit_cast<float>(0x3f800000u | m);
+      bad += viaReciprocalRounded(x, d) != bf16Bits(x / d);
+    }
+  EXPECT_GT(bad, 0);
+}
+
 // Outside the range the correction does give other bits, so the lowering's
 // div.rn fallback is needed there: -0 / d comes out +0, Inf / d NaN.
 TEST(ExactDivision, ZerosAndInfinitiesNeedTheFallback) {
@@ -146,4 +213,133 @@ TEST(ExactDivision, OtherNumeratorsKeepDivRn) {
     ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
     EXPECT_EQ(countOf(k->ptx, "rcp.rn.f32"), 0u) << opts;
   }
+}
+
+namespace {
+
+/// Sets (or, with null, unsets) one variable for a scope.
+struct EnvVar {
+  EnvVar(const char *name, const char *value) : name(name) {
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~EnvVar() { ::unsetenv(name); }
+  const char *name;
+};
+
+} // namespace
+
+// Form x divides by a bf16 norm and rounds to bf16: the correction's two
+// fmas per element go (24 elements a thread at the first config, r8.t4.v8);
+// form f32's divisor is f32 and keeps them. =0 brings them back.
+TEST(ExactDivision, FormXRoundsTheUncorrectedQuotientToBf16) {
+  RowDivisionOn on;
+  for (const char *opts : {"", "form=f32"}) {
+    llvm::Expected<CompiledKernel> with = compileWan(opts, "1,96,4,480,832");
+    ASSERT_TRUE(bool(with)) << llvm::toString(with.takeError());
+    EnvVar off("BITFOLD_ROUNDED_DIVISION", "0");
+    llvm::Expected<CompiledKernel> without = compileWan(opts, "1,96,4,480,832");
+    ASSERT_TRUE(bool(without)) << llvm::toString(without.takeError());
+    size_t saved = countOf(without->ptx, "fma.rn.f32") -
+                   countOf(with->ptx, "fma.rn.f32");
+    EXPECT_EQ(saved, *opts ? 0u : 48u) << opts;
+    EXPECT_EQ(countOf(with->ptx, "rcp.rn.f32"), 1u) << opts;
+  }
+}
+
+// The division's fallback is one loop per access (8 elements) holding one
+// div.rn, instead of a div.rn per element; =0 gives the per-element code.
+TEST(ExactDivision, TheFallbackIsOneLoopPerAccess) {
+  RowDivisionOn on;
+  EnvVar noSilu("BITFOLD_FAST_SILU", "0"); // only the division's fallback
+  llvm::Expected<CompiledKernel> loops = compileWan("", "1,96,4,480,832");
+  ASSERT_TRUE(bool(loops)) << llvm::toString(loops.takeError());
+  EnvVar off("BITFOLD_FALLBACK_LOOPS", "0");
+  llvm::Expected<CompiledKernel> unrolled = compileWan("", "1,96,4,480,832");
+  ASSERT_TRUE(bool(unrolled)) << llvm::toString(unrolled.takeError());
+  // SiLU's chain keeps one div.rn per element in both.
+  EXPECT_EQ(countOf(loops->ptx, "div.rn.f32"), 24u + 3u);
+  EXPECT_EQ(countOf(unrolled->ptx, "div.rn.f32"), 24u + 24u);
+  EXPECT_EQ(countOf(loops->ptx, ".pragma \"nounroll\""), 3u);
+  EXPECT_EQ(countOf(unrolled->ptx, ".pragma \"nounroll\""), 0u);
+}
+
+namespace {
+
+/// The Wan kernel's canonical text at the seed shape, with `from` replaced
+/// by `to` (once), read back; how many row divisions take the row bound.
+size_t rowBoundsOf(const char *params, llvm::StringRef from = "",
+                   llvm::StringRef to = "") {
+  llvm::Expected<templates::Problem> p =
+      templates::makeProblem("wan_rmsnorm_silu", params, "1,96,4,480,832");
+  EXPECT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  if (!p)
+    return ~size_t(0);
+  std::string text = dsl::printCanonical(*tools::shapeProblem(*p).def);
+  if (!from.empty()) {
+    size_t at = text.find(from.str());
+    EXPECT_NE(at, std::string::npos) << from.str();
+    text.replace(at, from.size(), to.str());
+  }
+  auto def = dsl::parseKernel(text);
+  EXPECT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  if (!def)
+    return ~size_t(0);
+  return findRewrites(**def, 90).rowBound.size();
+}
+
+} // namespace
+
+// Both forms divide by the clamped norm of the numerator itself: the row
+// bound applies (per element only |x| >= 2^-60 in the PTX).
+TEST(ExactDivision, TheWanNormsDivisorBoundsItsRow) {
+  ::unsetenv("BITFOLD_ROW_BOUND");
+  EXPECT_EQ(rowBoundsOf(""), 1u);
+  EXPECT_EQ(rowBoundsOf("form=f32"), 1u);
+  ::setenv("BITFOLD_ROW_BOUND", "0", 1);
+  EXPECT_EQ(rowBoundsOf(""), 0u);
+  ::unsetenv("BITFOLD_ROW_BOUND");
+}
+
+// What the bound relies on, each broken once: max_num forgets a NaN norm
+// (d would be the clamp), a push that is not x*x + acc, a combine that
+// subtracts, a fold that starts elsewhere than +0.
+TEST(ExactDivision, TheRowBoundNeedsTheNormOfTheNumerator) {
+  ::unsetenv("BITFOLD_ROW_BOUND");
+  EXPECT_EQ(rowBoundsOf("", "max_nan", "max_num"), 0u);
+  EXPECT_EQ(rowBoundsOf("", "fma_rn %0, %0, %1", "fma_rn %0, %1, %1"), 0u);
+  EXPECT_EQ(rowBoundsOf("", "%2 = add %0, %1", "%2 = sub %0, %1"), 0u);
+  EXPECT_EQ(rowBoundsOf("", "empty (0x00000000)", "empty (0x3f800000)"), 0u);
+}
+
+// The bound itself on rows at the top of the range: with d <= 2^59 every
+// |x| is below 2^60, whatever the order of the sum; the largest bf16 row
+// values that still pass come within a factor 1.01 of d.
+TEST(ExactDivision, ARowWhoseNormPassesHoldsNoElementAbove2To60) {
+  std::mt19937 rng(59);
+  std::uniform_int_distribution<int> expo(50, 61), len(1, 64);
+  std::uniform_int_distribution<uint32_t> sig(0, 127);
+  auto bf16 = [](float v) {
+    return std::bit_cast<float>(bf16Bits(v) << 16);
+  };
+  int passed = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::vector<float> x(len(rng));
+    float s = 0.0f, big = 0.0f;
+    for (float &v : x) {
+      v = std::ldexp(std::bit_cast<float>(0x3f800000u | (sig(rng) << 16)),
+                     expo(rng) - (rng() % 8 ? 20 : 0));
+      s = std::fma(v, v, s);
+      big = std::max(big, v);
+    }
+    float d = bf16(std::max(bf16(std::sqrt(s)), 1e-12f));
+    if (d <= kRowBoundMax) {
+      ++passed;
+      ASSERT_LE(big, kRowDivMax) << "row " << i;
+      ASSERT_LE(big, 1.01f * d) << "row " << i;
+    }
+  }
+  EXPECT_GT(passed, 1000);
 }

@@ -283,3 +283,27 @@ TEST(FastSilu, ChannelsFirstKernelsKeepTheChain) {
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_EQ(countOf(k->ptx, "rcp.approx.ftz.f32"), 0u);
 }
+
+// The fallback of an access (8 elements at the first config, r8.t4.v8;
+// 3 accesses a thread) is one loop with one copy of the exact chain (one
+// fma.rm, libdevice expf's) and of the midpoint test, next to the
+// division's loop; =0 gives one chain per element (24).
+TEST(FastSilu, TheFallbackIsOneLoopPerAccessWithOneChain) {
+  ::unsetenv("BITFOLD_FAST_SILU");
+  for (const char *opts : {"", "form=f32", "dtype=f16"}) {
+    ::unsetenv("BITFOLD_FALLBACK_LOOPS");
+    llvm::Expected<CompiledKernel> loops = compileWan(opts);
+    ASSERT_TRUE(bool(loops)) << llvm::toString(loops.takeError());
+    ::setenv("BITFOLD_FALLBACK_LOOPS", "0", 1);
+    llvm::Expected<CompiledKernel> unrolled = compileWan(opts);
+    ::unsetenv("BITFOLD_FALLBACK_LOOPS");
+    ASSERT_TRUE(bool(unrolled)) << llvm::toString(unrolled.takeError());
+    EXPECT_EQ(countOf(loops->ptx, "fma.rm.f32"), 3u) << opts;
+    EXPECT_EQ(countOf(unrolled->ptx, "fma.rm.f32"), 24u) << opts;
+    // f16 has no row division (bf16 numerators only): SiLU's loops alone.
+    size_t loopsPerAccess = std::string_view(opts) == "dtype=f16" ? 1 : 2;
+    EXPECT_EQ(countOf(loops->ptx, ".pragma \"nounroll\""), 3 * loopsPerAccess)
+        << opts;
+    EXPECT_LT(loops->ptx.size(), unrolled->ptx.size()) << opts;
+  }
+}

@@ -154,14 +154,19 @@ def test_wan_rmsnorm_silu(rt, shape, dt, form, gdt, bias, conv_bias, seed, amp, 
           f"shape {shape} {params} seed {seed} amp {amp} special {special} autocast {autocast}")
 
 
-def wan_every_config(rt, form, bias, what=""):
-    """Every legal config at [1,96,4,480,832] (bf16) vs the eager chain."""
+def wan_every_config(rt, form, bias, what="", operands=None):
+    """Every legal config at [1,96,4,480,832] (bf16) vs the eager chain;
+    `operands(shape, gen)` gives (x, gamma, bias, conv_bias) instead of
+    wan_operands' normal ones."""
     shape = (1, 96, 4, 480, 832)
     params = wan_params("bf16", form, "bf16", bias, False)
     configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
     assert configs
     gen = torch.Generator(device="cuda").manual_seed(42)
-    x, g, b, cb = wan_operands(shape, "bf16", "bf16", bias, False, 1.0, gen, None)
+    if operands:
+        x, g, b, cb = operands(shape, gen)
+    else:
+        x, g, b, cb = wan_operands(shape, "bf16", "bf16", bias, False, 1.0, gen, None)
     expect = wan_eager(x, g, b, cb, form)
     kernel = rt.kernel("wan_rmsnorm_silu", params)
     try:
