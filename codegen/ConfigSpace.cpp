@@ -423,8 +423,9 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
         loadsOf(def, v.get(), outLoads);
   int64_t perThread = (D + P - 1) / P;
   // Channels-first, o pixels per thread: o copies of a pixel's state and
-  // of each kept column (ptxas -v: about o times the registers of one
-  // pixel at C = 96..384, the bf16 pairs unpacked).
+  // of each kept column of an image (ptxas -v: about o times the registers
+  // of one pixel at C = 96..384, the bf16 pairs unpacked); a per-column
+  // operand's value serves every pixel.
   const int o = plan.config.pixelsPerThread;
   int est = 40;
   for (size_t f = 0; f < plan.folds.size(); ++f) {
@@ -440,7 +441,9 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
   if (plan.outputUsesFoldMapping) {
     int kept = 0;
     for (int i : foldLoads)
-      kept += outLoads.count(i) ? o : 0;
+      kept += !outLoads.count(i)                                     ? 0
+              : def.operands[i].layout == dsl::Layout::ChannelsFirst ? o
+                                                                     : 1;
     est += int(perThread * std::max(kept, 1));
   } else if (!def.folds.empty()) {
     // Two passes keep nothing for the output phase, and a lane's pushes

@@ -362,7 +362,7 @@ TEST(ChannelsFirstPixels, TheDefaultRunsSeveralPixelsPerThreadWithoutSpills) {
   for (const auto &[params, shape, o] :
        {std::tuple<const char *, const char *, int>{
             "layout=channels_first,outvec=4", "1,96,4,480,832", 4},
-        {"layout=channels_first,outvec=4,conv_bias=1", "1,96,4,480,832", 2},
+        {"layout=channels_first,outvec=4,conv_bias=1", "1,96,4,480,832", 4},
         {"layout=channels_first,outvec=4,form=f32", "1,192,4,240,416", 2},
         {"layout=channels_first,outvec=4", "1,384,2,120,208", 2},
         {"layout=channels_first,outvec=4,conv_bias=1", "1,384,2,120,208", 1},
