@@ -617,17 +617,17 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // Channels-first folds of several lanes run one thread per lane, a warp
   // apart, 32 pixels per CTA (H200, Wan C = 96 / 192 / 384 at ovs 4:
   // r32.t4.v1.p1 beat every other config by 15-60%).
-  // Channels-first, o adjacent pixels per thread (aten's output_vec_size
-  // vectors: one 8-byte access per channel for 4 bf16 pixels) where legal,
-  // the most first, with as many threads per CTA as at one pixel; after
-  // the lanes across warps and the rolled rows (which hold no copies of
-  // the row).
+  // Channels-first, one pixel per thread: N adjacent pixels (.oN, one
+  // vector access per channel) held 2-4x the registers and ran slower at
+  // every Wan shape on the H200 (tune, C = 96 / 192 / 384: r32.t4.v1.p1
+  // 291 / 177 / 64 us, the best .oN 313 / 208 / 173 us;
+  // bench/results/2026-12-02-s7-gpu-session.md); the tuner still times them.
   auto score = [&](const TileConfig &c) {
     int s = 0;
     const int o = c.pixelsPerThread;
     if (dsl::isChannelsFirst(def) && c.threadsPerRow > 1)
       s += 1000000 * c.threadsPerRow + (c.rowsPerCta == 32 * o ? 1000 : 0);
-    s += (o - 1) * 20000;
+    s -= (o - 1) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
     if (!def.folds.empty()) {
