@@ -228,18 +228,25 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
   if (fresh)
     it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), inRange(d)};
   auto [y, fast] = it->second;
-  if (rewrites.rowBound.count(n)) {
-    // d <= 2^59 bounds every |x| of the row (matchRowBound): per element
-    // only the lower end.
+  // Per element: |x| <= 2^60 unless d bounds the row (matchRowBound, then
+  // d <= 2^59 per row); |x| >= 2^-60 unless rounded to bf16 without the
+  // correction, which is exact below the range too (exact-division.md).
+  const bool bounded = rewrites.rowBound.count(n);
+  if (bounded) {
     Value a = LLVM::FAbsOp::create(b, loc, d);
     fast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
                 cmp(P::OLE, a, cF32(kRowBoundMax)));
-    for (Value x : xs)
-      fast = andI(fast, cmp(P::OGE, LLVM::FAbsOp::create(b, loc, x),
-                            cF32(kRowDivMin)));
-  } else {
-    for (Value x : xs)
+  }
+  for (Value x : xs) {
+    if (corrected && !bounded) {
       fast = andI(fast, inRange(x));
+      continue;
+    }
+    if (bounded && !corrected)
+      continue;
+    Value a = LLVM::FAbsOp::create(b, loc, x);
+    fast = andI(fast, bounded ? cmp(P::OGE, a, cF32(kRowDivMin))
+                              : cmp(P::OLE, a, cF32(kRowDivMax)));
   }
   llvm::SmallVector<Type> types(xs.size(), f32);
   auto ifOp = scf::IfOp::create(b, loc, types, fast, /*withElseRegion=*/true);

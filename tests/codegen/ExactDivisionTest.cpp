@@ -124,6 +124,38 @@ TEST(ExactDivision, EveryBf16PairRoundsToBf16WithoutTheCorrection) {
   EXPECT_EQ(bad, 0);
 }
 
+// Below the range the rounded rewrite needs no scaling argument: every
+// bf16 x with |x| < 2^-60 (zeros and subnormals included) over every bf16
+// d in [2^-60, 2^60], both signs of x, with the host's IEEE subnormals
+// (no flush), as mul.rn and cvt.rn.bf16x2 have them on the GPU.
+TEST(ExactDivision, EveryBf16BelowTheRangeRoundsToBf16Alike) {
+  std::atomic<uint64_t> bad{0};
+  std::atomic<uint32_t> next{0};
+  // d: exponents -60..60 (biased 67..187), every significand.
+  constexpr uint32_t kDivisors = (187 - 67 + 1) * 128;
+  auto work = [&] {
+    for (uint32_t i; (i = next.fetch_add(1)) < kDivisors;) {
+      const float d = std::bit_cast<float>(((67 + i / 128) << 23) |
+                                           ((i % 128) << 16));
+      const float y = 1.0f / d;
+      // x: biased exponents 0..66 (below 2^-60), every significand.
+      for (uint32_t xb = 0; xb < (67u << 7); ++xb)
+        for (uint32_t sign : {0u, 0x8000u}) {
+          const float x = std::bit_cast<float>((xb | sign) << 16);
+          if (bf16Bits(x * y) != bf16Bits(x / d))
+            ++bad;
+        }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency());
+       ++i)
+    pool.emplace_back(work);
+  for (std::thread &t : pool)
+    t.join();
+  EXPECT_EQ(bad.load(), 0u);
+}
+
 // The scaling argument on samples, and the range's ends.
 TEST(ExactDivision, ScaledBf16PairsInsideTheRangeRoundToBf16Alike) {
   std::mt19937 rng(2512);
@@ -342,4 +374,19 @@ TEST(ExactDivision, ARowWhoseNormPassesHoldsNoElementAbove2To60) {
     }
   }
   EXPECT_GT(passed, 1000);
+}
+
+// Form x, rounded and bounded by its row, tests no element: the fast path
+// is decided by d alone (2^-60, 0f21800000, appears once: the row's test).
+// Form f32 keeps one test per element (24 at r8.t4.v8) besides the row's.
+TEST(ExactDivision, FormXDecidesTheFastPathOncePerRow) {
+  RowDivisionOn on;
+  ::unsetenv("BITFOLD_ROW_BOUND");
+  ::unsetenv("BITFOLD_ROUNDED_DIVISION");
+  llvm::Expected<CompiledKernel> x = compileWan("", "1,96,4,480,832");
+  ASSERT_TRUE(bool(x)) << llvm::toString(x.takeError());
+  EXPECT_EQ(countOf(x->ptx, "0f21800000"), 1u);
+  llvm::Expected<CompiledKernel> f = compileWan("form=f32", "1,96,4,480,832");
+  ASSERT_TRUE(bool(f)) << llvm::toString(f.takeError());
+  EXPECT_EQ(countOf(f->ptx, "0f21800000"), 25u);
 }
