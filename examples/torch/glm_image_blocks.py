@@ -5,6 +5,7 @@ whole-model time, kernel launches and fallbacks (stats()).
 Random weights (seeded; nothing is downloaded), bf16, on the GPU:
     python3 examples/torch/glm_image_blocks.py            small, odd and real width
     python3 examples/torch/glm_image_blocks.py --small    small and odd configs only
+    python3 examples/torch/glm_image_blocks.py --verify off   no first-call check
 
 How to use bitfold in a model is the three lines marked USE below.
 """
@@ -56,7 +57,7 @@ def block_inputs(model, kwargs):
     return seen["args"], seen["kw"]
 
 
-def run(name, heads, head_dim, layers, latent_hw, text_len, seed=0):
+def run(name, heads, head_dim, layers, latent_hw, text_len, seed=0, verify="once"):
     import bitfold.torch as bt
     bt.reset_stats()
     model = build(heads, head_dim, layers, seed)
@@ -67,13 +68,14 @@ def run(name, heads, head_dim, layers, latent_hw, text_len, seed=0):
         block = model.transformer_blocks[0]
         t_eager = time_ms(lambda: block(*args, **bkw), reps=20)
         m_eager = time_ms(lambda: model(**kw), reps=10)
-        patched = bt.patch(model)                     # USE: swap the sites
+        patched = bt.patch(model, verify=verify)      # USE: swap the sites
         out = model(**kw)[0]                          # USE: run as before
         t_bitfold = time_ms(lambda: block(*args, **bkw), reps=20)
         m_bitfold = time_ms(lambda: model(**kw), reps=10)
         bt.unpatch(model)                             # USE: restore
         again = model(**kw)[0]
-    res = {"config": name, "hidden": heads * head_dim, "heads": heads, "head_dim": head_dim,
+    res = {"config": name, "verify": verify, "hidden": heads * head_dim, "heads": heads,
+           "head_dim": head_dim,
            "layers": layers, "tokens": (latent_hw // 2) ** 2 + text_len,
            "torch_equal": bool(torch.equal(out, eager)),
            "unpatched_again_equal": bool(torch.equal(again, eager)),
@@ -92,13 +94,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--verify", choices=("once", "off"), default="once",
+                    help="bitfold's first-call check against eager (default once)")
     a = ap.parse_args()
-    results = [run("small", heads=4, head_dim=32, layers=2, latent_hw=32, text_len=16),
+    v = a.verify
+    results = [run("small", heads=4, head_dim=32, layers=2, latent_hw=32, text_len=16, verify=v),
                # an odd width: 5 heads x 48 = 240, 12x12 patches, 10 text tokens
-               run("odd", heads=5, head_dim=48, layers=2, latent_hw=24, text_len=10)]
+               run("odd", heads=5, head_dim=48, layers=2, latent_hw=24, text_len=10, verify=v)]
     if not a.small:  # GLM-Image's width: hidden 4096 = 32 heads x 128, 1024x1024 image
         results.append(run("glm-image width", heads=32, head_dim=128, layers=2, latent_hw=128,
-                           text_len=64))
+                           text_len=64, verify=v))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1, default=str)
