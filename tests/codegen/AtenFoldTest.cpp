@@ -484,6 +484,24 @@ TEST(ChannelsFirstGathered, OnePixelPerThreadRunsItsOutputChainEightChannelsAtAT
   EXPECT_EQ(countOf(four, "div.rn.f32"), 2u * 24 * 4);
 }
 
+TEST(ChannelsFirstMixed, AContiguousResidualUnderChannelsLastXRunsARowPlan) {
+  // conv_bias residual_layout=channels_first: rows are the channels-last
+  // pixels; x, bias and y move in 16-byte vectors, h one element at a time
+  // (its columns lie S apart), a thread's 8 columns of h per x vector.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "conv_bias", "residual=1,residual_layout=channels_first", "1,192,1,64,64"});
+  ASSERT_TRUE(st.def);
+  EXPECT_FALSE(dsl::isChannelsFirst(*st.def));
+  TileConfig c = defaultConfig(*st.def, st.shape);
+  EXPECT_EQ(c.vectorElems, 8) << c.str();
+  EXPECT_EQ(c.pixelsPerThread, 1) << c.str();
+  std::string ptx = ptxOf(st, c);
+  EXPECT_EQ(countOf(ptx, "ld.global.b16"), 8u);
+  EXPECT_EQ(countOf(ptx, "st.global.v4.b32"), 1u);
+  for (const TileConfig &l : enumerateConfigs(*st.def, st.shape))
+    EXPECT_EQ(l.pixelsPerThread, 1) << l.str();
+}
+
 /// A program folding x in `order` (norm pushes), its state as the output.
 std::shared_ptr<const dsl::KernelDef> foldProgram(const dsl::FoldOrder &order) {
   dsl::RowProgram p("aten_fold_probe");
