@@ -264,9 +264,10 @@ llvm::Error checkAlignment(const KernelDef &def, const ShapeSpec &shape,
         def.operands[i].map == dsl::IndexMap::Vector)
       continue;
     int b = int(dsl::dtypeBytes(def.operands[i].dtype));
-    // A channels-first image moves a thread's adjacent pixels at once.
+    // A channels-first image moves a thread's adjacent pixels at once (one
+    // element in row plans, whose columns of an image lie S apart).
     int w = def.operands[i].layout == dsl::Layout::ChannelsFirst
-                ? std::max(widest, plan.config.pixelsPerThread)
+                ? plan.config.pixelsPerThread
                 : widest;
     int need = std::min(w * b, 16);
     int have = shape.alignBytes.empty() ? 16 : shape.alignBytes[i];

@@ -23,6 +23,9 @@ using namespace bitfold::codegen;
 namespace {
 
 constexpr int64_t kGroupLoadBytes = 192;
+/// Elements of a gathered channels-first access (gatherOutputs): one
+/// branch per exact rewrite for this many, as a bf16 x 8 vector has.
+constexpr int kGatherWidth = 8;
 
 /// Operands the outputs load (not looking through folds).
 std::set<int> outputLoads(const dsl::KernelDef &def) {
@@ -55,10 +58,17 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
       if (!a.col)
         continue;
       int64_t need = 0;
-      for (int op : outLoads)
-        if (!loads.count({op, a.id}))
-          need += int64_t(a.width) * (pixelVectors(op) ? copies() : 1) *
-                  int64_t(dsl::dtypeBytes(def.operands[op].dtype));
+      for (int op : outLoads) {
+        const int64_t elemBytes =
+            (pixelVectors(op) ? copies() : 1) *
+            int64_t(dsl::dtypeBytes(def.operands[op].dtype));
+        if (a.parts.empty()) {
+          need += loads.count({op, a.id}) ? 0 : a.width * elemBytes;
+          continue;
+        }
+        for (const Access &part : a.parts)
+          need += loads.count({op, part.id}) ? 0 : elemBytes;
+      }
       if (!group.empty() && bytes + need > kGroupLoadBytes)
         break;
       bytes += need;
@@ -80,17 +90,68 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
       group.push_back(std::move(pd));
     }
     i = j;
-    for (Pending &pd : group) {
-      Value cond = andI(rowValid, pd.acc->inRange);
-      auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
-      for (auto &[oi, v] : pd.values)
-        storeAccess(oi, *pd.acc, v);
-    }
+    for (Pending &pd : group)
+      storeGuarded(*pd.acc, pd.values);
   }
   if (rowOutputs)
     emitRowOutputs();
+}
+
+void KernelBuilder::storeGuarded(
+    const Access &acc,
+    ArrayRef<std::pair<int, std::vector<Value>>> values) {
+  // One branch on the row; inside it a gathered access stores each part
+  // under the part's own column test (only parts that have one).
+  auto ifOp = scf::IfOp::create(
+      b, loc, andI(rowValid, acc.parts.empty() ? acc.inRange : Value()),
+      /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  if (acc.parts.empty()) {
+    for (auto &[oi, v] : values)
+      storeAccess(oi, acc, v);
+    return;
+  }
+  for (size_t e = 0; e < acc.parts.size(); ++e) {
+    const Access &part = acc.parts[e];
+    OpBuilder::InsertionGuard inner(b);
+    if (part.inRange) {
+      auto in = scf::IfOp::create(b, loc, part.inRange, /*withElseRegion=*/false);
+      b.setInsertionPoint(in.thenBlock()->getTerminator());
+    }
+    for (auto &[oi, v] : values)
+      storeAccess(oi, part, v[e]);
+  }
+}
+
+std::vector<Access>
+KernelBuilder::gatherOutputs(const std::vector<Access> &accs) {
+  // Only channels-first one-pixel plans: their accesses are single
+  // elements (columns S apart), so each exact rewrite would branch per
+  // element and no rounding would pair.
+  if (!dsl::isChannelsFirst(def) || copies() != 1)
+    return accs;
+  std::vector<Access> out;
+  int nextId = 0;
+  for (const Access &a : accs)
+    nextId = std::max(nextId, a.id + 1);
+  for (const Access &a : accs) {
+    if (!a.col || a.width != 1) {
+      out.push_back(a);
+      continue;
+    }
+    if (out.empty() || out.back().parts.empty() ||
+        out.back().width == kGatherWidth) {
+      Access g;
+      g.id = nextId++;
+      g.width = 0;
+      g.col = a.col;
+      out.push_back(std::move(g));
+    }
+    out.back().parts.push_back(a);
+    ++out.back().width;
+  }
+  return out;
 }
 
 void KernelBuilder::emitRowOutputs() {

@@ -167,7 +167,7 @@ void KernelBuilder::emitRolledOutputs() {
       accs.push_back(Access{
           int(u), 1, u ? arith::AddIOp::create(b, loc, c, cIdx(u)) : c,
           Value()});
-    emitOutputs(accs);
+    emitOutputs(gatherOutputs(accs));
     return std::vector<Value>();
   });
 }

@@ -36,6 +36,12 @@ struct Access {
   int width = 1;
   mlir::Value col;     ///< index type, clamped; null: never in range.
   mlir::Value inRange; ///< i1, or null when statically in range.
+  /// A gathered access (channels-first outputs, gatherOutputs): element e
+  /// is the one element of parts[e], whose columns need not be adjacent.
+  /// Loads, column indices and stores stay the parts'; the elementwise
+  /// chain runs over the whole group, so an exact rewrite branches once
+  /// per group and roundings pair up, as in a vector access.
+  std::vector<Access> parts;
 };
 
 class KernelBuilder {
@@ -231,6 +237,11 @@ private:
   // ---- Outputs (EmitOutputs.cpp) ----
   /// `rowOutputs`: also the per-row outputs (false inside a loop body).
   void emitOutputs(const std::vector<Access> &accs, bool rowOutputs = true);
+  /// Channels-first one-element accesses gathered kGatherWidth at a time
+  /// (Access::parts); other accesses as they are.
+  std::vector<Access> gatherOutputs(const std::vector<Access> &accs);
+  void storeGuarded(const Access &acc,
+                    llvm::ArrayRef<std::pair<int, std::vector<Value>>> values);
   /// Per-row outputs: one store per row, by lane 0, after the folds.
   void emitRowOutputs();
 

@@ -185,6 +185,8 @@ Value KernelBuilder::roundPair(const ExprNode *n, const Access &acc, int e) {
 Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
   if (!isElem(n))
     return rowValue(n);
+  if (!acc.parts.empty() && (n->op == DOp::Load || n->op == DOp::ColIndex))
+    return elemValue(n, acc.parts[e], 0); // the part's column and its loads
   auto key = std::make_pair(n, int64_t(acc.id) * 64 + e);
   auto it = elemValues.find(key);
   if (it != elemValues.end())
@@ -514,7 +516,7 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
       newPhase();
     mapping = outputAccesses(0, plan.outChunks);
   }
-  emitOutputs(mapping);
+  emitOutputs(gatherOutputs(mapping));
   LLVM::ReturnOp::create(b, loc, ValueRange{});
   return owned;
 }

@@ -59,10 +59,13 @@ llvm::StringRef bitfold::dsl::layoutName(Layout l) {
 }
 
 bool bitfold::dsl::isChannelsFirst(const KernelDef &def) {
-  for (const OperandDecl &o : def.operands)
-    if (o.layout == Layout::ChannelsFirst)
-      return true;
-  return false;
+  bool firstIn = false, otherOut = false;
+  for (const OperandDecl &o : def.operands) {
+    firstIn |= o.layout == Layout::ChannelsFirst;
+    otherOut |= o.isOutput && o.map == IndexMap::PerElement &&
+                o.layout != Layout::ChannelsFirst;
+  }
+  return firstIn && !(def.folds.empty() && otherOut);
 }
 
 int64_t bitfold::dsl::storedCols(const OperandDecl &o, int64_t cols,

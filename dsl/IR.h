@@ -319,7 +319,9 @@ enum class Layout : uint8_t {
   /// (S = [D*]H*W), a row's C elements lie S apart. The fold axis is
   /// strided; consecutive rows are adjacent in memory (docs/aten-reduce.md
   /// section 9). A program with such an operand has every per-element
-  /// operand in it and folds in strided-axis orders (FoldOrder::outputVec).
+  /// operand in it and folds in strided-axis orders (FoldOrder::outputVec),
+  /// except an elementwise program (no folds) whose outputs are row-major
+  /// or channels-last: it may read channels-first inputs (isChannelsFirst).
   ChannelsFirst,
 };
 /// Which element of an operand row r, column c reads.
@@ -350,8 +352,12 @@ int64_t storedCols(const OperandDecl &o, int64_t cols,
 /// index, or a load of an input that is not per_row. What is built from
 /// no such leaf (outside folds) is one value per row.
 bool variesAlongRow(const KernelDef &def, const ExprNode &n);
-/// Whether the program has a channels-first operand (its rows are pixels of
-/// NC[D]HW tensors and its folds run along the strided C axis).
+/// Whether the program runs channels-first (a thread per pixel of NC[D]HW
+/// tensors, its folds along the strided C axis): it has a channels-first
+/// operand, unless it has no folds and its per-element outputs are not
+/// channels-first. Such an elementwise program runs row plans over the
+/// outputs' pixels and reads its channels-first inputs element by element,
+/// S apart (a channels-last conv output plus a contiguous residual).
 bool isChannelsFirst(const KernelDef &def);
 llvm::StringRef indexMapName(IndexMap m);
 /// The most values a per_row(k) output stores per row: one thread writes

@@ -269,7 +269,8 @@ private:
   /// A channels-first program (Layout::ChannelsFirst in IR.h): every
   /// per-element operand is channels-first (a row is a pixel for all of
   /// them), its folds run in strided-axis orders of one element per push,
-  /// and only such programs use those orders.
+  /// and only such programs use those orders. An elementwise program with
+  /// row-major or channels-last outputs may read channels-first inputs.
   void checkStridedAxis() {
     const bool cf = isChannelsFirst(def);
     for (const OperandDecl &o : def.operands) {
@@ -277,6 +278,11 @@ private:
         report(llvm::formatv("operand '{0}': a channels-first operand is "
                              "per_element (per-column and per-batch operands "
                              "are row_major)",
+                             o.name));
+      if (!cf && o.isOutput && o.layout == Layout::ChannelsFirst)
+        report(llvm::formatv("output '{0}' is channels_first in a program "
+                             "whose other per-element outputs are not; rows "
+                             "must be the same pixels in all of them",
                              o.name));
       if (cf && o.map == IndexMap::PerElement &&
           o.layout != Layout::ChannelsFirst)

@@ -68,7 +68,9 @@ struct Extent {
   int64_t rows = 0, cols = 0, rowStride = 0;
   int64_t numel = 0;
   int64_t spatial = 0; ///< channels-first: S.
-  const int64_t *shape = nullptr; ///< channels-first: the tensor's dims.
+  /// Images (channels-last or channels-first): the tensor's dims, which
+  /// every other image operand shares (a pixel's index is the same in all).
+  const int64_t *shape = nullptr;
 };
 
 bool sameShape(const DLTensor &a, const DLTensor &b) {
@@ -210,6 +212,7 @@ llvm::Error Binder::channelsLastExtent(int g, int i, const DLTensor &t,
   if (llvm::Error e = pixelRank(g, i, t, "channels-last"))
     return e;
   ext.cols = t.shape[1];
+  ext.shape = t.shape;
   ext.rowStride = ext.cols;
   int order[kMaxNdim] = {1};
   for (int d = n - 1; d >= 2; --d)
@@ -612,8 +615,8 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
                !sameShape(*tensors[g * nOps + i], *tensors[g * nOps + ref])) {
       return fail(BITFOLD_ERROR_SHAPE, g, i,
                   llvm::formatv("has shape {0} but '{1}' has {2}; "
-                                "channels-first operands share their shape "
-                                "(their images may differ)",
+                                "image operands share their shape (their "
+                                "layouts may differ)",
                                 shapeText(*tensors[g * nOps + i]),
                                 def.operands[ref].name,
                                 shapeText(*tensors[g * nOps + ref])));

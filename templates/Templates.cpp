@@ -80,11 +80,17 @@ llvm::Expected<KernelDefRef> templates::qkLayerNorm(DType dt) {
 }
 
 llvm::Expected<KernelDefRef> templates::convBias(DType dt, DType biasDt,
-                                                 bool residual, Layout layout) {
+                                                 bool residual, Layout layout,
+                                                 std::optional<Layout> hLayout) {
+  const Layout residualLayout = hLayout.value_or(layout);
   if (biasDt != dt && biasDt != DType::F32)
     return keys::usageError(llvm::formatv(
         "conv_bias: bias must be {0} (x's dtype) or f32, found {1}",
         dtypeName(dt), dtypeName(biasDt)));
+  if (residualLayout != layout && (!residual || layout != Layout::ChannelsLast))
+    return keys::usageError(
+        "conv_bias: residual_layout=channels_first needs residual=1 and "
+        "layout=channels_last (a channels-last x, a contiguous residual)");
   RowProgram p(residual ? "conv_bias_residual" : "conv_bias");
   Expr x = p.input("x", dt, layout).row();
   Expr bias = p.input("bias", biasDt, Layout::RowMajor, IndexMap::PerColumn).row();
@@ -92,7 +98,7 @@ llvm::Expected<KernelDefRef> templates::convBias(DType dt, DType biasDt,
   Expr b = round(dt, bias);
   Expr y = round(dt, x + b);
   if (residual) {
-    Expr h = p.input("h", dt, layout).row();
+    Expr h = p.input("h", dt, residualLayout).row();
     y = round(dt, y + h);
   }
   p.guardCols(1, 2, int64_t(1) << 31); // C > 1
@@ -203,12 +209,20 @@ KernelDescriptor convBiasKernel() {
       {dtypeParam(),
        {"bias_dtype", ParamSpec::Kind::DType, {}, "", "dtype", "bias dtype"},
        {"residual", ParamSpec::Kind::Flag, {}, "0", "", "add the residual h"},
-       layoutParam()},
+       layoutParam(),
+       {"residual_layout", ParamSpec::Kind::Choice, {"same", "channels_first"},
+        "same", "",
+        "channels_first: h contiguous NC[D]HW (or frames-major) under a "
+        "channels-last x and y (read S apart)"}},
       {"1,96,4,480,832", "1,192,4,240,416", "1,384,2,120,208",
        "1,384,1,60,104", "4,96,480,832"});
   d.build = [](const ParamValues &v, int64_t) {
+    const Layout layout = layoutOf(v);
     return convBias(v.dtype("dtype"), v.dtype("bias_dtype"),
-                    v.flag("residual"), layoutOf(v));
+                    v.flag("residual"), layout,
+                    v.choice("residual_layout") == "channels_first"
+                        ? std::optional(Layout::ChannelsFirst)
+                        : std::nullopt);
   };
   return d;
 }

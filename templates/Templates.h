@@ -24,10 +24,12 @@ llvm::Expected<KernelDefRef> qkLayerNorm(DType dtype = DType::BF16);
 
 /// 3. Conv bias epilogue: rnd(x + b), or rnd(rnd(x + b) + h) with residual.
 /// x channels-last (or `layout` channels-first, NC[D]HW); bias (C,) in x's
-/// dtype or f32 (cast to x's dtype first).
+/// dtype or f32 (cast to x's dtype first); h in x's layout, or channels-
+/// first under a channels-last x (`residualLayout`).
 llvm::Expected<KernelDefRef>
 convBias(DType x, DType bias, bool residual,
-         dsl::Layout layout = dsl::Layout::ChannelsLast);
+         dsl::Layout layout = dsl::Layout::ChannelsLast,
+         std::optional<dsl::Layout> residualLayout = std::nullopt);
 
 /// 4. residual + update * gate; gate per element, per batch or global.
 enum class GateMap { Full, PerBatch, Global };

@@ -408,6 +408,28 @@ TEST(ChannelsFirstPixels, TheMostPixelsPerThreadCompileWithoutSpillsTheDefaultIs
   }
 }
 
+/// Occurrences of `what` in `text` (PTX opcodes).
+size_t countOf(const std::string &text, llvm::StringRef what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+/// The PTX of `st` at config `c` (no cubin); empty, with a failure, if it
+/// does not compile.
+std::string ptxOf(const ShapedTemplate &st, TileConfig c) {
+  CompileOptions opts;
+  opts.emitCubin = false;
+  llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, c, opts);
+  if (!k) {
+    ADD_FAILURE() << c.str() << ": " << llvm::toString(k.takeError());
+    return std::string();
+  }
+  return k->ptx;
+}
+
 TEST(ChannelsFirstPixels, ImagesMoveEveryPixelOfAThreadInOneVectorAccess) {
   // bf16 x 4 pixels: one 8-byte load (two 32-bit words) and one 8-byte
   // store per channel, no 2-byte access left; one pixel per thread moves
@@ -415,46 +437,69 @@ TEST(ChannelsFirstPixels, ImagesMoveEveryPixelOfAThreadInOneVectorAccess) {
   ShapedTemplate st = shapedCase(AtenCase{
       "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
   ASSERT_TRUE(st.def);
-  CompileOptions opts;
-  opts.emitCubin = false;
-  auto ptxOf = [&](TileConfig c) {
-    llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, c, opts);
-    if (!k) {
-      ADD_FAILURE() << c.str() << ": " << llvm::toString(k.takeError());
-      return std::string();
-    }
-    return k->ptx;
-  };
-  auto count = [](const std::string &text, llvm::StringRef what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos;
-         at = text.find(what, at + 1))
-      ++n;
-    return n;
-  };
-  std::string one = ptxOf(TileConfig{32, 4, 1, false});
-  std::string four = ptxOf(TileConfig{128, 4, 1, false, 4});
-  std::string two = ptxOf(TileConfig{64, 4, 1, false, 2});
+  std::string one = ptxOf(st, TileConfig{32, 4, 1, false});
+  std::string four = ptxOf(st, TileConfig{128, 4, 1, false, 4});
+  std::string two = ptxOf(st, TileConfig{64, 4, 1, false, 2});
   // A thread's 24 channels of x: 24 loads and 24 stores either way; gamma
   // and bias stay one 2-byte load per channel.
   auto loads16 = [&](const std::string &p) {
-    return count(p, "ld.global.b16") + count(p, "ld.global.nc.b16") +
-           count(p, "ld.global.u16") + count(p, "ld.global.nc.u16");
+    return countOf(p, "ld.global.b16") + countOf(p, "ld.global.nc.b16") +
+           countOf(p, "ld.global.u16") + countOf(p, "ld.global.nc.u16");
   };
-  EXPECT_EQ(count(four, "ld.global.v2.b32") + count(four, "ld.global.nc.v2.b32") +
-                count(four, "ld.global.v2.u32") + count(four, "ld.global.nc.v2.u32"),
+  EXPECT_EQ(countOf(four, "ld.global.v2.b32") + countOf(four, "ld.global.nc.v2.b32") +
+                countOf(four, "ld.global.v2.u32") + countOf(four, "ld.global.nc.v2.u32"),
             24u);
-  EXPECT_EQ(count(four, "st.global.v4.b16") + count(four, "st.global.v2.b32"),
+  EXPECT_EQ(countOf(four, "st.global.v4.b16") + countOf(four, "st.global.v2.b32"),
             24u);
-  EXPECT_EQ(count(two, "ld.global.b32") + count(two, "ld.global.nc.b32") +
-                count(two, "ld.global.u32") + count(two, "ld.global.nc.u32"),
+  EXPECT_EQ(countOf(two, "ld.global.b32") + countOf(two, "ld.global.nc.b32") +
+                countOf(two, "ld.global.u32") + countOf(two, "ld.global.nc.u32"),
             24u);
-  EXPECT_EQ(count(two, "st.global.v2.b16") + count(two, "st.global.b32"), 24u);
-  EXPECT_EQ(count(one, "st.global.b16"), 24u);
+  EXPECT_EQ(countOf(two, "st.global.v2.b16") + countOf(two, "st.global.b32"), 24u);
+  EXPECT_EQ(countOf(one, "st.global.b16"), 24u);
   for (const std::string *p : {&four, &two}) {
     EXPECT_EQ(loads16(*p) + 24, loads16(one));
-    EXPECT_EQ(count(*p, "st.global.b16") + count(*p, "st.global.u16"), 0u);
+    EXPECT_EQ(countOf(*p, "st.global.b16") + countOf(*p, "st.global.u16"), 0u);
   }
+}
+
+TEST(ChannelsFirstGathered, OnePixelPerThreadRunsItsOutputChainEightChannelsAtATime) {
+  // One pixel a thread moves one element per access (columns S apart); its
+  // outputs are gathered 8 channels at a time, so the exact row division
+  // and the fast SiLU have one fallback each per 8 channels (2 x 3 for a
+  // lane's 24: each a div.rn) and the roundings to bf16 pair up, as in a
+  // channels-last bf16 x 8 access. Stores stay one per element.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
+  ASSERT_TRUE(st.def);
+  std::string lanes = ptxOf(st, TileConfig{32, 4, 1, false});
+  EXPECT_EQ(countOf(lanes, "div.rn.f32"), 2u * 24 / 8);
+  EXPECT_GE(countOf(lanes, "cvt.rn.bf16x2.f32"), 24u);
+  EXPECT_EQ(countOf(lanes, "st.global.b16"), 24u);
+  // Rolled (t1.v1.p2): the output loop's 8 channels are one group (one
+  // division fallback; this plan keeps the exact SiLU chain per element).
+  std::string rolled = ptxOf(st, TileConfig{64, 1, 1, true});
+  EXPECT_EQ(countOf(rolled, "div.rn.f32"), 1u + 8u);
+  // Several pixels a thread keep one access per channel (24 of each).
+  std::string four = ptxOf(st, TileConfig{128, 4, 1, false, 4});
+  EXPECT_EQ(countOf(four, "div.rn.f32"), 2u * 24 * 4);
+}
+
+TEST(ChannelsFirstMixed, AContiguousResidualUnderChannelsLastXRunsARowPlan) {
+  // conv_bias residual_layout=channels_first: rows are the channels-last
+  // pixels; x, bias and y move in 16-byte vectors, h one element at a time
+  // (its columns lie S apart), a thread's 8 columns of h per x vector.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "conv_bias", "residual=1,residual_layout=channels_first", "1,192,1,64,64"});
+  ASSERT_TRUE(st.def);
+  EXPECT_FALSE(dsl::isChannelsFirst(*st.def));
+  TileConfig c = defaultConfig(*st.def, st.shape);
+  EXPECT_EQ(c.vectorElems, 8) << c.str();
+  EXPECT_EQ(c.pixelsPerThread, 1) << c.str();
+  std::string ptx = ptxOf(st, c);
+  EXPECT_EQ(countOf(ptx, "ld.global.b16"), 8u);
+  EXPECT_EQ(countOf(ptx, "st.global.v4.b32"), 1u);
+  for (const TileConfig &l : enumerateConfigs(*st.def, st.shape))
+    EXPECT_EQ(l.pixelsPerThread, 1) << l.str();
 }
 
 /// A program folding x in `order` (norm pushes), its state as the output.

@@ -371,6 +371,40 @@ TEST(ChannelsFirst, VerifierRefusesMixedLayoutsAndMisplacedOrders) {
   }
 }
 
+TEST(ChannelsFirst, AnElementwiseProgramWithChannelsLastOutputsMayReadImages) {
+  // A channels-last conv output plus a contiguous residual: the program
+  // runs row plans over the outputs' pixels and reads h S apart. Only
+  // inputs may be channels-first there, and only without folds.
+  auto mixed = [](Layout out, Layout out2, bool fold) {
+    RowProgram p("cl_plus_images");
+    Expr x = p.input("x", DType::F32, Layout::ChannelsLast).row();
+    Expr h = p.input("h", DType::F32, Layout::ChannelsFirst).row();
+    Expr v = x + h;
+    if (fold)
+      v = v + p.fold(x, folds::warp_butterfly(1), folds::sum())[0];
+    p.output("y", DType::F32, out, v);
+    if (out2 != Layout::RowMajor)
+      p.output("y2", DType::F32, out2, v);
+    return p.build();
+  };
+  auto ok = mixed(Layout::ChannelsLast, Layout::RowMajor, false);
+  ASSERT_TRUE(bool(ok)) << llvm::toString(ok.takeError());
+  EXPECT_FALSE(isChannelsFirst(**ok));
+  auto errorOf = [](auto d) {
+    return d ? std::string("built") : llvm::toString(d.takeError());
+  };
+  EXPECT_NE(errorOf(mixed(Layout::ChannelsLast, Layout::ChannelsFirst, false))
+                .find("output 'y2' is channels_first"),
+            std::string::npos);
+  EXPECT_NE(errorOf(mixed(Layout::ChannelsLast, Layout::RowMajor, true))
+                .find("rows must be the same pixels"),
+            std::string::npos);
+  // A channels-first output makes the program channels-first, as before.
+  auto cf = mixed(Layout::ChannelsFirst, Layout::RowMajor, false);
+  EXPECT_NE(errorOf(std::move(cf)).find("operand 'x' is channels_last"),
+            std::string::npos);
+}
+
 TEST(ChannelsFirst, InterpreterRefusesAViewWithoutTheSpatialSize) {
   FoldOrder o = folds::aten_reduce_outer(12, 64, 4,
                                          folds::aten_norm_kernel(DType::F32));

@@ -10,7 +10,9 @@ refuse raise instead of giving other bits; configs with 2 or 4 adjacent
 pixels per thread (suffix .o2/.o4, one vector access per channel) at
 several images, partial last CTAs and odd C; bitfold.torch serves NCDHW
 without a fallback at every C, and the frames-major layout (a contiguous
-(N, T, C, H, W) seen as (N, C, T, H, W)) as its N*T images.
+(N, T, C, H, W) seen as (N, C, T, H, W)) as its N*T images; a channels-
+last x (and y) with a residual that is dense images (residual_layout=
+channels_first: the Wan VAE's shortcut under channels_last_3d convs).
 """
 import random
 
@@ -326,3 +328,65 @@ def test_conv_bias_residual_in_another_image_layout_runs_without_fallback(rt):
     s = bt.stats()["conv_bias"]
     assert s["fallbacks"] == {}, s
     assert s["launches"] == 9, s
+
+
+def channels_last(t):
+    fmt = torch.channels_last_3d if t.dim() == 5 else torch.channels_last
+    return t.contiguous(memory_format=fmt)
+
+
+MIXED_SHAPES = [(1, 192, 1, 64, 64), (1, 96, 3, 15, 14), (2, 33, 2, 8, 8), (1, 7, 4, 6, 10),
+                (2, 130, 9, 14)]
+
+
+@pytest.mark.parametrize("shape", MIXED_SHAPES)
+@pytest.mark.parametrize("dtype,bias_dtype,special", [
+    ("bf16", "f32", None), ("bf16", "bf16", "signed_zeros"), ("f16", "f32", "subnormal"),
+    ("f32", "f32", "inf_nan"), ("bf16", "bf16", "inf_nan")])
+def test_conv_bias_channels_last_x_with_an_images_residual(rt, shape, dtype, bias_dtype, special):
+    # Every legal config of the kernel against the eager chain, the residual
+    # contiguous and (5-D) frames-major.
+    dt = getattr(torch, TORCH_DT[dtype])
+    gen = torch.Generator(device="cuda").manual_seed(sum(shape))
+    x = channels_last(randn(shape, dt, 1.0, gen, special))
+    bias = randn((shape[1],), getattr(torch, TORCH_DT[bias_dtype]), 1.0, gen)
+    residuals = [randn(shape, dt, 1.0, gen, special)]
+    if len(shape) == 5:
+        n, c, t, h, w = shape
+        residuals.append(randn((n, t, c, h, w), dt, 1.0, gen, special).transpose(1, 2))
+    params = (f"dtype={dtype},bias_dtype={bias_dtype},residual=1,"
+              "residual_layout=channels_first")
+    configs = list_configs("conv_bias", shape, ["--params", params])
+    assert configs, shape
+    kernel = rt.kernel("conv_bias", params)
+    try:
+        for res in residuals:
+            expect = ref.conv_bias(x, bias, res)
+            for cfg in configs:
+                kernel.set_config(cfg)
+                y = poison(torch.empty_like(x))
+                kernel.launch([x, bias, res, y], [])
+                check("conv_bias", y, expect,
+                      f"config {cfg} x channels-last {shape} res {res.stride()} {special}")
+    finally:
+        kernel.set_config(None)
+
+
+def test_torch_op_serves_a_channels_last_x_with_an_images_residual(rt):  # rt: skips without GPU
+    import bitfold.torch as bt
+    bt.reset_stats()
+    bt.configure(mode="auto", verify="off")
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    launches = 0
+    for shape in MIXED_SHAPES:
+        x = channels_last(randn(shape, torch.bfloat16, 1.0, gen))
+        bias = randn((shape[1],), torch.bfloat16, 1.0, gen)
+        res = randn(shape, torch.bfloat16, 1.0, gen)
+        y = bt.conv_bias(x, bias, res)
+        want = ref.conv_bias(x, bias, res)
+        check("conv_bias", y, want, f"channels-last x {shape}, contiguous residual")
+        assert y.stride() == want.stride(), (y.stride(), want.stride())
+        launches += 1
+    s = bt.stats()["conv_bias"]
+    assert s["fallbacks"] == {}, s
+    assert s["launches"] == launches, s

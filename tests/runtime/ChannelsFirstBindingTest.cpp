@@ -133,6 +133,43 @@ TEST(ChannelsFirstBinding, AResidualInAnotherImageLayoutBindsWithItsOwnS) {
   EXPECT_NE(msg.find("share their shape"), std::string::npos) << msg;
 }
 
+TEST(ChannelsFirstBinding, AContiguousResidualUnderAChannelsLastXBinds) {
+  // The Wan VAE in channels_last_3d: x and y from a conv (channels-last),
+  // the shortcut contiguous NCDHW (one frame here) or frames-major. x and
+  // y bind as pixel rows of C, h with its own S; the same pixels only.
+  auto def = build("conv_bias", "residual=1,residual_layout=channels_first", 8);
+  const std::vector<int64_t> cl{8 * 36, 1, 8 * 36, 8 * 6, 8};
+  Tensor x{{1, 8, 1, 6, 6}, cl, 0x1000000}, bias{{8}, {}, 0x7000000},
+      h{{1, 8, 1, 6, 6}, {}, 0x3000000}, y{{1, 8, 1, 6, 6}, cl, 0x9000000};
+  const DLTensor *ts[] = {x.get(), bias.get(), h.get(), y.get()};
+  LaunchBinding b;
+  std::string msg;
+  ASSERT_EQ(takeStatus(bindTensors(*def, ts, 4, b), msg), BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(b.groupRows[0], 36);
+  EXPECT_EQ(b.views[0][0].spatial, 0);
+  EXPECT_EQ(b.views[0][0].rowStride, 8);
+  EXPECT_EQ(b.views[0][2].spatial, 36);
+  const std::vector<int64_t> framesMajor{4 * 8 * 36, 36, 8 * 36, 6, 1};
+  const std::vector<int64_t> cl4{4 * 8 * 36, 1, 8 * 36, 8 * 6, 8};
+  Tensor x4{{1, 8, 4, 6, 6}, cl4, 0x1000000}, y4{{1, 8, 4, 6, 6}, cl4, 0x9000000},
+      hf{{1, 8, 4, 6, 6}, framesMajor, 0x3000000};
+  const DLTensor *ts4[] = {x4.get(), bias.get(), hf.get(), y4.get()};
+  ASSERT_EQ(takeStatus(bindTensors(*def, ts4, 4, b), msg), BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(b.views[0][2].spatial, 36);
+  // The same pixel count in another shape is not the same pixels.
+  Tensor h2{{1, 8, 4, 3, 12}, {}, 0x3000000};
+  const DLTensor *ts2[] = {x4.get(), bias.get(), h2.get(), y4.get()};
+  EXPECT_EQ(takeStatus(bindTensors(*def, ts2, 4, b), msg), BITFOLD_ERROR_SHAPE)
+      << msg;
+  EXPECT_NE(msg.find("share their shape"), std::string::npos) << msg;
+  // A channels-last residual is the other kernel's (residual_layout=same).
+  const DLTensor *ts3[] = {x4.get(), bias.get(), x4.get(), y4.get()};
+  EXPECT_EQ(takeStatus(bindTensors(*def, ts3, 4, b), msg), BITFOLD_ERROR_STRIDE)
+      << msg;
+}
+
 TEST(ChannelsFirstBinding, OnePixelPerImageIsLeftToTheChannelsLastKernel) {
   std::string msg;
   EXPECT_EQ(bindConv(Tensor{{4, 96, 1, 1, 1}, {}, 0x1000000}, &msg),

@@ -41,9 +41,11 @@ TEST(Registry, EveryDtypeSpellingMeansTheSameEverywhere) {
               "dtype=bf16");
   EXPECT_EQ(paramsOf("ln_modulate", ""), "dtype=bf16");
   EXPECT_EQ(paramsOf("conv_bias", "dtype=f16"),
-            "bias_dtype=f16,dtype=f16,layout=channels_last,residual=0");
+            "bias_dtype=f16,dtype=f16,layout=channels_last,residual=0,"
+            "residual_layout=same");
   EXPECT_EQ(paramsOf("conv_bias", "residual=true bias_dtype=float"),
-            "bias_dtype=f32,dtype=bf16,layout=channels_last,residual=1");
+            "bias_dtype=f32,dtype=bf16,layout=channels_last,residual=1,"
+            "residual_layout=same");
   EXPECT_NE(paramsOf("residual_gate", "gate=sideways")
                 .find("gate='sideways' is not full, per_batch or global"),
             std::string::npos);

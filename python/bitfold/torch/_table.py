@@ -151,6 +151,17 @@ def _image_pixels(x):
     return 0
 
 
+def _conv_params(x, residual):
+    """conv_bias's layout parameters: x's own (_channels_first_params), and
+    for a channels-last x with a residual that is dense images of C x S in
+    another layout (a contiguous NC[D]HW shortcut under channels-last conv
+    outputs), the kernel that reads the residual S apart."""
+    own = _channels_first_params(x, outvec=False)
+    if own or residual is None or residual.stride() == x.stride():
+        return own
+    return ",residual_layout=channels_first" if _image_pixels(residual) > 1 else ""
+
+
 def _conv_ins(a, o):
     ins = a[:2] if a[2] is None else a
     return ins if o is None else ins + (o,)
@@ -165,15 +176,14 @@ CONV_BIAS = Op(
     "conv_bias", "Tensor x, Tensor bias, Tensor? residual=None",
     ins=_conv_ins, tag=lambda a: a[2] is None,
     refuse=lambda a: None if a[1].dtype in _DT_WORD else ("dtype", f"bias {a[1].dtype}"),
-    variant=lambda a: (a[0].dtype, a[1].dtype, a[2] is not None,
-                       _channels_first_params(a[0], outvec=False)),
+    variant=lambda a: (a[0].dtype, a[1].dtype, a[2] is not None, _conv_params(a[0], a[2])),
     params=lambda k: (f"dtype={_DT_NAME[k[0]]},bias_dtype={_DT_NAME[k[1]]},"
                       f"residual={int(k[2])}{k[3]}"),
     alloc=_conv_alloc, width=_channels, custom_result=_identity,
     doc="""x.clone().add_(bias.view(1, C, 1, ...)) [+ residual]; x channels-last
     or images of C x S (contiguous NC[D]HW, 4-D or 5-D, or frames-major), the
-    residual in x's layout or, for images, any images of C x S; bias (C,) in
-    x's dtype or f32; out as ln_modulate's.""")
+    residual in x's layout, or any images of C x S (also under a channels-
+    last x); bias (C,) in x's dtype or f32; out as ln_modulate's.""")
 
 
 def _gate_kind(residual, update, gate):
