@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/Environment.h"
 #include "codegen/Plan.h"
 #include "dsl/Limits.h"
 
@@ -465,10 +466,10 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
 } // namespace
 
 codegen::RolledRowsMode codegen::rolledRowsMode() {
-  llvm::StringRef v = llvm::StringRef(std::getenv("BITFOLD_ROLLED_ROWS"));
-  return v == "1"   ? RolledRowsMode::Always
-         : v == "0" ? RolledRowsMode::Never
-                    : RolledRowsMode::Wide;
+  std::optional<bool> v = envSwitch("BITFOLD_ROLLED_ROWS");
+  if (!v)
+    return RolledRowsMode::Wide;
+  return *v ? RolledRowsMode::Always : RolledRowsMode::Never;
 }
 
 llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,

@@ -1,13 +1,13 @@
 //===- codegen/ExactRewrites.cpp - Exact rewrites of the lowering ---------===//
 
 #include "codegen/ExactRewrites.h"
+#include "codegen/Environment.h"
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 
 using namespace bitfold;
@@ -86,8 +86,7 @@ bool codegen::matchRowDivision(
 }
 
 bool codegen::rowDivisionEnabled() {
-  const char *v = std::getenv("BITFOLD_ROW_DIVISION");
-  return !(v && llvm::StringRef(v) == "0");
+  return envFlag("BITFOLD_ROW_DIVISION", true);
 }
 
 float codegen::rowDivisionFast(float x, float d, float y) {
@@ -154,8 +153,7 @@ bool codegen::matchRowBound(const ExprNode *div, const dsl::KernelDef &def) {
 }
 
 bool codegen::rowBoundEnabled() {
-  const char *v = std::getenv("BITFOLD_ROW_BOUND");
-  return !(v && llvm::StringRef(v) == "0");
+  return envFlag("BITFOLD_ROW_BOUND", true);
 }
 
 bool codegen::matchRoundedRowDivision(
@@ -168,8 +166,7 @@ bool codegen::matchRoundedRowDivision(
 }
 
 bool codegen::roundedDivisionEnabled() {
-  const char *v = std::getenv("BITFOLD_ROUNDED_DIVISION");
-  return !(v && llvm::StringRef(v) == "0");
+  return envFlag("BITFOLD_ROUNDED_DIVISION", true);
 }
 
 const ExprNode *codegen::matchFastSilu(const ExprNode *n) {
@@ -197,13 +194,11 @@ const ExprNode *codegen::matchFastSilu(const ExprNode *n) {
 bool codegen::fastSiluEnabled() {
   // On by default since the H200 oracle ran it (every bf16 and f16 input,
   // the Wan kernels at every config; docs/exact-silu.md); =0 turns it off.
-  const char *v = std::getenv("BITFOLD_FAST_SILU");
-  return !(v && llvm::StringRef(v) == "0");
+  return envFlag("BITFOLD_FAST_SILU", true);
 }
 
 bool codegen::fallbackLoopsEnabled() {
-  const char *v = std::getenv("BITFOLD_FALLBACK_LOOPS");
-  return !(v && llvm::StringRef(v) == "0");
+  return envFlag("BITFOLD_FALLBACK_LOOPS", true);
 }
 
 Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,

@@ -116,9 +116,13 @@ bitfold::codegen::createNVPTXTargetMachine(llvm::StringRef arch) {
   opts.NoInfsFPMath = false;
   opts.NoNaNsFPMath = false;
   opts.NoSignedZerosFPMath = false;
+  // Default, not Aggressive: at Aggressive NVPTX's code generation runs GVN
+  // twice more on a module optimizeModule has already run GVN on. Those
+  // runs found nothing (the PTX of every stock kernel and config is the
+  // same) and were about a third of the ptx stage.
   std::unique_ptr<llvm::TargetMachine> tm((*target)->createTargetMachine(
       triple, arch, /*Features=*/"", opts, llvm::Reloc::Static, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
+      llvm::CodeGenOptLevel::Default));
   if (!tm)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "NVPTX target machine for " + arch +

@@ -9,6 +9,7 @@
 
 #include "codegen/Assemble.h"
 #include "codegen/Codegen.h"
+#include "codegen/ExactRewrites.h"
 #include "tools/ShapedTemplate.h"
 #include "codegen/Plan.h"
 #include "codegen/PtxAudit.h"
@@ -21,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <bit>
 #include <cmath>
 #include <mutex>
@@ -401,4 +403,37 @@ TEST(ExactRewrites, NvccReciprocalOfSmallIntegersIsRoundToNearest) {
     }
   }
   EXPECT_GT(checked, int64_t(4) << 21); // at least four guesses per n
+}
+
+// Every codegen switch reads its variable through envSwitch: a default-on
+// switch is off only at "0", and BITFOLD_ROLLED_ROWS is "1" Always, "0"
+// Never, anything else Wide (the values each accepted before).
+TEST(Environment, SwitchesAcceptTheValuesTheyAlwaysDid) {
+  const std::pair<const char *, bool (*)()> flags[] = {
+      {"BITFOLD_ROW_DIVISION", rowDivisionEnabled},
+      {"BITFOLD_ROW_BOUND", rowBoundEnabled},
+      {"BITFOLD_ROUNDED_DIVISION", roundedDivisionEnabled},
+      {"BITFOLD_FAST_SILU", fastSiluEnabled},
+      {"BITFOLD_FALLBACK_LOOPS", fallbackLoopsEnabled}};
+  for (auto [name, enabled] : flags) {
+    ::unsetenv(name);
+    EXPECT_TRUE(enabled()) << name << " unset";
+    for (const char *on : {"1", "", "yes", "00", "off"}) {
+      ::setenv(name, on, 1);
+      EXPECT_TRUE(enabled()) << name << "=" << on;
+    }
+    ::setenv(name, "0", 1);
+    EXPECT_FALSE(enabled()) << name << "=0";
+    ::unsetenv(name);
+  }
+  const char *rolled = "BITFOLD_ROLLED_ROWS";
+  ::unsetenv(rolled);
+  EXPECT_EQ(rolledRowsMode(), RolledRowsMode::Wide);
+  ::setenv(rolled, "1", 1);
+  EXPECT_EQ(rolledRowsMode(), RolledRowsMode::Always);
+  ::setenv(rolled, "0", 1);
+  EXPECT_EQ(rolledRowsMode(), RolledRowsMode::Never);
+  ::setenv(rolled, "2", 1);
+  EXPECT_EQ(rolledRowsMode(), RolledRowsMode::Wide);
+  ::unsetenv(rolled);
 }
