@@ -13,6 +13,7 @@
 #include "runtime/Status.h"
 #include "runtime/TensorBinding.h"
 
+#include "HostTensor.h"
 #include "TemplateDef.h"
 
 #include <gtest/gtest.h>
@@ -24,21 +25,7 @@ using namespace bitfold::runtime;
 
 namespace {
 
-struct View {
-  std::vector<int64_t> shape, strides;
-  uint64_t address = 0;
-  DLDataType dtype{kDLBfloat, 16, 1};
-  DLTensor dl{};
-  const DLTensor *get() {
-    dl.data = reinterpret_cast<void *>(address);
-    dl.device = {kDLCUDA, 0};
-    dl.ndim = int(shape.size());
-    dl.dtype = dtype;
-    dl.shape = shape.data();
-    dl.strides = strides.empty() ? nullptr : strides.data();
-    return &dl;
-  }
-};
+using View = bitfold::testing::Tensor;
 
 constexpr int64_t kB = 2, kS = 5, kH = 4, kD = 64;
 constexpr uint64_t kQkv = uint64_t(1) << 32, kOut = uint64_t(1) << 36;
