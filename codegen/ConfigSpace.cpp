@@ -125,6 +125,34 @@ llvm::Error checkFoldOrdersMappable(const KernelDef &def, int64_t cols) {
   return llvm::Error::success();
 }
 
+/// Two-level rows: only per-element row-major operands take them (the
+/// binding gives no other), with inner >= 2 rows.
+llvm::Error checkRowLevels(const KernelDef &def, const ShapeSpec &shape) {
+  if (shape.rowLevels.empty())
+    return llvm::Error::success();
+  if (shape.rowLevels.size() != def.operands.size())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("shape gives {0} row levels for the {1} operands of "
+                      "'{2}'",
+                      shape.rowLevels.size(), def.operands.size(), def.name));
+  for (size_t i = 0; i < def.operands.size(); ++i) {
+    const keys::RowLevels lv = shape.rowLevels[i];
+    const dsl::OperandDecl &o = def.operands[i];
+    if (lv.inner == 0)
+      continue;
+    if (lv.inner < 2 || lv.outer < 0 || o.map != dsl::IndexMap::PerElement ||
+        o.layout != dsl::Layout::RowMajor)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("'{0}': operand '{1}' cannot take two-level rows "
+                        "{2}x{3} (only per-element row-major operands, "
+                        "groups of 2 or more rows)",
+                        def.name, o.name, lv.inner, lv.outer));
+  }
+  return llvm::Error::success();
+}
+
 /// The shape against the program's guard, and the config's own limits.
 llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
                                 const TileConfig &c) {
@@ -139,6 +167,8 @@ llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
         llvm::inconvertibleErrorCode(),
         llvm::formatv("shape gives {0} alignments for the {1} operands of '{2}'",
                       shape.alignBytes.size(), def.operands.size(), def.name));
+  if (llvm::Error e = checkRowLevels(def, shape))
+    return e;
   if (!pow2(c.threadsPerRow) || !pow2(c.rowsPerCta) || !pow2(c.vectorElems))
     return illegal(c, "rows per CTA, threads per row and vector width must "
                       "be powers of two");
@@ -491,6 +521,7 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   Plan plan;
   plan.config = c;
   plan.cols = shape.cols;
+  plan.rowLevels = shape.rowLevels;
   plan.rolled = rolled;
   plan.lanesAcrossWarps = lanesAcrossWarps(def, c);
   plan.index64 = shape.maxElementOffset == 0 ||

@@ -287,8 +287,12 @@ private:
   void setupRow(mlir::LLVM::LLVMFuncOp fn);
   /// Sets tid, laneInRow, rowInCta, pIdx; the thread's first row (i64).
   Value threadFirstRow();
-  Value rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
-                Value local);
+  Value rowBase(const dsl::OperandDecl &o, keys::RowLevels lv, Value ptr,
+                Value stride, Value local);
+  /// Row r of two-level rows: (r / inner) * outer() + (r % inner) * step
+  /// (step null: 1); `outer` is built after the division.
+  Value twoLevelOffset(Value r, Value inner, llvm::function_ref<Value()> outer,
+                       Value step);
   void newPhase();
 
   // ---- Pixels of a thread (channels-first, TileConfig::pixelsPerThread)

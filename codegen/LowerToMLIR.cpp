@@ -299,21 +299,37 @@ void KernelBuilder::newPhase() {
                             LLVM::AsmDialectAttr(), ArrayAttr());
 }
 
-Value KernelBuilder::rowBase(const dsl::OperandDecl &o, Value ptr, Value stride,
-                             Value local) {
+Value KernelBuilder::twoLevelOffset(Value r, Value inner,
+                                    llvm::function_ref<Value()> outer,
+                                    Value step) {
+  Value n = arith::DivUIOp::create(b, loc, r, inner);
+  Value group = arith::MulIOp::create(b, loc, n, outer());
+  Value in = arith::RemUIOp::create(b, loc, r, inner);
+  if (step)
+    in = arith::MulIOp::create(b, loc, in, step);
+  return arith::AddIOp::create(b, loc, group, in);
+}
+
+Value KernelBuilder::rowBase(const dsl::OperandDecl &o, keys::RowLevels lv,
+                             Value ptr, Value stride, Value local) {
   Value g1 = LLVM::AddrSpaceCastOp::create(b, loc, ptrGlobal, ptr);
   Value rowOff;
   switch (o.map) {
   case dsl::IndexMap::PerElement:
     if (o.layout == dsl::Layout::ChannelsFirst) {
-      // Pixel r of an N C S tensor: (r / S) * C * S + r % S; the ABI's
-      // row-stride slot holds S (keys/KernelABI.h).
-      Value s = toIdx(stride), r = toIdx(local);
-      Value n = arith::DivUIOp::create(b, loc, r, s);
-      Value batch = arith::MulIOp::create(
-          b, loc, n, arith::MulIOp::create(b, loc, s, cIdx(plan.cols)));
-      rowOff = arith::AddIOp::create(
-          b, loc, batch, arith::RemUIOp::create(b, loc, r, s));
+      // Pixel r of an N C S tensor: two-level rows, (r / S) * C * S + r % S;
+      // the ABI's row-stride slot holds S (keys/KernelABI.h).
+      Value s = toIdx(stride);
+      rowOff = twoLevelOffset(
+          toIdx(local), s,
+          [&] { return arith::MulIOp::create(b, loc, s, cIdx(plan.cols)); },
+          Value());
+      break;
+    }
+    if (lv.inner > 0) { // keys::RowLevels: constants of the shape class
+      rowOff = twoLevelOffset(
+          toIdx(local), cIdx(lv.inner), [&] { return cIdx(lv.outer); },
+          toIdx(stride));
       break;
     }
     rowOff = arith::MulIOp::create(b, loc, toIdx(local), toIdx(stride));
@@ -417,7 +433,9 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
   for (int i = 0; i < N; ++i) {
     Value ptr = pick([&](int g) { return arg(abi.pointer(g, i)); });
     Value stride = pick([&](int g) { return arg(abi.rowStride(g, i)); });
-    base.push_back(rowBase(def.operands[i], ptr, stride, local));
+    const keys::RowLevels lv =
+        size_t(i) < plan.rowLevels.size() ? plan.rowLevels[i] : keys::RowLevels();
+    base.push_back(rowBase(def.operands[i], lv, ptr, stride, local));
     // Rows past the end read the last row (rowC), so this load is in
     // bounds for every thread.
     const dsl::OperandDecl &o = def.operands[i];

@@ -56,6 +56,9 @@ struct FoldPlan {
 struct Plan {
   keys::TileConfig config;
   int64_t cols = 0;
+  /// Per operand, its two-level rows (ShapeSpec::rowLevels; empty: all
+  /// one level).
+  std::vector<keys::RowLevels> rowLevels;
   std::vector<FoldPlan> folds;
   /// One pass with folds: the output phase walks fold 0's element mapping
   /// and reuses the values loaded for the fold.

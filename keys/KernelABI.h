@@ -6,7 +6,10 @@
 //
 // Order: for each group g, for each operand i: pointer (u64), row stride in
 // elements (i64; for a channels-first operand its column stride S, the
-// pixels per image: rows n*S + s start at n*C*S + s); then the rows of each group (i64); then the named dims
+// pixels per image: rows n*S + s start at n*C*S + s; for an operand with
+// two-level rows, keys::RowLevels, the stride between the rows of a group,
+// whose size and the stride between groups are constants compiled into
+// the kernel); then the rows of each group (i64); then the named dims
 // (i64); then the scalars (f32, in the low four bytes of an 8-byte slot).
 // Grid x = ceil(total rows / rowsPerCta), rows of group 0 first; block x =
 // the config's CTA threads.

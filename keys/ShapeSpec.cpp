@@ -18,6 +18,10 @@ std::string ShapeSpec::str() const {
                                       maxElementOffset == 0
                                   ? 64
                                   : 32);
+  for (size_t i = 0; i < rowLevels.size(); ++i)
+    if (rowLevels[i].inner > 0)
+      s += llvm::formatv(".l{0}:{1}x{2}", i, rowLevels[i].inner,
+                         rowLevels[i].outer);
   return s;
 }
 
@@ -26,6 +30,8 @@ ShapeSpec ShapeClass::shapeSpec() const {
   s.cols = cols;
   s.alignBytes.assign(alignBytes.begin(), alignBytes.begin() + numOperands);
   s.maxElementOffset = index64 ? int64_t(1) << 62 : int64_t(INT32_MAX);
+  if (twoLevel)
+    s.rowLevels.assign(levels.begin(), levels.begin() + numOperands);
   return s;
 }
 

@@ -16,7 +16,10 @@
 // lastElementOffset), so the tuner keys exactly what a launch looks up.
 //
 // Text: ShapeSpec "c4096.a16-16-16-16.o32"; ShapeClass adds "/r4096" when
-// rows are bucketed (the tune DB's shape class).
+// rows are bucketed (the tune DB's shape class). An operand bound with
+// two-level rows (RowLevels) adds ".l<i>:<inner>x<outer>", so such a
+// class never shares a kernel with a one-level one, while every one-level
+// class keeps its text (and its cache keys).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_SPEC_SHAPESPEC_H
@@ -35,6 +38,18 @@
 
 namespace bitfold::keys {
 
+/// Two-level rows of one row-major operand: `inner` rows one row stride
+/// apart (the ABI's row-stride slot) make a group, groups lie `outer`
+/// elements apart: row r starts at (r / inner) * outer + (r % inner) *
+/// rowStride. A fused QKV projection's q view (B, S, H, D) is inner = H
+/// heads D apart, outer = 3 * H * D. Both are compile-time constants of
+/// the kernel; inner = 0 is the one-level map r * rowStride.
+struct RowLevels {
+  int64_t inner = 0;
+  int64_t outer = 0;
+  bool operator==(const RowLevels &) const = default;
+};
+
 struct ShapeSpec {
   int64_t cols = 0;
   /// Per operand (KernelDef order): base address and row stride (in bytes)
@@ -44,7 +59,14 @@ struct ShapeSpec {
   /// Largest element offset any operand can reach; above 2^31 - 1 (or 0,
   /// unknown) the kernel indexes with 64-bit arithmetic.
   int64_t maxElementOffset = 0;
+  /// Per operand, its two-level rows; empty when every operand has one
+  /// level.
+  std::vector<RowLevels> rowLevels;
   std::string str() const; ///< stable text for keys.
+  /// The two-level rows of operand i (inner = 0: one level).
+  RowLevels levels(size_t i) const {
+    return i < rowLevels.size() ? rowLevels[i] : RowLevels();
+  }
 };
 
 /// Largest of 16/8/4/2/1 dividing `base` and, when the operand has more
@@ -70,6 +92,25 @@ inline bool lastElementOffset(int64_t rows, int64_t rowStride, int64_t cols,
          !__builtin_add_overflow(out, cols - 1, &out);
 }
 
+/// Element offset of the last element of `rows` rows of two-level `lv`
+/// (lv.inner > 0), `rowStride` apart within a group, `cols` elements
+/// `colStride` apart (channels-first: rows are pixels, lv = {S, C * S},
+/// rowStride 1, colStride S). False when it exceeds int64.
+inline bool lastElementOffset(int64_t rows, RowLevels lv, int64_t rowStride,
+                              int64_t cols, int64_t colStride, int64_t &out) {
+  out = 0;
+  if (rows <= 0 || cols <= 0)
+    return true;
+  const int64_t groups = (rows - 1) / lv.inner, inGroup =
+      rows > lv.inner ? lv.inner - 1 : rows - 1;
+  int64_t a = 0, b = 0, c = 0;
+  return !__builtin_mul_overflow(groups, lv.outer, &a) &&
+         !__builtin_mul_overflow(inGroup, rowStride, &b) &&
+         !__builtin_mul_overflow(cols - 1, colStride, &c) &&
+         !__builtin_add_overflow(a, b, &out) &&
+         !__builtin_add_overflow(out, c, &out);
+}
+
 /// Largest power of two <= rows (1 for rows <= 1).
 inline int64_t rowBucket(int64_t rows) {
   return rows <= 1 ? 1 : int64_t(std::bit_floor(uint64_t(rows)));
@@ -91,7 +132,10 @@ struct ShapeClass {
   int64_t rowClass = 0;
   bool index64 = false;  ///< some element offset exceeds 2^31 - 1.
   uint8_t numOperands = 0;
+  /// Some operand has two-level rows (then `levels` says which).
+  bool twoLevel = false;
   std::array<uint8_t, kMaxOperands> alignBytes{};
+  std::array<RowLevels, kMaxOperands> levels{};
 
   /// The ShapeSpec compiled for this class; its maxElementOffset is the
   /// class bound (2^31 - 1 or 2^62), never a row-dependent offset, so row
@@ -107,6 +151,10 @@ struct ShapeClass {
     h ^= (index64 ? 17u : 0u) + numOperands + (h << 6) + (h >> 2);
     for (int i = 0; i < numOperands; ++i)
       h = h * 131 + alignBytes[i];
+    if (twoLevel)
+      for (int i = 0; i < numOperands; ++i)
+        h = h * 131 + uint64_t(levels[i].inner) * 0x2545F4914F6CDD1Dull +
+            uint64_t(levels[i].outer);
     return size_t(h);
   }
   bool operator==(const ShapeClass &) const = default;

@@ -196,20 +196,27 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
     return runtimeError(BITFOLD_ERROR_DEVICE,
                         "cannot launch " + templateName + ": " +
                             llvm::toString(gpu.takeError()));
+  // A class with two-level rows asks about its one-level twin: tuners time
+  // dense tensors, and the levels make no config illegal (the binding's
+  // alignment already covers the group stride).
+  keys::ShapeClass asked = key.shape;
+  asked.twoLevel = false;
+  asked.levels = {};
+  const keys::ShapeSpec askedShape = asked.shapeSpec();
   ConfigRequest req;
   req.def = def;
-  req.shapeClass = key.shape;
+  req.shapeClass = asked;
   req.gpuName = *gpu;
   req.device = key.device;
   req.arch = arch;
   req.toolchain = rt.toolchain();
-  req.defaultConfig = comp.defaultConfig(*def, shape);
+  req.defaultConfig = comp.defaultConfig(*def, askedShape);
   req.check = [&](const keys::TileConfig &c) {
-    return comp.checkConfig(*def, shape, c);
+    return comp.checkConfig(*def, askedShape, c);
   };
   // Tuners compile through the cache with the launch's key: the winner is
   // then a hit when the class resolves again.
-  req.compile = [rt = &rt, def, shape,
+  req.compile = [rt = &rt, def, shape = askedShape,
                  options = keys::launchOptions(arch, key.pdl)](
                     const keys::TileConfig &c)
       -> llvm::Expected<codegen::CompiledKernel> {
@@ -223,7 +230,14 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
   ConfigAnswer answer = source->configFor(req);
   entry.provisional = answer.provisional;
   entry.configFrom = std::move(answer.from);
-  entry.shapeClass = key.shape.str();
+  entry.shapeClass = asked.str();
+  if (!key.shape.twoLevel)
+    return answer.config;
+  if (llvm::Error e = comp.checkConfig(*def, shape, answer.config)) {
+    llvm::consumeError(std::move(e)); // not expected: see above
+    entry.configFrom += " (illegal with two-level rows: default)";
+    return comp.defaultConfig(*def, shape);
+  }
   return answer.config;
 }
 
@@ -554,6 +568,11 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
       b.cols, llvm::ArrayRef<int>(b.alignBytes, (*def)->operands.size()),
       b.maxElementOffset, b.totalRows, rt.bucketsRows());
   key.shape.rowClass = keys::definitionRowClass(**def);
+  if (b.twoLevel) { // compiled into the kernel: part of the class
+    key.shape.twoLevel = true;
+    std::copy(b.levels, b.levels + key.shape.numOperands,
+              key.shape.levels.begin());
+  }
   key.device = b.device;
   key.pdl = wantPdl;
   auto entry = lookup(key, b);

@@ -68,6 +68,7 @@ struct Extent {
   int64_t rows = 0, cols = 0, rowStride = 0;
   int64_t numel = 0;
   int64_t spatial = 0; ///< channels-first: S.
+  keys::RowLevels levels; ///< row-major rows in two levels.
   /// Images (channels-last or channels-first): the tensor's dims, which
   /// every other image operand shares (a pixel's index is the same in all).
   const int64_t *shape = nullptr;
@@ -105,6 +106,10 @@ private:
   llvm::Error checkExtent(int g, int i, const DLTensor &t, Extent &ext);
   llvm::Error rowMajorExtent(int g, int i, const DLTensor &t,
                              const int64_t *st, Extent &ext);
+  llvm::Error mergeRowDims(int g, int i, const DLTensor &t, const int64_t *st,
+                           Extent &ext);
+  llvm::Error checkRowStrides(int g, int i, const DLTensor &t,
+                              const int64_t *st, Extent &ext);
   llvm::Error perRowExtent(int g, int i, const DLTensor &t, const int64_t *st,
                            Extent &ext);
   llvm::Error pixelRank(int g, int i, const DLTensor &t,
@@ -120,6 +125,8 @@ private:
   llvm::Error batchDimError(int g, int i, int64_t S, int64_t batches);
   llvm::Error vectorLength(int g, int i, const Extent &e);
   llvm::Error endError(int g, int i, int64_t last);
+  llvm::Error checkEnd(int g, int i, int64_t rowsStored);
+  llvm::Error checkGroupLevels();
   llvm::Error checkOverlaps();
   llvm::Error checkOutputVec();
   llvm::Error deviceTypeError(int g, int i, int32_t type);
@@ -155,11 +162,26 @@ llvm::Error Binder::rowMajorExtent(int g, int i, const DLTensor &t,
                 llvm::formatv("the last dimension (columns) must be packed "
                               "(stride 1); shape {0}, strides {1}",
                               shapeText(t), listText(st, n)));
+  if (llvm::Error e = mergeRowDims(g, i, t, st, ext))
+    return e;
+  return checkRowStrides(g, i, t, st, ext);
+}
+
+/// The leading dims (size-1 dims skipped), fastest first, nest into one
+/// row stride, or into two levels: the dims up to the first that breaks
+/// the nesting are the inner rows, that dim and the slower ones (nesting
+/// among themselves) the groups. A third level is refused.
+llvm::Error Binder::mergeRowDims(int g, int i, const DLTensor &t,
+                                 const int64_t *st, Extent &ext) {
+  const int n = t.ndim;
   ext.rows = 1;
   ext.rowStride = ext.cols;
   bool found = false;
   int64_t expect = 0;
-  int inner = -1;
+  int inner = -1, outer = -1;
+  // Only per-element rows take two levels (a per-batch operand's batches
+  // are one stride apart).
+  const bool twoLevelOk = def.operands[i].map == IndexMap::PerElement;
   for (int d = n - 2; d >= 0; --d) {
     if (t.shape[d] == 1)
       continue;
@@ -169,29 +191,65 @@ llvm::Error Binder::rowMajorExtent(int g, int i, const DLTensor &t,
       ext.rowStride = st[d];
       ext.rows = t.shape[d];
     } else {
-      if (st[d] != expect)
+      if (st[d] != expect && !twoLevelOk)
         return fail(BITFOLD_ERROR_STRIDE, g, i,
                     llvm::formatv("dimensions {0}..{1} cannot be merged into "
                                   "one row dimension: stride[{0}] is {2}, "
                                   "rows need {3}; shape {4}, strides {5}",
                                   d, inner, st[d], expect, shapeText(t),
                                   listText(st, n)));
+      if (st[d] != expect && outer >= 0)
+        return fail(BITFOLD_ERROR_STRIDE, g, i,
+                    llvm::formatv("dimensions {0}..{1} cannot be merged into "
+                                  "two row levels (rows one stride apart in "
+                                  "groups one stride apart): stride[{0}] is "
+                                  "{2}, dims {3}..{1} need {4}; shape {5}, "
+                                  "strides {6}",
+                                  d, inner, st[d], outer, expect, shapeText(t),
+                                  listText(st, n)));
+      if (st[d] != expect) {
+        outer = d;
+        ext.levels = {ext.rows, st[d]};
+      }
       if (__builtin_mul_overflow(ext.rows, t.shape[d], &ext.rows))
         return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "row count overflows");
     }
     if (__builtin_mul_overflow(st[d], t.shape[d], &expect))
       return fail(BITFOLD_ERROR_UNSUPPORTED, g, i, "strides overflow");
   }
-  if (ext.rowStride < 0)
+  return llvm::Error::success();
+}
+
+/// Negative strides are refused; rows (and two-level groups) that overlap
+/// or repeat only where mayRepeatRows allows.
+llvm::Error Binder::checkRowStrides(int g, int i, const DLTensor &t,
+                                    const int64_t *st, Extent &ext) {
+  const int n = t.ndim;
+  const keys::RowLevels lv = ext.levels;
+  if (ext.rowStride < 0 || lv.outer < 0)
     return fail(BITFOLD_ERROR_STRIDE, g, i,
                 llvm::formatv("negative row stride {0} is not supported; "
                               "strides {1}",
-                              ext.rowStride, listText(st, n)));
-  if (ext.rows > 1 && ext.rowStride < ext.cols && !mayRepeatRows(i))
+                              ext.rowStride < 0 ? ext.rowStride : lv.outer,
+                              listText(st, n)));
+  if (mayRepeatRows(i))
+    return llvm::Error::success();
+  if (ext.rows > 1 && ext.rowStride < ext.cols)
     return fail(BITFOLD_ERROR_STRIDE, g, i,
                 llvm::formatv("row stride {0} is smaller than the {1} columns "
                               "(rows would overlap); shape {2}, strides {3}",
                               ext.rowStride, ext.cols, shapeText(t),
+                              listText(st, n)));
+  // Groups of rows must not overlap either: each starts past the last
+  // element of the one before (no overflow: the strides' products were
+  // checked while merging).
+  const int64_t span = (lv.inner - 1) * ext.rowStride + ext.cols;
+  if (lv.inner > 0 && lv.outer < span)
+    return fail(BITFOLD_ERROR_STRIDE, g, i,
+                llvm::formatv("groups of {0} rows lie {1} elements apart but "
+                              "span {2} (rows would overlap); shape {3}, "
+                              "strides {4}",
+                              lv.inner, lv.outer, span, shapeText(t),
                               listText(st, n)));
   return llvm::Error::success();
 }
@@ -442,6 +500,7 @@ llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
   v.rows = ext.rows;
   v.rowStride = ext.rowStride;
   v.spatial = ext.spatial;
+  v.levels = ext.levels;
   if (ext.numel > 0 && v.base % elem)
     return fail(BITFOLD_ERROR_ALIGNMENT, g, i,
                 llvm::formatv("address {0:x} (data + byte_offset {1}) is not "
@@ -458,6 +517,10 @@ llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
                               uint64_t(v.base), ref, def.name));
   v.alignBytes =
       keys::viewAlignBytes(v.base, v.rows, uint64_t(v.rowStride) * elem);
+  if (v.levels.inner > 0) // vectors must also fit every group's start
+    v.alignBytes = std::min(
+        v.alignBytes,
+        keys::viewAlignBytes(v.base, 2, uint64_t(v.levels.outer) * elem));
   return llvm::Error::success();
 }
 
@@ -621,30 +684,45 @@ llvm::Error Binder::checkGroupShapes(int g, Extent *ext) {
                                 def.operands[ref].name,
                                 shapeText(*tensors[g * nOps + ref])));
     }
-    // The largest element offset, and the last byte must be addressable
-    // (base + byte_offset near 2^64).
-    OperandView &v = out.views[g][i];
     const int64_t rowsStored =
         op.map == IndexMap::PerColumn || op.map == IndexMap::Vector ? 1
                                                                     : e.rows;
-    int64_t last = 0;
-    if (v.spatial > 0) // dense N C S: checked not to overflow
-      last = rowsStored > 0 && C > 0 ? rowsStored * C - 1 : 0;
-    else if (!keys::lastElementOffset(
-                 rowsStored, v.rowStride,
-                 dsl::storedCols(op, C, llvm::ArrayRef(out.dims, def.dims.size())),
-                 last))
-      return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
-                  "addresses beyond 2^63 elements");
-    uint64_t bytes = 0, end = 0;
-    if (rowsStored > 0 && C > 0 &&
-        (__builtin_mul_overflow(uint64_t(last) + 1, uint64_t(elemBytes[i]),
-                                &bytes) ||
-         __builtin_add_overflow(uint64_t(v.base), bytes, &end)))
-      return endError(g, i, last);
-    v.lastOffset = last;
-    out.maxElementOffset = std::max(out.maxElementOffset, last);
+    if (llvm::Error err = checkEnd(g, i, rowsStored))
+      return err;
   }
+  return llvm::Error::success();
+}
+
+/// The largest element offset of operand i's view, and its last byte must
+/// be addressable (base + byte_offset near 2^64).
+llvm::Error Binder::checkEnd(int g, int i, int64_t rowsStored) {
+  const OperandDecl &op = def.operands[i];
+  const int64_t C = out.cols;
+  OperandView &v = out.views[g][i];
+  int64_t last = 0;
+  const int64_t width =
+      dsl::storedCols(op, C, llvm::ArrayRef(out.dims, def.dims.size()));
+  // Channels-first pixels are two-level rows one element apart in images
+  // of C * S, their columns S apart.
+  const bool fits =
+      v.spatial > 0
+          ? keys::lastElementOffset(rowsStored, {v.spatial, C * v.spatial}, 1,
+                                    C, v.spatial, last)
+      : v.levels.inner > 0
+          ? keys::lastElementOffset(rowsStored, v.levels, v.rowStride, width,
+                                    1, last)
+          : keys::lastElementOffset(rowsStored, v.rowStride, width, last);
+  if (!fits)
+    return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
+                "addresses beyond 2^63 elements");
+  uint64_t bytes = 0, end = 0;
+  if (rowsStored > 0 && C > 0 &&
+      (__builtin_mul_overflow(uint64_t(last) + 1, uint64_t(elemBytes[i]),
+                              &bytes) ||
+       __builtin_add_overflow(uint64_t(v.base), bytes, &end)))
+    return endError(g, i, last);
+  v.lastOffset = last;
+  out.maxElementOffset = std::max(out.maxElementOffset, last);
   return llvm::Error::success();
 }
 
@@ -659,8 +737,10 @@ bool overlaps(const OperandView &a, const OperandView &b, int64_t cols,
     return false;
   // Same row stride (chunks of one wider tensor): the column windows may
   // interleave without touching. Channels-first views are dense: any
-  // common byte is an overlap.
-  if (dense || a.spatial > 0 || b.spatial > 0)
+  // common byte is an overlap, and so it is (conservatively) for two-level
+  // views.
+  if (dense || a.spatial > 0 || b.spatial > 0 || a.levels.inner > 0 ||
+      b.levels.inner > 0)
     return true;
   if (elem == bElem && a.rowStride == b.rowStride && a.rowStride >= cols &&
       (a.rows > 1 || b.rows > 1)) {
@@ -719,7 +799,8 @@ llvm::Error Binder::checkOverlaps() {
           bool exact = !x.isOutput && h == g && x.map == IndexMap::PerElement &&
                        o.map == IndexMap::PerElement && xv.base == ov.base &&
                        xv.rowStride == ov.rowStride &&
-                       xv.spatial == ov.spatial && x.dtype == o.dtype;
+                       xv.spatial == ov.spatial && xv.levels == ov.levels &&
+                       x.dtype == o.dtype;
           if (exact && (def.folds.empty() || o.aliasOf == j))
             continue;
           if (x.isOutput && (h < g || (h == g && j < i)))
@@ -761,6 +842,8 @@ llvm::Error Binder::run() {
     for (int g = 0; g < def.groups; ++g)
       out.alignBytes[i] = std::min(out.alignBytes[i], out.views[g][i].alignBytes);
   }
+  if (llvm::Error e = checkGroupLevels())
+    return e;
   const int64_t C = out.cols;
   if (C % def.colsMultipleOf || C < def.minCols || C > def.maxCols)
     return runtimeError(
@@ -788,6 +871,47 @@ llvm::Error Binder::run() {
                           f.order.name, f.order.minRows, f.order.maxRows,
                           shapeText(*tensors[0])));
   return checkOverlaps();
+}
+
+/// The two-level rows of an operand are compiled into the kernel, so its
+/// views in every group share them (q and k views of one fused QKV do).
+/// A one-level view of at most one row fits any levels.
+llvm::Error Binder::checkGroupLevels() {
+  for (int i = 0; i < nOps; ++i) {
+    int from = -1;
+    for (int g = 0; g < def.groups; ++g) {
+      const OperandView &v = out.views[g][i];
+      if (v.levels.inner == 0 || out.groupRows[g] == 0)
+        continue;
+      if (from < 0) {
+        from = g;
+        out.levels[i] = v.levels;
+        out.twoLevel = true;
+      }
+    }
+    if (from < 0)
+      continue;
+    for (int g = 0; g < def.groups; ++g) {
+      const OperandView &v = out.views[g][i];
+      if (out.groupRows[g] == 0 || v.levels == out.levels[i] ||
+          (v.levels.inner == 0 && v.rows <= 1))
+        continue;
+      const std::string mine =
+          v.levels.inner
+              ? llvm::formatv("has groups of {0} rows {1} elements apart",
+                              v.levels.inner, v.levels.outer)
+                    .str()
+              : std::string("has its rows one stride apart");
+      return fail(BITFOLD_ERROR_STRIDE, g, i,
+                  llvm::formatv("{0} but {1} has groups of {2} rows {3} "
+                                "apart; the groups of one launch share an "
+                                "operand's row levels (the kernel is "
+                                "compiled for them)",
+                                mine, tensorName(def, from, i),
+                                out.levels[i].inner, out.levels[i].outer));
+    }
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error Binder::checkOutputVec() {

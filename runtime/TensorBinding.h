@@ -13,6 +13,7 @@
 
 #include "dsl/IR.h"
 #include "keys/KernelABI.h"
+#include "keys/ShapeSpec.h"
 
 #include <dlpack/dlpack.h>
 
@@ -41,7 +42,10 @@ struct OperandView {
   /// Channels-first (NC[D]HW): the pixels per image S, whose C elements lie
   /// S apart; row n*S + s starts at element n*C*S + s. 0: rows are packed.
   int64_t spatial = 0;
-  int alignBytes = 16;   ///< largest of 16/8/4/2/1 dividing base and stride.
+  /// Row-major rows in two levels (keys::RowLevels; levels.inner = 0: one
+  /// level): row r starts at (r / inner) * outer + (r % inner) * rowStride.
+  keys::RowLevels levels;
+  int alignBytes = 16;   ///< largest of 16/8/4/2/1 dividing base and strides.
   int64_t lastOffset = 0;///< element offset of the last element read/written.
 };
 
@@ -54,6 +58,10 @@ struct LaunchBinding {
   OperandView views[kMaxGroups][kMaxOperands];
   /// Per operand, the minimum over groups: what ShapeSpec::alignBytes says.
   int alignBytes[kMaxOperands] = {};
+  /// Per operand, the two-level rows every group of it shares (the kernel
+  /// is compiled for them); all one-level: twoLevel is false.
+  keys::RowLevels levels[kMaxOperands] = {};
+  bool twoLevel = false;
   int64_t maxElementOffset = 0;
 };
 

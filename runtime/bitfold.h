@@ -291,7 +291,11 @@ BITFOLD_API bitfold_status bitfold_prewarm(bitfold_kernel *kernel,
  *  operands' dtypes, with the last dimension packed; byte_offset is
  *  honoured. Row-major operands: rows = product of the leading dims, which
  *  must merge into one row stride >= the column count (a chunk of a wider
- *  tensor is fine). Channels-last operands: 4-D (N,C,H,W) or 5-D
+ *  tensor is fine), or, for per-element operands, into two: inner rows one
+ *  stride apart in groups another stride apart (a fused QKV projection's
+ *  q view (B, S, H, D): heads D apart, tokens 3*H*D apart), groups not
+ *  overlapping, the same two strides in every group of a launch; such a
+ *  view is a shape class (a kernel) of its own. Channels-last operands: 4-D (N,C,H,W) or 5-D
  *  (N,C,D,H,W), dense channels-last; columns = C. Per-batch operands have
  *  B rows, B dividing the rows of the per-element operands (S = rows / B);
  *  per-column operands hold exactly one row of `columns` values.

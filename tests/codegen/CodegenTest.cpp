@@ -304,6 +304,62 @@ TEST(Codegen, SixtyFourBitIndexingAboveTwoToTheThirtyOne) {
   EXPECT_NE(k->ptx.find("mul.lo.s64"), std::string::npos);
 }
 
+// Two-level rows (keys::RowLevels) are constants of the shape: every config
+// of qk_layernorm's space generates, passes the audit and assembles with
+// them; they change the PTX, and all-zero levels change nothing.
+TEST(Codegen, TwoLevelRowsCompileForEveryConfig) {
+  ShapedTemplate st = shaped(req("qk_layernorm", {1, 4096, 32, 128}));
+  ASSERT_TRUE(st.def);
+  ShapeSpec strided = st.shape;
+  strided.rowLevels.assign(st.def->operands.size(), RowLevels());
+  ShapeSpec zero = strided;
+  strided.rowLevels[0] = {32, 3 * 32 * 128};
+  const bool assemble = !findPtxas().empty();
+  PtxAllowances allow = allowancesOf(*st.def);
+  std::vector<TileConfig> configs = enumerateConfigs(*st.def, strided);
+  ASSERT_EQ(configs.size(), enumerateConfigs(*st.def, st.shape).size());
+  std::mutex mu;
+  std::vector<std::string> failures;
+  parallelFor(configs.size(), [&](size_t i) {
+    CompileOptions opts;
+    opts.emitCubin = assemble;
+    opts.cubinTool = "ptxas";
+    auto two = compile(*st.def, strided, configs[i], opts);
+    opts.emitCubin = false;
+    auto one = compile(*st.def, st.shape, configs[i], opts);
+    auto same = compile(*st.def, zero, configs[i], opts);
+    std::string why;
+    if (!two || !one || !same) {
+      why = !two ? errorOf(two.takeError()) : "";
+      why += !one ? errorOf(one.takeError()) : "";
+      why += !same ? errorOf(same.takeError()) : "";
+    } else {
+      if (llvm::Error e = auditPtx(*two, allow))
+        why += errorOf(std::move(e));
+      if (two->ptx == one->ptx)
+        why += "two-level rows left the PTX unchanged\n";
+      if (same->ptx != one->ptx)
+        why += "all-zero row levels changed the PTX\n";
+    }
+    if (!why.empty()) {
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back(configs[i].str() + ": " + why);
+    }
+  });
+  for (const std::string &f : failures)
+    ADD_FAILURE() << f;
+  // Only per-element row-major operands take them.
+  ShapedTemplate ln = shaped(req("ln_modulate", {2, 1024, 2240}));
+  ASSERT_TRUE(ln.def);
+  ShapeSpec bad = ln.shape;
+  bad.rowLevels.assign(ln.def->operands.size(), RowLevels());
+  bad.rowLevels[1] = {4, 100000}; // the per-batch scale
+  llvm::Error e = checkConfig(*ln.def, bad, defaultConfig(*ln.def, ln.shape));
+  EXPECT_NE(errorOf(std::move(e)).find("operand 'scale' cannot take "
+                                       "two-level rows 4x100000"),
+            std::string::npos);
+}
+
 TEST(Codegen, NvJitLinkWhenAvailable) {
   ShapedTemplate st = shaped(req("residual_gate", {1, 4096, 4096}));
   CompileOptions opts;

@@ -88,6 +88,29 @@ TEST(ShapeSpec, OneRowOperandsTakeOnlyTheBaseAlignment) {
   EXPECT_EQ(last, 0);
 }
 
+TEST(ShapeSpec, TwoLevelRowsSplitTheClassAndKeepOneLevelText) {
+  auto def = build("qk_layernorm");
+  ShapeClass plain = boundClass(*def, 4096 * 32, 128);
+  ShapeClass strided = plain;
+  strided.twoLevel = true;
+  strided.levels[0] = {32, 3 * 32 * 128}; // x; y (operand 1) one level
+  EXPECT_NE(plain, strided);
+  EXPECT_NE(plain.hash(), strided.hash());
+  EXPECT_EQ(plain.shapeSpec().str(), "c128.a16-16.o32");
+  EXPECT_TRUE(plain.shapeSpec().rowLevels.empty());
+  ShapeSpec spec = strided.shapeSpec();
+  EXPECT_EQ(spec.str(), "c128.a16-16.o32.l0:32x12288");
+  ASSERT_EQ(spec.rowLevels.size(), 2u);
+  EXPECT_EQ(spec.levels(0), (RowLevels{32, 12288}));
+  EXPECT_EQ(spec.levels(1), RowLevels());
+  EXPECT_EQ(spec.levels(7), RowLevels());
+  // Other levels, another class.
+  ShapeClass other = strided;
+  other.levels[0] = {16, 3 * 32 * 128};
+  EXPECT_NE(other, strided);
+  EXPECT_NE(other.shapeSpec().str(), spec.str());
+}
+
 TEST(KernelABI, PositionsAndKindsFollowTheDocumentedOrder) {
   auto def = build("qk_layernorm"); // two groups
   KernelABI abi = KernelABI::of(*def);

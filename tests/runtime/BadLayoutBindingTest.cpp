@@ -7,7 +7,8 @@
 // dims, one operand at a time. Whatever binds must be addressed exactly:
 // for every element of every operand, the kernel's address (base + (row *
 // rowStride + col) * size; row-major rows are the leading dims flattened,
-// channels-last rows the pixels) is the element's own address, and no two
+// in one level or two, keys::RowLevels; channels-last rows the pixels) is
+// the element's own address, and no two
 // elements of an output share an address. Whatever does not bind is
 // refused with a status (never a crash): the caller's eager fallback then
 // gives the reference's bits. Host only: no GPU, no compile.
@@ -98,10 +99,16 @@ int64_t offsetOf(const std::vector<int64_t> &shape,
   return off;
 }
 
-int64_t kernelOffsetOf(const std::vector<int64_t> &shape, int64_t rowStride,
+int64_t kernelOffsetOf(const std::vector<int64_t> &shape, const OperandView &v,
                        int64_t flat) {
-  if (shape.size() != 5) // (rows..., C)
-    return flat / shape.back() * rowStride + flat % shape.back();
+  const int64_t rowStride = v.rowStride;
+  if (shape.size() != 5) { // (rows..., C), in one or two levels
+    const int64_t r = flat / shape.back(), c = flat % shape.back();
+    if (v.levels.inner > 0)
+      return r / v.levels.inner * v.levels.outer +
+             r % v.levels.inner * rowStride + c;
+    return r * rowStride + c;
+  }
   const int64_t P = shape[2] * shape[3] * shape[4];
   const int64_t n = flat / (shape[1] * P), c = flat / P % shape[1],
                 p = flat % P;
@@ -142,7 +149,7 @@ bitfold_status bindOne(const dsl::KernelDef &def, int64_t C, int bad,
       std::set<int64_t> seen;
       for (int64_t flat = 0; flat < count; ++flat) {
         const int64_t kernelAt =
-            int64_t(ov.base) + kernelOffsetOf(v.shape, ov.rowStride, flat) * elem;
+            int64_t(ov.base) + kernelOffsetOf(v.shape, ov, flat) * elem;
         const int64_t trueAt = v.address + offsetOf(v.shape, v.strides, flat) * elem;
         if (kernelAt != trueAt) {
           ADD_FAILURE() << def.name << " operand " << def.operands[i].name

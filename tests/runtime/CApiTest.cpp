@@ -464,13 +464,25 @@ TEST_F(CApi, LaunchRejectsUnsupportedStrides) {
   }
   {
     LnModulate ln(2, 8, 64);
-    // Batches 1000 elements apart but rows 64 apart: not one row stride.
-    ln.x = Tensor({2, 8, 64}, 0x10000000, kBF16, {1000, 64, 1});
+    // Batches 1000 elements apart but rows 64 apart: two row levels, yet
+    // the scale (per batch) takes only one.
+    ln.scale = Tensor({2, 2, 64}, 0x20000000, kBF16, {1000, 64, 1});
     EXPECT_EQ(launch(k, ln.all()), BITFOLD_ERROR_STRIDE);
-    EXPECT_EQ(message, "ln_modulate: tensor 0 ('x'): dimensions 0..1 cannot "
-                       "be merged into one row dimension: stride[0] is 1000, "
-                       "rows need 512; shape (2, 8, 64), strides (1000, 64, "
-                       "1)");
+    EXPECT_EQ(message, "ln_modulate: tensor 1 ('scale'): dimensions 0..1 "
+                       "cannot be merged into one row dimension: stride[0] "
+                       "is 1000, rows need 128; shape (2, 2, 64), strides "
+                       "(1000, 64, 1)");
+  }
+  {
+    LnModulate ln(2, 8, 64);
+    // Three strides (batch, a group of 4 rows, rows): not two levels.
+    ln.x = Tensor({2, 2, 4, 64}, 0x10000000, kBF16, {5000, 1000, 64, 1});
+    EXPECT_EQ(launch(k, ln.all()), BITFOLD_ERROR_STRIDE);
+    EXPECT_EQ(message, "ln_modulate: tensor 0 ('x'): dimensions 0..2 cannot "
+                       "be merged into two row levels (rows one stride apart "
+                       "in groups one stride apart): stride[0] is 5000, dims "
+                       "1..2 need 2000; shape (2, 2, 4, 64), strides (5000, "
+                       "1000, 64, 1)");
   }
   {
     LnModulate ln(1, 8, 64);

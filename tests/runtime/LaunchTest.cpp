@@ -340,6 +340,46 @@ TEST_F(Launch, TwoGroupsInOneLaunch) {
   EXPECT_EQ(l.grid[0], 128u); // (96 + 160) / 2
 }
 
+// q and k views of a fused (B, S, 3 * H * D) projection launch in place:
+// the row-stride slot holds D, the heads per token and the token stride
+// are the class's (compiled in), so contiguous and strided launches never
+// share a kernel, and strided launches of any B and S do.
+TEST_F(Launch, TwoLevelRowsAreASpecialisationOfTheirOwn) {
+  Kernel *k = kernel("qk_layernorm");
+  const int64_t H = 32, D = 128, token = 3 * H * D;
+  auto launchQk = [&](int64_t B, int64_t S, bool strided) {
+    std::vector<int64_t> st = {S * token, token, D, 1};
+    Tensor q({B, S, H, D}, 0x10000000, strided ? st : std::vector<int64_t>{}),
+        kx({B, S, H, D}, strided ? 0x10000000 + H * D * 2 : 0x30000000,
+           strided ? st : std::vector<int64_t>{}),
+        qy({B, S, H, D}, 0x20000000), ky({B, S, H, D}, 0x40000000);
+    llvm::Error e = launch(k, {&q, &qy, &kx, &ky}, {1e-6f});
+    EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
+    return k->lastSpecialisation().keyText;
+  };
+  int compiles = fake::fakeCompiles;
+  std::string plain = launchQk(1, 3, false);
+  hooks().expectParams(11);
+  std::string strided = launchQk(1, 3, true);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 2);
+  EXPECT_NE(plain, strided);
+  EXPECT_NE(plain.find("shape: c128.a16-16.o32\n"), std::string::npos)
+      << plain;
+  EXPECT_NE(strided.find("shape: c128.a16-16.o32.l0:32x12288\n"),
+            std::string::npos)
+      << strided;
+  FakeLaunch l = hooks().lastLaunch();
+  const uint64_t want[] = {0x10000000, 128, 0x20000000, 128,
+                           0x10000000 + 32 * 128 * 2, 128, 0x40000000, 128,
+                           96, 96, bitsOf(1e-6f)};
+  for (int i = 0; i < 11; ++i)
+    EXPECT_EQ(l.params[i], want[i]) << "parameter " << i;
+  // Other B and S: the same kernels, warm.
+  EXPECT_EQ(launchQk(2, 77, true), strided);
+  EXPECT_EQ(launchQk(2, 77, false), plain);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 2);
+}
+
 TEST_F(Launch, CallersContextIsUsedAndOtherDevicesGetTheirPrimary) {
   Kernel *k = kernel("residual_gate");
   CUcontext user0 = hooks().userContext(0);

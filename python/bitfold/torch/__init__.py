@@ -14,9 +14,11 @@ residual_gate, rmsnorm_modulate, wan_rmsnorm_silu (SGLang's and diffusers'
 Wan VAE norm + SiLU), hf_rmsnorm (HF LlamaRMSNorm, optional residual and
 modulation; torch.ops.bitfold.hf_rmsnorm returns [y] or [y, x + residual]).
 Outputs come from torch's caching allocator (or `out=`, on the direct row
-ops); kernels run on torch's current stream. Strided q/k views of a fused
-QKV projection are copied to contiguous before qk_layernorm's launch, as
-aten's layer_norm copies them itself (bench/host_cost.py measures the copy).
+ops); kernels run on torch's current stream. qk_layernorm reads the strided
+q/k views of a fused QKV projection in place (rows in two strides: heads
+D apart, tokens 3*H*D apart); views of more than two row strides are
+copied to contiguous first, as aten's layer_norm copies them itself
+(bench/host_cost.py measures both).
 
 Fallback (mode "auto", the default): where a guard rejects the inputs
 (dtype, device, requires_grad, empty, or the C API's shape/stride/alignment

@@ -77,21 +77,52 @@ RMSNORM_MODULATE = Op(
 
 # ---- qk_layernorm: q and k in one launch -----------------------------------------
 
-def _rows_mergeable(t):
-    """Whether t's leading dims merge into one row stride (the C API's rule)."""
+def _row_levels(t):
+    """How the C API binds t's rows as qk_layernorm's input (the binding's
+    rule, runtime/TensorBinding.cpp): () one row stride, (inner, outer) two
+    levels (inner rows one stride apart in groups `outer` elements apart: a
+    fused QKV projection's q/k views), None where it would refuse (a third
+    stride, negative or overlapping rows, columns not packed)."""
     shape, st = t.shape, t.stride()
-    if st[-1] != 1 and shape[-1] != 1:
-        return False
-    for i in range(t.dim() - 2):
-        if shape[i] != 1 and st[i] != st[i + 1] * shape[i + 1]:
-            return False
-    return True
+    cols = shape[-1]
+    if st[-1] != 1 and cols != 1:
+        return None
+    rows, stride, expect, levels = 1, None, 0, ()
+    for i in range(t.dim() - 2, -1, -1):
+        if shape[i] == 1:
+            continue
+        if stride is None:
+            stride, rows = st[i], shape[i]
+        else:
+            if st[i] != expect:
+                if levels:
+                    return None
+                levels = (rows, st[i])
+            rows *= shape[i]
+        expect = st[i] * shape[i]
+    if stride is None:
+        return ()
+    if stride < 0 or (rows > 1 and stride < cols):
+        return None
+    if levels and levels[1] < (levels[0] - 1) * stride + cols:
+        return None
+    return levels
 
 
 def _qk_copies(a):
-    """Which of q, k is copied to contiguous first (rows that do not merge
-    into one stride; what aten's layer_norm makes of them too)."""
-    return tuple(not (t.is_contiguous() or _rows_mergeable(t)) for t in a[:2])
+    """Which of q, k is copied to contiguous first: views the binding
+    refuses (more than two row levels; rows that overlap; a base off aten's
+    4-element vector alignment, where the copy is what aten's layer_norm
+    reads), and two-level views whose levels q and k do not share (one
+    kernel serves both)."""
+    q, k = a[0], a[1]
+    levels = [_row_levels(t) for t in (q, k)]
+    copies = [lv is None or (t.numel() > 0 and t.data_ptr() % (4 * t.element_size()) != 0)
+              for t, lv in zip((q, k), levels)]
+    kept = [() if c else lv for c, lv in zip(copies, levels)]
+    if kept[0] != kept[1]:
+        copies = [c or bool(lv) for c, lv in zip(copies, kept)]
+    return tuple(copies)
 
 
 def _qk_alloc(a, o, copies):
@@ -106,10 +137,14 @@ QK_LAYERNORM = Op(
     ins=_ins(2), tag=lambda a: a[2], aux=_qk_copies, variant=lambda a: a[0].dtype,
     params=_dtype_param, alloc=_qk_alloc, scalars=lambda a: _f32.pack(a[2]), width=_last_dim,
     custom_result=lambda r: (r[0].contiguous(), r[1].contiguous()),
-    doc="""(F.layer_norm(q, (D,), eps), F.layer_norm(k, (D,), eps)) in one launch.
-    Strided q/k views (a fused QKV projection's) are copied to contiguous
-    first, as aten's layer_norm does itself (see bench/host_cost.py's copy
-    measurement).""")
+    doc="""(F.layer_norm(q, (D,), eps), F.layer_norm(k, (D,), eps)) in one launch;
+    the results are contiguous, as eager's. Strided q/k views whose rows
+    nest in at most two strides (a fused QKV projection's: qkv[..., :H*D]
+    viewed as (B, S, H, D), or chunk/unbind of (B, S, 3, H, D)) are read in
+    place when q and k share the strides. Views of more than two row levels,
+    with overlapping rows, off aten's 4-element alignment, or whose two
+    levels differ between q and k are copied to contiguous first, as aten's
+    layer_norm does itself (bench/host_cost.py measures both).""")
 
 
 # ---- conv_bias, residual_gate: elementwise epilogues ----------------------------
