@@ -158,21 +158,31 @@ def builders(rt):
 
     out.append(lambda: qk(4360))
 
-    def conv(shape, residual):
+    def conv(shape, residual, images_residual=False):
+        # images_residual: the Wan VAE's contiguous shortcut under a
+        # channels-last conv output (residual_layout=channels_first).
         fmt = torch.channels_last_3d if len(shape) == 5 else torch.channels_last
         x = rnd(shape).contiguous(memory_format=fmt)
         bias = rnd((shape[1],))
-        h = rnd(shape).contiguous(memory_format=fmt) if residual else None
+        h = None
+        if residual:
+            h = rnd(shape) if images_residual else rnd(shape).contiguous(memory_format=fmt)
         y = torch.empty_like(x)
-        k = rt.kernel("conv_bias", f"residual={int(residual)}")
+        params = f"residual={int(residual)}"
+        if images_residual:
+            params += ",residual_layout=channels_first"
+        k = rt.kernel("conv_bias", params)
         tensors = [x, bias] + ([h] if residual else []) + [y]
         nbytes = (3 if residual else 2) * x.numel() * 2
-        name = f"conv bias{' + residual' if residual else ''} {list(shape)}"
+        name = (f"conv bias{' + residual' if residual else ''}"
+                f"{' (NCDHW)' if images_residual else ''} {list(shape)}")
         return (name, nbytes, lambda: k.launch(tensors, []),
                 lambda: ref.conv_bias(x, bias, h), lambda: y)
 
     out.append(lambda: conv((1, 96, 4, 480, 832), False))
     out.append(lambda: conv((1, 96, 4, 480, 832), True))
+    out.append(lambda: conv((1, 96, 4, 480, 832), True, images_residual=True))
+    out.append(lambda: conv((1, 192, 1, 64, 64), True, images_residual=True))
 
     def gate(b, s, d):
         r, u = rnd((b, s, d)), rnd((b, s, d))
