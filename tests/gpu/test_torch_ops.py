@@ -273,6 +273,31 @@ def test_warm_calls_launch_each_calls_tensors():
     assert s["launches"] + sum(s["fallbacks"].values()) == 4, s
 
 
+def test_generated_site_keys_equal_the_generic_key():
+    """An op whose site key is one generated expression (Op.key, inlined into
+    the direct function and the torch.ops body) keys a call exactly as
+    _key(ins, tag) does: with and without out=, on views, on CPU tensors."""
+    from bitfold.torch import _ops, _table
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    x = randn((2, 16, 256), BF, 1.0, gen)
+    proj = randn((2, 3 * 256), BF, 0.1, gen)
+    sc, sh = proj[:, :256], proj[:, 512:]
+    cases = {
+        "ln_modulate": [(x, sc, sh, 1e-6), (x.cpu(), sc.cpu(), sh.cpu(), 1e-5)],
+        "qk_layernorm": [(x.view(2, 16, 2, 128), x.view(2, 16, 2, 128)[:, :, :1], 1e-6)],
+        "residual_gate": [(x, x.clone(), sc)],
+        "rmsnorm_modulate": [(x, sc[0], sc, sh, 1e-6)],
+    }
+    for op in _table.OPS:
+        if getattr(op.ins, "count", None) is None:
+            continue
+        assert op.name in cases, f"{op.name}: add a case"
+        for a in cases[op.name]:
+            outs = [None] + ([torch.empty_like(a[0])] if op.out else [])
+            for out in outs:
+                assert op.key(a, out) == _ops._key(op.ins(a, out), op.tag(a)), op.name
+
+
 # ---- guards and fallback --------------------------------------------------------
 
 def fallback_cases():

@@ -24,7 +24,7 @@ CompositeExplicitAutograd or to the fake impl.
 import torch
 
 from . import _table
-from ._ops import call
+from ._ops import call, key_source
 
 NAMESPACE = "bitfold"
 
@@ -90,10 +90,13 @@ def register(op, namespace=NAMESPACE):
     handle = getattr(getattr(torch.ops, namespace), op.name)
     scope = {"_call": call, "_op": op, "_check": op.check or op.explain,
              "_post": op.custom_result, "_v": _verify_arg, "_eager": op.fake or op.eager,
-             "_nb": _NoBackward.apply, "_T": type, "_plain": _PLAIN, "_grad": torch.is_grad_enabled,
+             "_nb": _NoBackward.apply, "_tag": op.tag, "_T": type, "_plain": _PLAIN, "_grad": torch.is_grad_enabled,
              "_below": torch._C._AutoDispatchBelowAutograd, "_default": handle.default}
     check = "    _check(a)\n" if scope["_check"] is not None else ""
-    run = check + "    return _post(_call(_op, a, None, _v(verify), None))\n"
+    # The site key inline where it is one expression.
+    key = key_source(op.ins, op.tag_arg, None, [n for _, n, _ in params])
+    run = check + ("    return _post(_call(_op, a, None, _v(verify), None"
+                   f"{'' if key is None else ', ' + key}))\n")
     body = _table.define(op.name, params, "verify='default'", run, scope)
     autograd = _table.define(
         op.name, params, "verify='default'",

@@ -229,6 +229,45 @@ def _key(ts, scalar):
     return key
 
 
+def _key_source(names, tag, out):
+    """Source of an expression: the site key (what _key(ts, scalar) gives)
+    of a call whose operands are the expressions `names`, plus the variable
+    `out` where it is not None (out None: no out= operand); tag is the
+    key's scalar part as source text."""
+    def key(names):
+        fields = "".join(f" {t}.dtype, {t}.shape, {t}.stride(), {t}.get_device(),"
+                         for t in names)
+        return f"({tag},{fields})"
+    if out is None:
+        return key(names)
+    return f"({key(names)} if {out} is None else {key(names + [out])})"
+
+
+def _key_function(ins, tag):
+    """key(a, o): the site key of a call. Where ins is _ins(n) (its first n
+    arguments, `count`) and tag an argument's index or a function, one
+    generated expression (no calls into ins and _key: a warm call's host
+    time); else _key(ins(a, o), tag(a))."""
+    src = key_source(ins, tag)
+    if src is None:
+        return lambda a, o: _key(ins(a, o), tag(a))
+    scope = {"_tag": tag}
+    exec(compile(f"def key(a, o):\n    return {src}\n", "<bitfold.torch key>", "exec"),
+         scope)
+    return scope["key"]
+
+
+def key_source(ins, tag, out="o", args=None):
+    """The site key as one expression over the arguments (`args`, their
+    names; else a[i]) and the variable `out` (None: no out=), calling `_tag`
+    where tag is a function; None where ins is not _ins(n)."""
+    n = getattr(ins, "count", None)
+    if n is None:
+        return None
+    args = args or [f"a[{i}]" for i in range(max(n, tag + 1 if isinstance(tag, int) else 0))]
+    return _key_source(args[:n], args[tag] if isinstance(tag, int) else "_tag(a)", out)
+
+
 def _packer(n):
     """addresses(ts) -> the n data pointers as bytes (unrolled for 2-5)."""
     pack = struct.Struct(f"{n}Q").pack
@@ -450,7 +489,11 @@ class Op:
                  lookup=None, diagnose=None, explain=None, dtypes=_DT_WORD):
         self.name, self.args, self.returns, self.doc = name, args, returns, doc
         self.label = label or name  # stats, sites and messages: "ns::op" for user ops
-        self.ins, self.tag, self.variant, self.alloc, self.width = ins, tag, variant, alloc, width
+        self.ins, self.variant, self.alloc, self.width = ins, variant, alloc, width
+        # tag: the key's scalar part, a function of a or an argument's index.
+        self.tag_arg = tag
+        self.tag = (lambda a: a[tag]) if isinstance(tag, int) else tag
+        self.key = _key_function(ins, self.tag if key_source(ins, tag) is None else tag)
         self.scalars = scalars or (lambda a: _no_scalars)
         self.refuse = refuse or (lambda a: None)
         self.aux = aux or (lambda a: None)
@@ -469,7 +512,7 @@ class Op:
         """Whether a call on arguments a is a remembered refusal (then it is
         counted as the call's fallback, or raised in strict mode): for
         callers with a cheaper eager form of their own (an in-place epilogue)."""
-        ent = self.sites.get(_key(self.ins(a, out), self.tag(a)))
+        ent = self.sites.get(self.key(a, out))
         if ent is None or ent[0] is not None:
             return False
         _count_refusal(self, ent, mode)
@@ -498,10 +541,12 @@ _REMEMBERED = frozenset(("dtype", "device", "empty", "shape", "stride", "unsuppo
                          "invalid_argument"))
 
 
-def call(op, a, out, verify, mode):
+def call(op, a, out, verify, mode, key=None):
     """The op on arguments a: a site hit launches its prepared launcher (or,
-    for a remembered refusal, runs eager at once); else the checked path."""
-    key = _key(op.ins(a, out), op.tag(a))
+    for a remembered refusal, runs eager at once); else the checked path.
+    key: op.key(a, out), where the caller computed it inline."""
+    if key is None:
+        key = op.key(a, out)
     ent = op.sites.get(key)
     if ent is not None:
         launch = ent[0]

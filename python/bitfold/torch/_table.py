@@ -8,7 +8,8 @@ parameters in order; `o` the caller's out=, `aux` what the site keeps):
   args, returns  the signature, in torch's schema syntax (also the direct
                  function's, plus out=/verify=/mode= keywords)
   ins(a, o)      the operands the site key and the guards look at
-  tag(a)         the key's non-tensor part (scalars, flags)
+  tag(a)         the key's non-tensor part (scalars, flags), or the index of
+                 the argument that is
   refuse(a)      (reason, detail) for inputs the kernel does not take, or None
   variant(a)     the kernel variant; params(variant) its template parameters,
                  operands(variant) the operand names it must have
@@ -20,7 +21,7 @@ A new stock op is one entry here and its chain in _eager.py.
 """
 import torch
 
-from ._ops import _DT_NAME, _DT_WORD, _F32, Op, _f32, call
+from ._ops import _DT_NAME, _DT_WORD, _F32, Op, _f32, call, key_source
 
 _empty_like = torch.empty_like
 _CONTIG = torch.contiguous_format
@@ -40,8 +41,12 @@ def _row_alloc(n):
 
 
 def _ins(n):
-    """ins of an op whose first n arguments are its (required) operands."""
-    return lambda a, o: a[:n] if o is None else a[:n] + (o,)
+    """ins of an op whose first n arguments are its (required) operands
+    (`count`: the op's site key is then one generated expression)."""
+    def ins(a, o):
+        return a[:n] if o is None else a[:n] + (o,)
+    ins.count = n
+    return ins
 
 
 def _last_dim(a):
@@ -60,7 +65,7 @@ def _identity(r):
 
 LN_MODULATE = Op(
     "ln_modulate", "Tensor x, Tensor scale, Tensor shift, float eps=1e-06",
-    ins=_ins(3), tag=lambda a: a[3], variant=lambda a: a[0].dtype, params=_dtype_param,
+    ins=_ins(3), tag=3, variant=lambda a: a[0].dtype, params=_dtype_param,
     alloc=_row_alloc(3), scalars=lambda a: _f32.pack(a[3]), width=_last_dim,
     doc="""F.layer_norm(x, (D,), eps) * (1 + scale[:, None]) + shift[:, None];
     x (B, S, D), scale and shift (B, D) (chunks of a projection are fine).
@@ -68,7 +73,7 @@ LN_MODULATE = Op(
 
 RMSNORM_MODULATE = Op(
     "rmsnorm_modulate", "Tensor x, Tensor weight, Tensor scale, Tensor shift, float eps=1e-06",
-    ins=_ins(4), tag=lambda a: a[4], variant=lambda a: a[0].dtype, params=_dtype_param,
+    ins=_ins(4), tag=4, variant=lambda a: a[0].dtype, params=_dtype_param,
     alloc=_row_alloc(4), scalars=lambda a: _f32.pack(a[4]), width=_last_dim,
     doc="""flashinfer-order RMSNorm(x) * weight, then * (1 + scale) + shift
     (docs/numerics.md 5; D = 2048 or 4096). The fallback is a torch fp32 chain,
@@ -134,7 +139,7 @@ def _qk_alloc(a, o, copies):
 
 QK_LAYERNORM = Op(
     "qk_layernorm", "Tensor q, Tensor k, float eps=1e-06", "(Tensor, Tensor)", out=False,
-    ins=_ins(2), tag=lambda a: a[2], aux=_qk_copies, variant=lambda a: a[0].dtype,
+    ins=_ins(2), tag=2, aux=_qk_copies, variant=lambda a: a[0].dtype,
     params=_dtype_param, alloc=_qk_alloc, scalars=lambda a: _f32.pack(a[2]), width=_last_dim,
     custom_result=lambda r: (r[0].contiguous(), r[1].contiguous()),
     doc="""(F.layer_norm(q, (D,), eps), F.layer_norm(k, (D,), eps)) in one launch;
@@ -401,7 +406,11 @@ def direct(op):
     """The direct function of an op entry: its own parameters, then out=
     (where the op has it), verify= and mode=; one call into _ops.call."""
     body = "    _check(a)\n" if op.check is not None else ""
-    launch = f"_call(_op, a, {'out' if op.out else 'None'}, verify, mode)"
+    # The site key inline where it is one expression (a warm call's host time).
+    o = "out" if op.out else "None"
+    key = key_source(op.ins, op.tag_arg, "out" if op.out else None,
+                     [n for _, n, _ in parameters(op)])
+    launch = f"_call(_op, a, {o}, verify, mode{'' if key is None else ', ' + key})"
     if op.explain is None:
         body += f"    return {launch}\n"
     else:  # arguments checked only when a call fails (free while none does)
@@ -409,7 +418,8 @@ def direct(op):
                  "    except (AttributeError, TypeError):\n        _explain(a)\n        raise\n")
     fn = define(op.name, parameters(op),
                 ("*, out=None, " if op.out else "*, ") + "verify=None, mode=None", body,
-                {"_call": call, "_op": op, "_check": op.check, "_explain": op.explain})
+                {"_call": call, "_op": op, "_check": op.check, "_explain": op.explain,
+                 "_tag": op.tag})
     fn.__doc__, fn.__module__ = op.doc, "bitfold.torch"
     return fn
 
