@@ -78,12 +78,14 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
         if (!od.isOutput || od.map == dsl::IndexMap::PerRow)
           continue;
         // Element e of pixel q at e * o + q (one store for the pixels).
-        std::vector<Value> v;
-        for (int e = 0; e < a.width; ++e)
-          for (int q = 0; q < copies(); ++q) {
-            selectCopy(q);
-            v.push_back(elemValue(od.value.get(), a, e));
-          }
+        // Pixel by pixel: a gathered access's chain runs over its elements
+        // at once, within one pixel's row state.
+        std::vector<Value> v(size_t(a.width) * copies());
+        for (int q = 0; q < copies(); ++q) {
+          selectCopy(q);
+          for (int e = 0; e < a.width; ++e)
+            v[size_t(e) * copies() + q] = elemValue(od.value.get(), a, e);
+        }
         selectCopy(0);
         pd.values.push_back({int(o), std::move(v)});
       }
@@ -119,17 +121,20 @@ void KernelBuilder::storeGuarded(
       auto in = scf::IfOp::create(b, loc, part.inRange, /*withElseRegion=*/false);
       b.setInsertionPoint(in.thenBlock()->getTerminator());
     }
-    for (auto &[oi, v] : values)
-      storeAccess(oi, part, v[e]);
+    // Part e's values: its element of every pixel (e * o + q).
+    for (auto &[oi, v] : values) {
+      const size_t per = v.size() / acc.parts.size();
+      storeAccess(oi, part, ArrayRef<Value>(v).slice(e * per, per));
+    }
   }
 }
 
 std::vector<Access>
 KernelBuilder::gatherOutputs(const std::vector<Access> &accs) {
-  // Only channels-first one-pixel plans: their accesses are single
-  // elements (columns S apart), so each exact rewrite would branch per
-  // element and no rounding would pair.
-  if (!dsl::isChannelsFirst(def) || copies() != 1)
+  // Only channels-first plans: their accesses are single elements
+  // (columns S apart, or with o pixels per thread one o-pixel vector), so
+  // each exact rewrite would branch per element and no rounding would pair.
+  if (!dsl::isChannelsFirst(def))
     return accs;
   std::vector<Access> out;
   int nextId = 0;
