@@ -217,25 +217,40 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
   std::vector<Value> xs;
   for (int e = 0; e < acc.width; ++e)
     xs.push_back(elemValue(n->args[0].get(), acc, e));
-  Value d = rowValue(n->args[1].get());
+  // Per pixel of an interleaved group (Access::pixels): its divisor d,
+  // reciprocal y and divisor test; element e uses pixel e % pixels's.
+  const int px = acc.pixels;
+  const ExprNode *dn = n->args[1].get();
+  std::vector<Value> ds, ys;
+  for (int q = 0; q < px; ++q)
+    ds.push_back(inCopy(acc.copyOf(q), [&] { return rowValue(dn); }));
   AtLoc at(*this, nodeLoc(n));
   auto inRange = [&](Value v) {
     Value a = LLVM::FAbsOp::create(b, loc, v);
     return andI(cmp(P::OGE, a, cF32(kRowDivMin)),
                 cmp(P::OLE, a, cF32(kRowDivMax)));
   };
-  auto [it, fresh] = rowReciprocals.try_emplace(n->args[1].get());
-  if (fresh)
-    it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), inRange(d)};
-  auto [y, fast] = it->second;
   // Per element: |x| <= 2^60 unless d bounds the row (matchRowBound, then
   // d <= 2^59 per row); |x| >= 2^-60 unless rounded to bf16 without the
   // correction, which is exact below the range too (exact-division.md).
   const bool bounded = rewrites.rowBound.count(n);
-  if (bounded) {
-    Value a = LLVM::FAbsOp::create(b, loc, d);
-    fast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
-                cmp(P::OLE, a, cF32(kRowBoundMax)));
+  Value fast;
+  for (int q = 0; q < px; ++q) {
+    Value d = ds[q], dFast;
+    inCopy(acc.copyOf(q), [&] {
+      auto [it, fresh] = rowReciprocals.try_emplace(dn);
+      if (fresh)
+        it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), inRange(d)};
+      ys.push_back(it->second.first);
+      dFast = it->second.second;
+      return Value();
+    });
+    if (bounded) {
+      Value a = LLVM::FAbsOp::create(b, loc, d);
+      dFast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
+                   cmp(P::OLE, a, cF32(kRowBoundMax)));
+    }
+    fast = andI(fast, dFast);
   }
   for (Value x : xs) {
     if (corrected && !bounded) {
@@ -254,7 +269,8 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
     llvm::SmallVector<Value> q;
-    for (Value x : xs) {
+    for (size_t e = 0; e < xs.size(); ++e) {
+      Value x = xs[e], y = ys[e % px], d = ds[e % px];
       Value q0 = arith::MulFOp::create(b, loc, x, y);
       if (!corrected) {
         q.push_back(q0);
@@ -269,9 +285,19 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
     b.setInsertionPointToStart(ifOp.elseBlock());
     // div.rn for every element: where x is in range it equals the
     // corrected quotient (the proof), so no element's test is needed here.
-    std::vector<Value> slow = fallback({xs}, [&](ArrayRef<Value> h) {
-      return intrinsic("llvm.nvvm.div.rn.f", {h[0], d});
-    });
+    std::vector<Value> slow;
+    if (px == 1) {
+      slow = fallback({xs}, [&](ArrayRef<Value> h) {
+        return intrinsic("llvm.nvvm.div.rn.f", {h[0], ds[0]});
+      });
+    } else {
+      std::vector<Value> de;
+      for (size_t e = 0; e < xs.size(); ++e)
+        de.push_back(ds[e % px]);
+      slow = fallback({xs, de}, [&](ArrayRef<Value> h) {
+        return intrinsic("llvm.nvvm.div.rn.f", {h[0], h[1]});
+      });
+    }
     scf::YieldOp::create(b, loc, slow);
   }
   return std::vector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());

@@ -77,15 +77,15 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
         const dsl::OperandDecl &od = def.operands[o];
         if (!od.isOutput || od.map == dsl::IndexMap::PerRow)
           continue;
-        // Element e of pixel q at e * o + q (one store for the pixels).
-        // Pixel by pixel: a gathered access's chain runs over its elements
-        // at once, within one pixel's row state.
-        std::vector<Value> v(size_t(a.width) * copies());
-        for (int q = 0; q < copies(); ++q) {
-          selectCopy(q);
-          for (int e = 0; e < a.width; ++e)
-            v[size_t(e) * copies() + q] = elemValue(od.value.get(), a, e);
-        }
+        // Element e of pixel q at e * o + q (one store for the pixels); an
+        // interleaved group's elements are already in that order.
+        std::vector<Value> v;
+        const int pixels = a.pixels > 1 ? 1 : copies();
+        for (int e = 0; e < a.width; ++e)
+          for (int q = 0; q < pixels; ++q) {
+            selectCopy(q);
+            v.push_back(elemValue(od.value.get(), a, e));
+          }
         selectCopy(0);
         pd.values.push_back({int(o), std::move(v)});
       }
@@ -134,8 +134,10 @@ KernelBuilder::gatherOutputs(const std::vector<Access> &accs) {
   // Only channels-first plans: their accesses are single elements
   // (columns S apart, or with o pixels per thread one o-pixel vector), so
   // each exact rewrite would branch per element and no rounding would pair.
+  // o pixels a thread: kGatherWidth / o channels of all o pixels a group.
   if (!dsl::isChannelsFirst(def))
     return accs;
+  const int o = copies();
   std::vector<Access> out;
   int nextId = 0;
   for (const Access &a : accs)
@@ -146,15 +148,16 @@ KernelBuilder::gatherOutputs(const std::vector<Access> &accs) {
       continue;
     }
     if (out.empty() || out.back().parts.empty() ||
-        out.back().width == kGatherWidth) {
+        out.back().width + o > kGatherWidth) {
       Access g;
       g.id = nextId++;
       g.width = 0;
       g.col = a.col;
+      g.pixels = o;
       out.push_back(std::move(g));
     }
     out.back().parts.push_back(a);
-    ++out.back().width;
+    out.back().width += o;
   }
   return out;
 }

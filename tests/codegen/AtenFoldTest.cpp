@@ -481,11 +481,12 @@ TEST(ChannelsFirstGathered, OnePixelPerThreadRunsItsOutputChainEightChannelsAtAT
   EXPECT_EQ(countOf(rolled, "div.rn.f32"), 1u + 8u);
 }
 
-TEST(ChannelsFirstGathered, EveryPixelOfAThreadRunsItsOutputChainEightChannelsAtATime) {
-  // o pixels a thread: each pixel's outputs are gathered 8 channels at a
-  // time within that pixel's row state (its own row division), so a
-  // thread's 24 channels have 2 x 3 fallbacks per pixel, as one pixel a
-  // thread has, and a channel's o pixels are still one vector store.
+TEST(ChannelsFirstGathered, SeveralPixelsAThreadRunTheirOutputChainEightElementsAtATime) {
+  // o pixels a thread: outputs are gathered 8 elements at a time (8 / o
+  // channels of all o pixels, each element in its pixel's row state: its
+  // own row division), so a thread's 24 x o elements have 2 fallbacks per
+  // 8, as one pixel a thread has, and a channel's o pixels are still one
+  // vector store.
   ShapedTemplate st = shapedCase(AtenCase{
       "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
   ASSERT_TRUE(st.def);

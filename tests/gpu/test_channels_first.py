@@ -175,6 +175,33 @@ def test_wan_channels_first_pixels_per_thread_give_the_same_bits(rt, shape, form
         kernel.set_config(None)
 
 
+@pytest.mark.parametrize("scale", [1e30, 1e-30, 0.0])
+@pytest.mark.parametrize("form,conv", [("x", False), ("f32", True)])
+def test_wan_channels_first_pixels_per_thread_with_unlike_neighbours(rt, scale, form, conv):
+    # .oN output groups interleave a thread's pixels, each element with its
+    # own pixel's row division: every odd pixel scaled out of the division's
+    # fast range (or zeroed) sends a group holding both kinds to the exact
+    # fallback, where each element must still divide by its own pixel's norm.
+    shape = (1, 96, 2, 8, 16)
+    params = wan_params("bf16", form, "bf16", True, conv, shape)
+    configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
+    vec = [c for c in configs if c.endswith((".o2", ".o4"))]
+    assert vec, configs
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
+    x[..., 1::2] *= scale
+    expect = wan_eager(x, g, b, cb, form)
+    kernel = rt.kernel("wan_rmsnorm_silu", params)
+    try:
+        for cfg in vec + [None]:
+            kernel.set_config(cfg)
+            y = wan_launch(kernel, x, g, b, cb, expect.dtype)
+            check("wan_rmsnorm_silu", y, expect,
+                  f"config {cfg} NCDHW {shape} {params} odd pixels x {scale}")
+    finally:
+        kernel.set_config(None)
+
+
 def conv_cases():
     cases = []
     for c in (3, 7, 33, 96, 192, 384):
