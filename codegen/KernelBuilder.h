@@ -133,6 +133,16 @@ private:
   /// `corrected`, RN(x y) where fast (matchRoundedRowDivision).
   std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc,
                                      bool corrected = true);
+  /// |v| in the row division's fast range [2^-60, 2^60].
+  Value rowDivInRange(Value v);
+  struct RowDivisors {
+    std::vector<Value> d, y; ///< per pixel: divisor, RN(1/d)
+    Value fast;              ///< every divisor in its fast range
+  };
+  RowDivisors rowDivisors(const ExprNode *n, const Access &acc);
+  /// div.rn of every element, x e by ds[e % ds.size()].
+  std::vector<Value> rowDivisionSlow(llvm::ArrayRef<Value> xs,
+                                     llvm::ArrayRef<Value> ds);
   /// round_t (n's) of the values `y`, paired where two are adjacent.
   std::vector<Value> roundElements(const ExprNode *n,
                                    llvm::ArrayRef<Value> y);
