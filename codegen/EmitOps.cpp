@@ -206,6 +206,42 @@ Value KernelBuilder::emitFma(const ExprNode *n, ArrayRef<Value> a) {
   return LLVM::FMAOp::create(b, loc, a[0], a[1], a[2]);
 }
 
+Value KernelBuilder::rowDivInRange(Value v) {
+  Value a = LLVM::FAbsOp::create(b, loc, v);
+  return andI(cmp(P::OGE, a, cF32(kRowDivMin)),
+              cmp(P::OLE, a, cF32(kRowDivMax)));
+}
+
+KernelBuilder::RowDivisors
+KernelBuilder::rowDivisors(const ExprNode *n, const Access &acc) {
+  // Per pixel of an interleaved group (Access::pixels), else the current
+  // copy's: the divisor d, RN(1/d) and d's fast-range test; element e uses
+  // pixel e % pixels's. With a row bound (matchRowBound) d <= 2^59.
+  const ExprNode *dn = n->args[1].get();
+  RowDivisors r;
+  for (int q = 0; q < acc.pixels; ++q)
+    r.d.push_back(inCopy(acc.copyOf(q), [&] { return rowValue(dn); }));
+  AtLoc at(*this, nodeLoc(n));
+  for (int q = 0; q < acc.pixels; ++q) {
+    Value d = r.d[q], dFast;
+    inCopy(acc.copyOf(q), [&] {
+      auto [it, fresh] = rowReciprocals.try_emplace(dn);
+      if (fresh)
+        it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), rowDivInRange(d)};
+      r.y.push_back(it->second.first);
+      dFast = it->second.second;
+      return Value();
+    });
+    if (rewrites.rowBound.count(n)) {
+      Value a = LLVM::FAbsOp::create(b, loc, d);
+      dFast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
+                   cmp(P::OLE, a, cF32(kRowBoundMax)));
+    }
+    r.fast = andI(r.fast, dFast);
+  }
+  return r;
+}
+
 std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
                                                   const Access &acc,
                                                   bool corrected) {
@@ -217,29 +253,17 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
   std::vector<Value> xs;
   for (int e = 0; e < acc.width; ++e)
     xs.push_back(elemValue(n->args[0].get(), acc, e));
-  Value d = rowValue(n->args[1].get());
+  const int px = acc.pixels;
+  RowDivisors r = rowDivisors(n, acc);
   AtLoc at(*this, nodeLoc(n));
-  auto inRange = [&](Value v) {
-    Value a = LLVM::FAbsOp::create(b, loc, v);
-    return andI(cmp(P::OGE, a, cF32(kRowDivMin)),
-                cmp(P::OLE, a, cF32(kRowDivMax)));
-  };
-  auto [it, fresh] = rowReciprocals.try_emplace(n->args[1].get());
-  if (fresh)
-    it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), inRange(d)};
-  auto [y, fast] = it->second;
   // Per element: |x| <= 2^60 unless d bounds the row (matchRowBound, then
   // d <= 2^59 per row); |x| >= 2^-60 unless rounded to bf16 without the
   // correction, which is exact below the range too (exact-division.md).
   const bool bounded = rewrites.rowBound.count(n);
-  if (bounded) {
-    Value a = LLVM::FAbsOp::create(b, loc, d);
-    fast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
-                cmp(P::OLE, a, cF32(kRowBoundMax)));
-  }
+  Value fast = r.fast;
   for (Value x : xs) {
     if (corrected && !bounded) {
-      fast = andI(fast, inRange(x));
+      fast = andI(fast, rowDivInRange(x));
       continue;
     }
     if (bounded && !corrected)
@@ -254,27 +278,40 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
     llvm::SmallVector<Value> q;
-    for (Value x : xs) {
+    for (size_t e = 0; e < xs.size(); ++e) {
+      Value x = xs[e], y = r.y[e % px], d = r.d[e % px];
       Value q0 = arith::MulFOp::create(b, loc, x, y);
       if (!corrected) {
         q.push_back(q0);
         continue;
       }
-      Value r = LLVM::FMAOp::create(
+      Value rem = LLVM::FMAOp::create(
           b, loc, arith::NegFOp::create(b, loc, q0), d, x);
-      q.push_back(LLVM::FMAOp::create(b, loc, r, y, q0));
+      q.push_back(LLVM::FMAOp::create(b, loc, rem, y, q0));
       stats.fmaWritten += 2;
     }
     scf::YieldOp::create(b, loc, q);
     b.setInsertionPointToStart(ifOp.elseBlock());
-    // div.rn for every element: where x is in range it equals the
-    // corrected quotient (the proof), so no element's test is needed here.
-    std::vector<Value> slow = fallback({xs}, [&](ArrayRef<Value> h) {
-      return intrinsic("llvm.nvvm.div.rn.f", {h[0], d});
-    });
-    scf::YieldOp::create(b, loc, slow);
+    scf::YieldOp::create(b, loc, rowDivisionSlow(xs, r.d));
   }
   return std::vector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
+}
+
+std::vector<Value> KernelBuilder::rowDivisionSlow(ArrayRef<Value> xs,
+                                                  ArrayRef<Value> ds) {
+  // div.rn for every element: where x is in range it equals the corrected
+  // quotient (the proof), so no element's test is needed here. Element e
+  // divides by ds[e % ds.size()] (its pixel's divisor).
+  if (ds.size() == 1)
+    return fallback({xs}, [&](ArrayRef<Value> h) {
+      return intrinsic("llvm.nvvm.div.rn.f", {h[0], ds[0]});
+    });
+  std::vector<Value> de;
+  for (size_t e = 0; e < xs.size(); ++e)
+    de.push_back(ds[e % ds.size()]);
+  return fallback({xs, de}, [&](ArrayRef<Value> h) {
+    return intrinsic("llvm.nvvm.div.rn.f", {h[0], h[1]});
+  });
 }
 
 std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,

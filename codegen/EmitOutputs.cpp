@@ -77,10 +77,12 @@ void KernelBuilder::emitOutputs(const std::vector<Access> &accs,
         const dsl::OperandDecl &od = def.operands[o];
         if (!od.isOutput || od.map == dsl::IndexMap::PerRow)
           continue;
-        // Element e of pixel q at e * o + q (one store for the pixels).
+        // Element e of pixel q at e * o + q (one store for the pixels); an
+        // interleaved group's elements are already in that order.
         std::vector<Value> v;
+        const int pixels = a.pixels > 1 ? 1 : copies();
         for (int e = 0; e < a.width; ++e)
-          for (int q = 0; q < copies(); ++q) {
+          for (int q = 0; q < pixels; ++q) {
             selectCopy(q);
             v.push_back(elemValue(od.value.get(), a, e));
           }
@@ -119,18 +121,23 @@ void KernelBuilder::storeGuarded(
       auto in = scf::IfOp::create(b, loc, part.inRange, /*withElseRegion=*/false);
       b.setInsertionPoint(in.thenBlock()->getTerminator());
     }
-    for (auto &[oi, v] : values)
-      storeAccess(oi, part, v[e]);
+    // Part e's values: its element of every pixel (e * o + q).
+    for (auto &[oi, v] : values) {
+      const size_t per = v.size() / acc.parts.size();
+      storeAccess(oi, part, ArrayRef<Value>(v).slice(e * per, per));
+    }
   }
 }
 
 std::vector<Access>
 KernelBuilder::gatherOutputs(const std::vector<Access> &accs) {
-  // Only channels-first one-pixel plans: their accesses are single
-  // elements (columns S apart), so each exact rewrite would branch per
-  // element and no rounding would pair.
-  if (!dsl::isChannelsFirst(def) || copies() != 1)
+  // Only channels-first plans: their accesses are single elements
+  // (columns S apart, or with o pixels per thread one o-pixel vector), so
+  // each exact rewrite would branch per element and no rounding would pair.
+  // o pixels a thread: kGatherWidth / o channels of all o pixels a group.
+  if (!dsl::isChannelsFirst(def))
     return accs;
+  const int o = copies();
   std::vector<Access> out;
   int nextId = 0;
   for (const Access &a : accs)
@@ -141,15 +148,16 @@ KernelBuilder::gatherOutputs(const std::vector<Access> &accs) {
       continue;
     }
     if (out.empty() || out.back().parts.empty() ||
-        out.back().width == kGatherWidth) {
+        out.back().width + o > kGatherWidth) {
       Access g;
       g.id = nextId++;
       g.width = 0;
       g.col = a.col;
+      g.pixels = o;
       out.push_back(std::move(g));
     }
     out.back().parts.push_back(a);
-    ++out.back().width;
+    out.back().width += o;
   }
   return out;
 }

@@ -42,6 +42,12 @@ struct Access {
   /// chain runs over the whole group, so an exact rewrite branches once
   /// per group and roundings pair up, as in a vector access.
   std::vector<Access> parts;
+  /// With o pixels per thread a group interleaves them: element e is pixel
+  /// (copy) e % pixels of parts[e / pixels], so a channel's pixels are
+  /// adjacent elements (their roundings pair, as their store wants them).
+  int pixels = 1;
+  /// The copy that element e of this access computes in (-1: the current).
+  int copyOf(int e) const { return pixels > 1 ? e % pixels : -1; }
 };
 
 class KernelBuilder {
@@ -127,6 +133,16 @@ private:
   /// `corrected`, RN(x y) where fast (matchRoundedRowDivision).
   std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc,
                                      bool corrected = true);
+  /// |v| in the row division's fast range [2^-60, 2^60].
+  Value rowDivInRange(Value v);
+  struct RowDivisors {
+    std::vector<Value> d, y; ///< per pixel: divisor, RN(1/d)
+    Value fast;              ///< every divisor in its fast range
+  };
+  RowDivisors rowDivisors(const ExprNode *n, const Access &acc);
+  /// div.rn of every element, x e by ds[e % ds.size()].
+  std::vector<Value> rowDivisionSlow(llvm::ArrayRef<Value> xs,
+                                     llvm::ArrayRef<Value> ds);
   /// round_t (n's) of the values `y`, paired where two are adjacent.
   std::vector<Value> roundElements(const ExprNode *n,
                                    llvm::ArrayRef<Value> y);
@@ -309,6 +325,8 @@ private:
   };
   int copies() const { return plan.config.pixelsPerThread; }
   void selectCopy(int q);
+  /// `f` in copy q's state (q < 0: the current copy's), then back.
+  Value inCopy(int q, llvm::function_ref<Value()> f);
   void swapCopyState(CopyState &s);
 
   mlir::MLIRContext &ctx;

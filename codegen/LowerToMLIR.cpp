@@ -183,10 +183,13 @@ Value KernelBuilder::roundPair(const ExprNode *n, const Access &acc, int e) {
 }
 
 Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
+  // An interleaved group's element reads its pixel's row state and loads.
   if (!isElem(n))
-    return rowValue(n);
+    return inCopy(acc.copyOf(e), [&] { return rowValue(n); });
   if (!acc.parts.empty() && (n->op == DOp::Load || n->op == DOp::ColIndex))
-    return elemValue(n, acc.parts[e], 0); // the part's column and its loads
+    return inCopy(acc.copyOf(e), [&] { // the part's column and its loads
+      return elemValue(n, acc.parts[e / acc.pixels], 0);
+    });
   auto key = std::make_pair(n, int64_t(acc.id) * 64 + e);
   auto it = elemValues.find(key);
   if (it != elemValues.end())
@@ -283,6 +286,16 @@ void KernelBuilder::selectCopy(int q) {
   swapCopyState(otherCopies[copy]);
   swapCopyState(otherCopies[q]);
   copy = q;
+}
+
+Value KernelBuilder::inCopy(int q, llvm::function_ref<Value()> f) {
+  if (q < 0 || q == copy)
+    return f();
+  const int was = copy;
+  selectCopy(q);
+  Value v = f();
+  selectCopy(was);
+  return v;
 }
 
 void KernelBuilder::newPhase() {

@@ -498,9 +498,27 @@ TEST(ChannelsFirstGathered, OnePixelPerThreadRunsItsOutputChainEightChannelsAtAT
   // division fallback; this plan keeps the exact SiLU chain per element).
   std::string rolled = ptxOf(st, TileConfig{64, 1, 1, true});
   EXPECT_EQ(countOf(rolled, "div.rn.f32"), 1u + 8u);
-  // Several pixels a thread keep one access per channel (24 of each).
-  std::string four = ptxOf(st, TileConfig{128, 4, 1, false, 4});
-  EXPECT_EQ(countOf(four, "div.rn.f32"), 2u * 24 * 4);
+}
+
+TEST(ChannelsFirstGathered, SeveralPixelsAThreadRunTheirOutputChainEightElementsAtATime) {
+  // o pixels a thread: outputs are gathered 8 elements at a time (8 / o
+  // channels of all o pixels, each element in its pixel's row state: its
+  // own row division), so a thread's 24 x o elements have 2 fallbacks per
+  // 8, as one pixel a thread has, and a channel's o pixels are still one
+  // vector store.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
+  ASSERT_TRUE(st.def);
+  for (int o : {2, 4}) {
+    std::string p = ptxOf(st, TileConfig{32 * o, 4, 1, false, o});
+    EXPECT_EQ(countOf(p, "div.rn.f32"), 2u * 24 / 8 * o) << o;
+    EXPECT_GE(countOf(p, "cvt.rn.bf16x2.f32"), 24u * o) << o;
+    EXPECT_EQ(countOf(p, "st.global.b16"), 0u) << o;
+    EXPECT_EQ(countOf(p, o == 2 ? "st.global.v2.b16" : "st.global.v4.b16") +
+                  countOf(p, o == 2 ? "st.global.b32" : "st.global.v2.b32"),
+              24u)
+        << o;
+  }
 }
 
 TEST(ChannelsFirstMixed, AContiguousResidualUnderChannelsLastXRunsARowPlan) {

@@ -168,12 +168,19 @@ def wan_every_config(rt, form, bias, what="", operands=None):
     else:
         x, g, b, cb = wan_operands(shape, "bf16", "bf16", bias, False, 1.0, gen, None)
     expect = wan_eager(x, g, b, cb, form)
+    wan_check_configs(rt, params, configs, (x, g, b, cb), expect, f"shape {shape}", what)
+
+
+def wan_check_configs(rt, params, configs, operands, expect, where, what="", launch=None):
+    """The kernel at each config (None: the default) equals `expect`."""
+    x, g, b, cb = operands
+    launch = launch or wan_launch
     kernel = rt.kernel("wan_rmsnorm_silu", params)
     try:
         for cfg in configs:
             kernel.set_config(cfg)
-            y = wan_launch(kernel, x, g, b, cb, expect.dtype)
-            check("wan_rmsnorm_silu", y, expect, f"config {cfg} shape {shape} {params}{what}")
+            y = launch(kernel, x, g, b, cb, expect.dtype)
+            check("wan_rmsnorm_silu", y, expect, f"config {cfg} {where} {params}{what}")
     finally:
         kernel.set_config(None)
 

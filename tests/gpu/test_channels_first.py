@@ -20,7 +20,7 @@ import pytest
 
 from conftest import torch
 import test_aten_norms as aten
-from test_aten_norms import expect_refused, wan_eager
+from test_aten_norms import expect_refused, wan_check_configs, wan_eager
 from test_kernels import TORCH_DT, check, list_configs, poison, randn
 import references as ref
 
@@ -134,14 +134,8 @@ def test_wan_channels_first_every_config_gives_the_same_bits(rt, shape, form, bi
     gen = torch.Generator(device="cuda").manual_seed(42)
     x, g, b, cb = wan_operands(shape, "bf16", "bf16", bias, conv, 1.0, gen, None)
     expect = wan_eager(x, g, b, cb, form)
-    kernel = rt.kernel("wan_rmsnorm_silu", params)
-    try:
-        for cfg in configs:
-            kernel.set_config(cfg)
-            y = wan_launch(kernel, x, g, b, cb, expect.dtype)
-            check("wan_rmsnorm_silu", y, expect, f"config {cfg} NCDHW {shape} {params}")
-    finally:
-        kernel.set_config(None)
+    wan_check_configs(rt, params, configs, (x, g, b, cb), expect, f"NCDHW {shape}",
+                      launch=wan_launch)
 
 
 @pytest.mark.parametrize("shape,form,conv,named", [
@@ -165,14 +159,28 @@ def test_wan_channels_first_pixels_per_thread_give_the_same_bits(rt, shape, form
     gen = torch.Generator(device="cuda").manual_seed(11)
     x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
     expect = wan_eager(x, g, b, cb, form)
-    kernel = rt.kernel("wan_rmsnorm_silu", params)
-    try:
-        for cfg in vec + [None]:
-            kernel.set_config(cfg)
-            y = wan_launch(kernel, x, g, b, cb, expect.dtype)
-            check("wan_rmsnorm_silu", y, expect, f"config {cfg} NCDHW {shape} {params}")
-    finally:
-        kernel.set_config(None)
+    wan_check_configs(rt, params, vec + [None], (x, g, b, cb), expect, f"NCDHW {shape}",
+                      launch=wan_launch)
+
+
+@pytest.mark.parametrize("scale", [3e17, 1e-30, 0.0])  # norm > 2^60, x < 2^-60, zero
+@pytest.mark.parametrize("form,conv", [("x", False), ("f32", True)])
+def test_wan_channels_first_pixels_per_thread_with_unlike_neighbours(rt, scale, form, conv):
+    # .oN output groups interleave a thread's pixels, each element with its
+    # own pixel's row division: every odd pixel scaled out of the division's
+    # fast range (or zeroed) sends a group holding both kinds to the exact
+    # fallback, where each element must still divide by its own pixel's norm.
+    shape = (1, 96, 2, 8, 16)
+    params = wan_params("bf16", form, "bf16", True, conv, shape)
+    configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
+    vec = [c for c in configs if c.endswith((".o2", ".o4"))]
+    assert vec, configs
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
+    x[..., 1::2] *= scale
+    expect = wan_eager(x, g, b, cb, form)
+    wan_check_configs(rt, params, vec + [None], (x, g, b, cb), expect,
+                      f"NCDHW {shape} odd pixels x {scale}", launch=wan_launch)
 
 
 def conv_cases():
