@@ -655,13 +655,6 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // every Wan shape on the H200 (tune, C = 96 / 192 / 384: r32.t4.v1.p1
   // 291 / 177 / 64 us, the best .oN 313 / 208 / 173 us;
   // bench/results/2026-12-02-s7-gpu-session.md); the tuner still times them.
-  // Rows folded in aten's strided order (one element per lane and a row
-  // range: C < 128) ran 4-element accesses faster than 8 on the H200 (Wan
-  // C = 96, both forms: r8.t4.v4.p1 180 vs r8.t4.v8.p1 196 us steady, every
-  // v4 config ahead of every v8 one; bench/results/2026-12-02-s9-gpu-session.md).
-  const bool laneElements = llvm::any_of(def.folds, [](const dsl::FoldDecl &f) {
-    return f.order.vector == 1 && f.order.hasRowRange();
-  });
   auto score = [&](const TileConfig &c) {
     int s = 0;
     const int o = c.pixelsPerThread;
@@ -669,8 +662,7 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
       s += 1000000 * c.threadsPerRow + (c.rowsPerCta == 32 * o ? 1000 : 0);
     s -= (o - 1) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
-    // 16-byte accesses first; 4 elements first for laneElements.
-    s += (laneElements && c.vectorElems > 4 ? 3 : c.vectorElems) * 1000;
+    s += c.vectorElems * 1000; // 16-byte accesses first
     if (!def.folds.empty()) {
       double perThread = double(D) / c.threadsPerRow;
       // Outweighs the vector (8 vs 4 elements: 4000) one octave away.

@@ -269,25 +269,6 @@ TEST(ChannelsFirstRolled, RowsOf64ChannelsAndMoreRunRolledByDefault) {
   }
 }
 
-TEST(AtenFold, RowsOfOneElementPerLaneTakeFourElementAccessesByDefault) {
-  // aten's strided order (C < 128: one element per lane, a row range) ran
-  // 4-element accesses 8% faster than 8 on the H200 (Wan C = 96, both
-  // forms); orders of 4-element vectors keep the widest access.
-  for (const auto &[kernel, params, shape, vector] :
-       {std::tuple<const char *, const char *, const char *, int>{
-            "wan_rmsnorm_silu", "", "1,96,4,480,832", 4},
-        {"wan_rmsnorm_silu", "form=f32", "1,96,4,480,832", 4},
-        {"wan_rmsnorm_silu", "conv_bias=1", "1,64,4,60,104", 4},
-        {"hf_rmsnorm", "", "1,16,96", 4},
-        {"wan_rmsnorm_silu", "", "1,192,4,240,416", 8},
-        {"ln_modulate", "", "1,1,128", 8}}) {
-    ShapedTemplate st = shapedCase(AtenCase{kernel, params, shape});
-    ASSERT_TRUE(st.def) << kernel << " " << shape;
-    EXPECT_EQ(defaultConfig(*st.def, st.shape).vectorElems, vector)
-        << kernel << " " << params << " " << shape;
-  }
-}
-
 TEST(ChannelsFirstLanes, ThePixelsLanesRunOnThreadsAWarpApartByDefault) {
   // Wan C = 96 at output_vec_size 4: aten folds each pixel in 4 block.y
   // lanes of 24 channels. The default runs them on 4 threads a warp apart
