@@ -650,17 +650,24 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // Channels-first folds of several lanes run one thread per lane, a warp
   // apart, 32 pixels per CTA (H200, Wan C = 96 / 192 / 384 at ovs 4:
   // r32.t4.v1.p1 beat every other config by 15-60%).
-  // Channels-first, one pixel per thread: N adjacent pixels (.oN, one
-  // vector access per channel) held 2-4x the registers and ran slower at
-  // every Wan shape on the H200 (tune, C = 96 / 192 / 384: r32.t4.v1.p1
-  // 291 / 177 / 64 us, the best .oN 313 / 208 / 173 us;
-  // bench/results/2026-12-02-s7-gpu-session.md); the tuner still times them.
+  // Two adjacent pixels a thread (.o2, outputs gathered across them) where
+  // the pixel's lanes are on several threads and a thread then holds at
+  // most 48 elements, else one: on the H200 (Wan NCDHW, bench_kernels)
+  // C = 96 ran r64.t4.v1.p1.o2 219 us against r32.t4.v1.p1 251; at C = 192
+  // (96 elements a thread) and 384 one pixel stayed ahead (tuner: 140 vs
+  // 158, 56 vs 59 us); bench/results/2026-12-02-s9-gpu-session.md.
+  auto pixelsWanted = [&](const TileConfig &c) {
+    return dsl::isChannelsFirst(def) && c.threadsPerRow > 1 &&
+                   D / c.threadsPerRow * 2 <= 48
+               ? 2
+               : 1;
+  };
   auto score = [&](const TileConfig &c) {
     int s = 0;
     const int o = c.pixelsPerThread;
     if (dsl::isChannelsFirst(def) && c.threadsPerRow > 1)
       s += 1000000 * c.threadsPerRow + (c.rowsPerCta == 32 * o ? 1000 : 0);
-    s -= (o - 1) * 20000;
+    s -= std::abs(o - pixelsWanted(c)) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
     if (!def.folds.empty()) {
