@@ -90,7 +90,8 @@ def register(op, namespace=NAMESPACE):
     handle = getattr(getattr(torch.ops, namespace), op.name)
     scope = {"_call": call, "_op": op, "_check": op.check or op.explain,
              "_post": op.custom_result, "_v": _verify_arg, "_eager": op.fake or op.eager,
-             "_nb": _NoBackward.apply, "_tag": op.tag, "_T": type, "_plain": _PLAIN, "_grad": torch.is_grad_enabled,
+             "_nb": _NoBackward.apply, "_tag": op.tag, "_T": type, "_plain": _PLAIN,
+             "_grad": torch.is_grad_enabled,
              "_below": torch._C._AutoDispatchBelowAutograd, "_default": handle.default}
     check = "    _check(a)\n" if scope["_check"] is not None else ""
     # The site key inline where it is one expression.

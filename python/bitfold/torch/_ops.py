@@ -243,15 +243,15 @@ def _key_source(names, tag, out):
     return f"({key(names)} if {out} is None else {key(names + [out])})"
 
 
-def _key_function(ins, tag):
+def _key_function(ins, tag, tag_of):
     """key(a, o): the site key of a call. Where ins is _ins(n) (its first n
-    arguments, `count`) and tag an argument's index or a function, one
-    generated expression (no calls into ins and _key: a warm call's host
-    time); else _key(ins(a, o), tag(a))."""
+    arguments, `count`), one generated expression (no calls into ins and
+    _key: a warm call's host time); else _key(ins(a, o), tag_of(a)). tag:
+    an argument's index or a function; tag_of: the function either way."""
     src = key_source(ins, tag)
     if src is None:
-        return lambda a, o: _key(ins(a, o), tag(a))
-    scope = {"_tag": tag}
+        return lambda a, o: _key(ins(a, o), tag_of(a))
+    scope = {"_tag": tag_of}
     exec(compile(f"def key(a, o):\n    return {src}\n", "<bitfold.torch key>", "exec"),
          scope)
     return scope["key"]
@@ -264,8 +264,10 @@ def key_source(ins, tag, out="o", args=None):
     n = getattr(ins, "count", None)
     if n is None:
         return None
-    args = args or [f"a[{i}]" for i in range(max(n, tag + 1 if isinstance(tag, int) else 0))]
-    return _key_source(args[:n], args[tag] if isinstance(tag, int) else "_tag(a)", out)
+    def arg(i):
+        return args[i] if args else f"a[{i}]"
+    return _key_source([arg(i) for i in range(n)],
+                       arg(tag) if isinstance(tag, int) else "_tag(a)", out)
 
 
 def _packer(n):
@@ -493,7 +495,7 @@ class Op:
         # tag: the key's scalar part, a function of a or an argument's index.
         self.tag_arg = tag
         self.tag = (lambda a: a[tag]) if isinstance(tag, int) else tag
-        self.key = _key_function(ins, self.tag if key_source(ins, tag) is None else tag)
+        self.key = _key_function(ins, tag, self.tag)
         self.scalars = scalars or (lambda a: _no_scalars)
         self.refuse = refuse or (lambda a: None)
         self.aux = aux or (lambda a: None)
