@@ -269,7 +269,25 @@ def refusal_pieces(bt, t, ref):
     times["refused call: over its own chain"] = (
         times["refused call: the direct call"]
         - times["refused call: the fallback's chain alone (_eager.ln_modulate)"])
+    times.update(null_chain_overhead(bt, xr, sc, sh))
     return times
+
+
+def null_chain_overhead(bt, xr, sc, sh):
+    """The refused call's own host time without the chain's: the chain
+    replaced by one returning x (the ops call _eager's chain of the moment),
+    so the ~50 us chain's run-to-run noise does not hide it."""
+    saved = bt._eager.ln_modulate
+    bt._eager.ln_modulate = lambda *a: a[0]
+    try:
+        t = interleaved_us({
+            "direct": lambda: bt.ln_modulate(xr, sc, sh, 1e-6),
+            "torch.ops": lambda: torch.ops.bitfold.ln_modulate(xr, sc, sh, 1e-6),
+            "chain": lambda: bt._eager.ln_modulate(xr, sc, sh, 1e-6)})
+    finally:
+        bt._eager.ln_modulate = saved
+    return {"refused call over a null chain: direct": t["direct"] - t["chain"],
+            "refused call over a null chain: torch.ops": t["torch.ops"] - t["chain"]}
 
 
 def gpu_us(fn, n=50):

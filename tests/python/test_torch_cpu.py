@@ -212,6 +212,7 @@ class TorchOnFakeDriver(unittest.TestCase):
         self.assertTrue(all(torch.equal(y, ref) for y in ys))
         self.assertEqual(reached, ["ln_modulate"], "a remembered refusal reached the library")
         self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"stride": 3})
+
         self.assertEqual(sum("eager fallback (stride)" in str(m.message) for m in w), 1)
         self.bt.reset_stats()
         self.bt.configure(mode="strict")  # refused in strict mode: raised, not warned
@@ -226,6 +227,12 @@ class TorchOnFakeDriver(unittest.TestCase):
         self.bt.reset_stats()  # forgets the refusal with the counters
         self.bt.ln_modulate(xs, s2, s2, 1e-6)
         self.assertEqual(len(reached), 3)
+        out = torch.empty_like(ref)  # out= joins the key: a site of its own
+        for _ in range(2):
+            out.zero_()
+            self.assertIs(self.bt.ln_modulate(xs, s2, s2, 1e-6, out=out), out)
+            self.assertTrue(torch.equal(out, ref))
+        self.assertEqual(len(reached), 4)
 
     def test_a_torch_runtime_kernel_launches_torch_tensors_as_they_are(self):
         """bitfold.torch.Runtime (what tests/gpu and bench/ launch by hand):

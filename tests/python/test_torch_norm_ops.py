@@ -297,6 +297,28 @@ class NormOpsOnAStubRuntime(unittest.TestCase):
         self.bt.hf_rmsnorm(x.contiguous()[:, :4], w, 1e-6)  # another layout: asked again
         self.assertEqual(self.rt.kernels[0].attempts, 2)
 
+    def test_a_remembered_refusal_served_inline_counts_every_path_and_strict_still_raises(self):
+        """The direct function and the torch.ops body serve a remembered
+        refusal themselves (_ops.hit_source): each call counted once, a
+        per-call strict mode still raises, the chain of the moment runs."""
+        self.use(StubRuntime(refuse="BITFOLD_ERROR_STRIDE"))
+        x, w = rand(2, 8, 64), rand(64, seed=1)
+        ref = self.bt._eager.hf_rmsnorm(x, w, 1e-6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.bt.hf_rmsnorm(x, w, 1e-6)
+            self.assertTrue(torch.equal(torch.ops.bitfold.hf_rmsnorm(x, w, 1e-6)[0], ref))
+            self.assertTrue(torch.equal(self.bt.hf_rmsnorm(x, w, 1e-6), ref))
+        self.assertEqual(self.bt.stats()["hf_rmsnorm"]["fallbacks"], {"stride": 3})
+        with self.assertRaisesRegex(self.bt.BitfoldFallback, "stride"):
+            self.bt.hf_rmsnorm(x, w, 1e-6, mode="strict")
+        saved = self.bt._eager.hf_rmsnorm
+        self.addCleanup(setattr, self.bt._eager, "hf_rmsnorm", saved)
+        self.bt._eager.hf_rmsnorm = lambda *a: "replaced"
+        self.assertEqual(self.bt.hf_rmsnorm(x, w, 1e-6), "replaced")
+        self.assertEqual(self.rt.kernels[0].attempts, 1, "a remembered refusal reached launch")
+        self.assertEqual(self.bt.stats()["hf_rmsnorm"]["fallbacks"], {"stride": 4})
+
     def test_a_refusal_first_met_in_strict_mode_is_warned_and_counted_later_in_auto(self):
         self.use(StubRuntime(refuse="BITFOLD_ERROR_STRIDE"))
         x, w = rand(2, 8, 64), rand(64, seed=1)

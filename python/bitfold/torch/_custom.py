@@ -21,10 +21,12 @@ registered formula); tensor subclasses (fake or functional tensors while
 torch.compile traces) go below autograd, to the same body registered as
 CompositeExplicitAutograd or to the fake impl.
 """
+import textwrap
+
 import torch
 
-from . import _table
-from ._ops import call, key_source
+from . import _eager, _table
+from ._ops import call, chain_source, config, hit, hit_source, key_source
 
 NAMESPACE = "bitfold"
 
@@ -88,23 +90,28 @@ def register(op, namespace=NAMESPACE):
     # op.args marks the inputs an `aliases` output writes over (Tensor(a0!) x).
     lib.define(f"{op.name}({op.args}, str verify='default') -> {op.returns}")
     handle = getattr(getattr(torch.ops, namespace), op.name)
-    scope = {"_call": call, "_op": op, "_check": op.check or op.explain,
-             "_post": op.custom_result, "_v": _verify_arg, "_eager": op.fake or op.eager,
+    scope = {"_call": call, "_hit": hit, "_op": op, "_sites": op.sites, "_config": config,
+             "_E": _eager,
+             "_check": op.check or op.explain, "_post": op.custom_result, "_v": _verify_arg,
+             "_eager": op.fake or op.eager,
              "_nb": _NoBackward.apply, "_tag": op.tag, "_T": type, "_plain": _PLAIN,
              "_grad": torch.is_grad_enabled,
              "_below": torch._C._AutoDispatchBelowAutograd, "_default": handle.default}
     check = "    _check(a)\n" if scope["_check"] is not None else ""
     # The site key inline where it is one expression.
     key = key_source(op.ins, op.tag_arg, None, [n for _, n, _ in params])
-    run = check + ("    return _post(_call(_op, a, None, _v(verify), None"
-                   f"{'' if key is None else ', ' + key}))\n")
+    if key is None:
+        run = check + "    return _post(_call(_op, a, None, _v(verify), None))\n"
+    else:
+        run = (check + hit_source(key, None, None, chain_source(op), lambda r: f"_post({r})") +
+               "    return _post(_hit(_op, a, None, _v(verify), None, k, ent))\n")
     body = _table.define(op.name, params, "verify='default'", run, scope)
     autograd = _table.define(
         op.name, params, "verify='default'",
         f"    if {_grad_test(params)}:\n"
         f"        return {'list' if op.returns.startswith('Tensor[]') else ''}"
         "(_nb(_default, verify, *a))\n"
-        f"    if {_plain_test(params)}:\n    " + run.replace("\n    ", "\n        ") +
+        f"    if {_plain_test(params)}:\n" + textwrap.indent(run, "    ") +
         "    with _below():\n        return _default(*a, verify=verify)\n", scope)
     fake = _table.define("fake", params, "verify='default'", "    return _post(_eager(*a))\n",
                          scope)

@@ -257,6 +257,13 @@ def _key_function(ins, tag, tag_of):
     return scope["key"]
 
 
+def chain_source(op):
+    """How a generated body calls op's eager chain: the stock chain of the
+    moment, looked up inline (`_E` is _eager in the body's scope), else
+    op.eager."""
+    return getattr(op.eager, "source", "_op.eager")
+
+
 def key_source(ins, tag, out="o", args=None):
     """The site key as one expression over the arguments (`args`, their
     names; else a[i]) and the variable `out` (None: no out=), calling `_tag`
@@ -531,6 +538,7 @@ def _eager_chain(name):
     def eager(*a):
         return getattr(_eager, name)(*a)
     eager.__name__ = name
+    eager.source = f"_E.{name}"  # the same, inline in generated bodies (_E: _eager)
     return eager
 
 
@@ -549,7 +557,11 @@ def call(op, a, out, verify, mode, key=None):
     key: op.key(a, out), where the caller computed it inline."""
     if key is None:
         key = op.key(a, out)
-    ent = op.sites.get(key)
+    return hit(op, a, out, verify, mode, key, op.sites.get(key))
+
+
+def hit(op, a, out, verify, mode, key, ent):
+    """call() once the site entry ent of key is known (None: no site yet)."""
     if ent is not None:
         launch = ent[0]
         if launch is None:
@@ -566,6 +578,25 @@ def call(op, a, out, verify, mode, key=None):
             if launch(ts):
                 return outs[0] if len(outs) == 1 else outs
     return _checked(op, a, key, out, verify, mode)
+
+
+def hit_source(key, out, mode, chain, result=lambda r: r):
+    """Source lines (indented 4) that start a generated op body whose site
+    key is the expression `key` (key_source): the key `k`, the site entry
+    `ent`, and hit()'s first case inline, a remembered refusal in auto mode
+    served by the chain at once (counted into the entry's counts), so that a
+    refused call costs its chain, the key and a few tests. The body goes on
+    with `_hit(_op, a, ..., k, ent)`. out / mode: the variables of out= and
+    mode= (None: the body has none); chain: the source calling the op's
+    eager chain (op.eager, or its `source` where set); result(r): the
+    returned expression."""
+    r = "r" if out is None else f"(r if {out} is None else {out}.copy_(r))"
+    test = "ent[3] is not None" + ("" if mode is None else f" and {mode} is None")
+    return (f"    k = {key}\n    ent = _sites.get(k)\n"
+            f"    if ent is not None and ent[0] is None and {test} "
+            "and _config.mode == 'auto':\n"
+            "        c = ent[3]\n        c[ent[1]] = c.get(ent[1], 0) + 1\n"
+            f"        r = {chain}(*a)\n        return {result(r)}\n")
 
 
 def _count_refusal(op, ent, mode):

@@ -19,9 +19,13 @@ parameters in order; `o` the caller's out=, `aux` what the site keeps):
   custom_result  how the custom op returns the result (contiguous, a list)
 A new stock op is one entry here and its chain in _eager.py.
 """
+import textwrap
+
 import torch
 
-from ._ops import _DT_NAME, _DT_WORD, _F32, Op, _f32, call, key_source
+from . import _eager
+from ._ops import (_DT_NAME, _DT_WORD, _F32, Op, _f32, call, chain_source, config, hit,
+                   hit_source, key_source)
 
 _empty_like = torch.empty_like
 _CONTIG = torch.contiguous_format
@@ -404,21 +408,29 @@ def define(name, params, extra, body, scope):
 
 def direct(op):
     """The direct function of an op entry: its own parameters, then out=
-    (where the op has it), verify= and mode=; one call into _ops.call."""
+    (where the op has it), verify= and mode=; the site lookup inline
+    (_ops.hit_source), then one call into _ops.hit (or _ops.call)."""
     body = "    _check(a)\n" if op.check is not None else ""
-    # The site key inline where it is one expression (a warm call's host time).
+    # The site key and a remembered refusal inline where the key is one
+    # expression (a warm call's and a refused call's host time).
     o = "out" if op.out else "None"
     key = key_source(op.ins, op.tag_arg, "out" if op.out else None,
                      [n for _, n, _ in parameters(op)])
-    launch = f"_call(_op, a, {o}, verify, mode{'' if key is None else ', ' + key})"
+    if key is None:
+        run = f"    return _call(_op, a, {o}, verify, mode)\n"
+    else:
+        run = (hit_source(key, "out" if op.out else None, "mode", chain_source(op)) +
+               f"    return _hit(_op, a, {o}, verify, mode, k, ent)\n")
     if op.explain is None:
-        body += f"    return {launch}\n"
+        body += run
     else:  # arguments checked only when a call fails (free while none does)
-        body += (f"    try:\n        return {launch}\n"
+        body += ("    try:\n" + textwrap.indent(run, "    ") +
                  "    except (AttributeError, TypeError):\n        _explain(a)\n        raise\n")
     fn = define(op.name, parameters(op),
                 ("*, out=None, " if op.out else "*, ") + "verify=None, mode=None", body,
-                {"_call": call, "_op": op, "_check": op.check, "_explain": op.explain,
+                {"_call": call, "_hit": hit, "_op": op, "_sites": op.sites,
+                 "_config": config, "_E": _eager, "_check": op.check,
+                 "_explain": op.explain,
                  "_tag": op.tag})
     fn.__doc__, fn.__module__ = op.doc, "bitfold.torch"
     return fn
