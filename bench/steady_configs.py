@@ -5,6 +5,9 @@ each config compared against the default config's.
 
     BITFOLD_LIB=.../libbitfold.so python3 bench/steady_configs.py \
         ln_modulate 1,4096,4096 --out DIR
+    ... steady_configs.py wan_rmsnorm_silu 1,96,4,480,832 --params form=x,bias=0 \
+        [--ncdhw]   (the Wan norm channels-last, or contiguous NCDHW: the
+                     channels-first kernel, layout/outvec params added)
 
 Configs come from `bitfold compile TEMPLATE --shape S --list-configs`.
 Writes DIR/steady-configs-TEMPLATE.md (-rolled.md with
@@ -22,8 +25,21 @@ sys.path.insert(0, os.path.dirname(__file__))
 import bench_kernels as bk  # noqa: E402
 
 
-def operands(template, b, s, d):
+def wan_operands(shape, ncdhw, gamma_amp):
+    """The Wan norm's operands as bench_kernels' Wan rows make them (gamma
+    ~ N(0, gamma_amp^2): the exact SiLU's fallback rate depends on it)."""
+    fmt = torch.contiguous_format if ncdhw else torch.channels_last_3d
+    x = bk.rnd(shape).contiguous(memory_format=fmt)
+    c = shape[1]
+    y = torch.empty_like(x)
+    return [x, bk.rnd((c,), gamma_amp), y], [c ** 0.5], y, 4 * x.numel() + 2 * c
+
+
+def operands(template, dims, ncdhw=False, gamma_amp=1.0):
     """(tensors, scalars, output tensor, bytes) on fresh data."""
+    if template == "wan_rmsnorm_silu":
+        return wan_operands(dims, ncdhw, gamma_amp)
+    b, s, d = dims
     x = bk.rnd((b, s, d))
     if template == "ln_modulate":
         proj = bk.rnd((b, 4 * d), 0.1)
@@ -47,20 +63,29 @@ def operands(template, b, s, d):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("template")
-    ap.add_argument("shape", help="B,S,D")
+    ap.add_argument("shape", help="B,S,D (the Wan norm: N,C,D,H,W)")
     ap.add_argument("--params", default="")
+    ap.add_argument("--ncdhw", action="store_true",
+                    help="wan_rmsnorm_silu: contiguous NCDHW (channels-first kernel)")
+    ap.add_argument("--gamma-amp", type=float, default=1.0,
+                    help="wan_rmsnorm_silu: gamma's standard deviation")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
-    b, s, d = (int(v) for v in args.shape.split(","))
+    dims = tuple(int(v) for v in args.shape.split(","))
+    if args.ncdhw:
+        spatial = dims[2] * dims[3] * dims[4]
+        ovs = 4 if spatial % 4 == 0 else 2 if spatial % 2 == 0 else 1
+        args.params += f"{',' if args.params else ''}layout=channels_first,outvec={ovs}"
     listed = subprocess.run(["bitfold", "compile", args.template, "--shape", args.shape,
                              "--params", args.params, "--list-configs"],
                             capture_output=True, text=True, check=True)
     configs = [c for c in listed.stdout.split() if c.startswith("r")]
     rt = bk.bitfold.torch.Runtime()
     kernel = rt.kernel(args.template, args.params)
-    first = operands(args.template, b, s, d)
+    first = operands(args.template, dims, args.ncdhw, args.gamma_amp)
     nbytes = first[3]
-    sets = [first] + [operands(args.template, b, s, d) for _ in range(bk.steady_sets(nbytes) - 1)]
+    sets = [first] + [operands(args.template, dims, args.ncdhw, args.gamma_amp)
+                      for _ in range(bk.steady_sets(nbytes) - 1)]
     kernel.set_config(None)
     kernel.launch(first[0], first[1])
     torch.cuda.synchronize()
@@ -77,14 +102,20 @@ def main():
         print(f"{c:16s} {us:7.2f} us  {nbytes / us / 1e6:5.2f} TB/s  same bits {same}", flush=True)
     rows.sort()
     rolled = os.environ.get("BITFOLD_ROLLED_ROWS") == "1"
-    lines = [f"# {args.template} {args.shape}: every config, steady stream"
+    lines = [f"# {args.template} {args.shape} {args.params}: every config, steady stream"
+             + (f" (gamma ~ N(0, {args.gamma_amp:g}^2))" if args.gamma_amp != 1.0 else "")
              + (" (BITFOLD_ROLLED_ROWS=1)" if rolled else ""), "",
              f"{nbytes / 1e6:.1f} MB per launch, {len(sets)} rotating buffer sets; "
              "same bits = identical output to the default config.", "",
              "| config | steady us | TB/s | same bits |", "|---|--:|--:|---|"]
     lines += [f"| {c} | {us:.2f} | {nbytes / us / 1e6:.2f} | {'yes' if same else 'NO'} |"
               for us, c, same in rows]
-    name = f"steady-configs-{args.template}{'-rolled' if rolled else ''}.md"
+    tag = "".join(ch if ch.isalnum() else "-" for ch in args.params)
+    if args.gamma_amp != 1.0:
+        tag += f"-gamma{args.gamma_amp:g}"
+    name = (f"steady-configs-{args.template}-{args.shape.replace(',', 'x')}"
+            f"{'-' + tag if tag else ''}"
+            f"{'-rolled' if rolled else ''}.md")
     with open(os.path.join(args.out, name), "w") as f:
         f.write("\n".join(lines) + "\n")
 
