@@ -94,8 +94,8 @@ struct HostProblem {
   std::vector<std::vector<std::vector<uint8_t>>> storage; ///< [group][operand]
   dsl::Binding binding;
   /// Fills inputs with normal(0, amplitude) values (never all zero); the
-  /// per-batch modulation operands get smaller amplitudes as real models
-  /// do. Fails above kMaxHostBytes.
+  /// per-batch modulation operands get 0.1 of it as in real models, weights
+  /// the full amplitude. Fails above kMaxHostBytes.
   static llvm::Expected<HostProblem> make(const dsl::KernelDef &def,
                                           const ProblemShape &shape,
                                           uint64_t seed,
