@@ -206,10 +206,9 @@ Value KernelBuilder::emitFma(const ExprNode *n, ArrayRef<Value> a) {
   return LLVM::FMAOp::create(b, loc, a[0], a[1], a[2]);
 }
 
-Value KernelBuilder::rowDivInRange(Value v) {
+Value KernelBuilder::rowDivInRange(Value v, float max) {
   Value a = LLVM::FAbsOp::create(b, loc, v);
-  return andI(cmp(P::OGE, a, cF32(kRowDivMin)),
-              cmp(P::OLE, a, cF32(kRowDivMax)));
+  return andI(cmp(P::OGE, a, cF32(kRowDivMin)), cmp(P::OLE, a, cF32(max)));
 }
 
 KernelBuilder::RowDivisors
@@ -227,16 +226,14 @@ KernelBuilder::rowDivisors(const ExprNode *n, const Access &acc) {
     inCopy(acc.copyOf(q), [&] {
       auto [it, fresh] = rowReciprocals.try_emplace(dn);
       if (fresh)
-        it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), rowDivInRange(d)};
+        it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}),
+                      rowDivInRange(d, kRowDivMax)};
       r.y.push_back(it->second.first);
       dFast = it->second.second;
       return Value();
     });
-    if (rewrites.rowBound.count(n)) {
-      Value a = LLVM::FAbsOp::create(b, loc, d);
-      dFast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
-                   cmp(P::OLE, a, cF32(kRowBoundMax)));
-    }
+    if (rewrites.rowBound.count(n))
+      dFast = rowDivInRange(d, kRowBoundMax);
     r.fast = andI(r.fast, dFast);
   }
   return r;
@@ -263,7 +260,7 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
   Value fast = r.fast;
   for (Value x : xs) {
     if (corrected && !bounded) {
-      fast = andI(fast, rowDivInRange(x));
+      fast = andI(fast, rowDivInRange(x, kRowDivMax));
       continue;
     }
     if (bounded && !corrected)

@@ -133,8 +133,9 @@ private:
   /// `corrected`, RN(x y) where fast (matchRoundedRowDivision).
   std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc,
                                      bool corrected = true);
-  /// |v| in the row division's fast range [2^-60, 2^60].
-  Value rowDivInRange(Value v);
+  /// |v| in the row division's fast range [2^-60, max] (max: 2^60, or
+  /// kRowBoundMax for a divisor that bounds its row).
+  Value rowDivInRange(Value v, float max);
   struct RowDivisors {
     std::vector<Value> d, y; ///< per pixel: divisor, RN(1/d)
     Value fast;              ///< every divisor in its fast range
