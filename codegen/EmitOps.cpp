@@ -180,6 +180,8 @@ Value KernelBuilder::emitExtend(Value x) {
     Value pair = cvtRnPair(DType::BF16, call.getOperand(0), cF32(0.0f));
     return LLVM::BitcastOp::create(b, loc, f32, pair);
   }
+  if (Value w = widenPairHalf(x))
+    return w;
   return arith::ExtFOp::create(b, loc, f32, x);
 }
 
@@ -554,6 +556,22 @@ Value KernelBuilder::minMax(DOp op, Value x, Value y) {
 Value KernelBuilder::emitNarrowArith(
     const NarrowArith &m, DType t,
     llvm::function_ref<Value(const ExprNode *)> valueOf) {
+  auto [l, r] = narrowOperands(m, t, valueOf);
+  return narrowOp(m.op, l, r);
+}
+
+Value KernelBuilder::narrowOp(dsl::Op op, Value l, Value r) {
+  ++stats.narrowArith;
+  switch (op) {
+  case DOp::Add: return arith::AddFOp::create(b, loc, l, r);
+  case DOp::Sub: return arith::SubFOp::create(b, loc, l, r);
+  default: return arith::MulFOp::create(b, loc, l, r);
+  }
+}
+
+std::pair<Value, Value> KernelBuilder::narrowOperands(
+    const NarrowArith &m, DType t,
+    llvm::function_ref<Value(const ExprNode *)> valueOf) {
   Type ty = storageType(t);
   auto operand = [&](const ExprNode *x) -> Value {
     if (x->op != DOp::Const)
@@ -564,11 +582,6 @@ Value KernelBuilder::emitNarrowArith(
               llvm::APFloat::rmNearestTiesToEven, &losesInfo);
     return arith::ConstantOp::create(b, loc, ty, b.getFloatAttr(ty, v));
   };
-  Value l = operand(m.lhs), r = operand(m.rhs);
-  ++stats.narrowArith;
-  switch (m.op) {
-  case DOp::Add: return arith::AddFOp::create(b, loc, l, r);
-  case DOp::Sub: return arith::SubFOp::create(b, loc, l, r);
-  default: return arith::MulFOp::create(b, loc, l, r);
-  }
+  Value l = operand(m.lhs);
+  return {l, operand(m.rhs)};
 }
