@@ -180,6 +180,8 @@ Value KernelBuilder::emitExtend(Value x) {
     Value pair = cvtRnPair(DType::BF16, call.getOperand(0), cF32(0.0f));
     return LLVM::BitcastOp::create(b, loc, f32, pair);
   }
+  if (Value w = widenPairHalf(x))
+    return w;
   return arith::ExtFOp::create(b, loc, f32, x);
 }
 
@@ -206,10 +208,9 @@ Value KernelBuilder::emitFma(const ExprNode *n, ArrayRef<Value> a) {
   return LLVM::FMAOp::create(b, loc, a[0], a[1], a[2]);
 }
 
-Value KernelBuilder::rowDivInRange(Value v) {
+Value KernelBuilder::rowDivInRange(Value v, float max) {
   Value a = LLVM::FAbsOp::create(b, loc, v);
-  return andI(cmp(P::OGE, a, cF32(kRowDivMin)),
-              cmp(P::OLE, a, cF32(kRowDivMax)));
+  return andI(cmp(P::OGE, a, cF32(kRowDivMin)), cmp(P::OLE, a, cF32(max)));
 }
 
 KernelBuilder::RowDivisors
@@ -227,16 +228,14 @@ KernelBuilder::rowDivisors(const ExprNode *n, const Access &acc) {
     inCopy(acc.copyOf(q), [&] {
       auto [it, fresh] = rowReciprocals.try_emplace(dn);
       if (fresh)
-        it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}), rowDivInRange(d)};
+        it->second = {intrinsic("llvm.nvvm.rcp.rn.f", {d}),
+                      rowDivInRange(d, kRowDivMax)};
       r.y.push_back(it->second.first);
       dFast = it->second.second;
       return Value();
     });
-    if (rewrites.rowBound.count(n)) {
-      Value a = LLVM::FAbsOp::create(b, loc, d);
-      dFast = andI(cmp(P::OGE, a, cF32(kRowDivMin)),
-                   cmp(P::OLE, a, cF32(kRowBoundMax)));
-    }
+    if (rewrites.rowBound.count(n))
+      dFast = rowDivInRange(d, kRowBoundMax);
     r.fast = andI(r.fast, dFast);
   }
   return r;
@@ -263,7 +262,7 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
   Value fast = r.fast;
   for (Value x : xs) {
     if (corrected && !bounded) {
-      fast = andI(fast, rowDivInRange(x));
+      fast = andI(fast, rowDivInRange(x, kRowDivMax));
       continue;
     }
     if (bounded && !corrected)
@@ -557,6 +556,22 @@ Value KernelBuilder::minMax(DOp op, Value x, Value y) {
 Value KernelBuilder::emitNarrowArith(
     const NarrowArith &m, DType t,
     llvm::function_ref<Value(const ExprNode *)> valueOf) {
+  auto [l, r] = narrowOperands(m, t, valueOf);
+  return narrowOp(m.op, l, r);
+}
+
+Value KernelBuilder::narrowOp(dsl::Op op, Value l, Value r) {
+  ++stats.narrowArith;
+  switch (op) {
+  case DOp::Add: return arith::AddFOp::create(b, loc, l, r);
+  case DOp::Sub: return arith::SubFOp::create(b, loc, l, r);
+  default: return arith::MulFOp::create(b, loc, l, r);
+  }
+}
+
+std::pair<Value, Value> KernelBuilder::narrowOperands(
+    const NarrowArith &m, DType t,
+    llvm::function_ref<Value(const ExprNode *)> valueOf) {
   Type ty = storageType(t);
   auto operand = [&](const ExprNode *x) -> Value {
     if (x->op != DOp::Const)
@@ -567,11 +582,6 @@ Value KernelBuilder::emitNarrowArith(
               llvm::APFloat::rmNearestTiesToEven, &losesInfo);
     return arith::ConstantOp::create(b, loc, ty, b.getFloatAttr(ty, v));
   };
-  Value l = operand(m.lhs), r = operand(m.rhs);
-  ++stats.narrowArith;
-  switch (m.op) {
-  case DOp::Add: return arith::AddFOp::create(b, loc, l, r);
-  case DOp::Sub: return arith::SubFOp::create(b, loc, l, r);
-  default: return arith::MulFOp::create(b, loc, l, r);
-  }
+  Value l = operand(m.lhs);
+  return {l, operand(m.rhs)};
 }

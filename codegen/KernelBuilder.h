@@ -121,7 +121,22 @@ private:
   Value emitOp(const ExprNode *n, llvm::ArrayRef<Value> a);
   Value emitNarrowArith(const NarrowArith &m, dsl::DType t,
                         llvm::function_ref<Value(const ExprNode *)> valueOf);
+  /// m's operands as t values (constants converted), and its op on them.
+  std::pair<Value, Value>
+  narrowOperands(const NarrowArith &m, dsl::DType t,
+                 llvm::function_ref<Value(const ExprNode *)> valueOf);
+  Value narrowOp(dsl::Op op, Value l, Value r);
+  /// Channels-first bf16: elements e, e+1 of n in one bf16x2 op
+  /// (narrowArithPair), both memoised.
+  bool pairsNarrowArith(const ExprNode *n) const {
+    return n->roundTo == dsl::DType::BF16 && dsl::isChannelsFirst(def);
+  }
+  Value narrowArithPair(const ExprNode *n, const NarrowArith &m,
+                        const Access &acc, int e);
   Value emitExtend(Value x);
+  /// f32 of a half of a bf16 pair from the pair's word; null where `x` is
+  /// not one (or the program is not channels-first).
+  Value widenPairHalf(Value x);
   Value emitRound(const ExprNode *n, Value x);
   // ---- One-byte storage dtypes (EmitByteTypes.cpp): dsl/Float8.h's
   // conversions; an i8 Value holds float8 bits or an int8.
@@ -133,8 +148,9 @@ private:
   /// `corrected`, RN(x y) where fast (matchRoundedRowDivision).
   std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc,
                                      bool corrected = true);
-  /// |v| in the row division's fast range [2^-60, 2^60].
-  Value rowDivInRange(Value v);
+  /// |v| in the row division's fast range [2^-60, max] (max: 2^60, or
+  /// kRowBoundMax for a divisor that bounds its row).
+  Value rowDivInRange(Value v, float max);
   struct RowDivisors {
     std::vector<Value> d, y; ///< per pixel: divisor, RN(1/d)
     Value fast;              ///< every divisor in its fast range

@@ -182,6 +182,34 @@ Value KernelBuilder::roundPair(const ExprNode *n, const Access &acc, int e) {
   return v;
 }
 
+Value KernelBuilder::narrowArithPair(const ExprNode *n, const NarrowArith &m,
+                                     const Access &acc, int e) {
+  // Elements e and e+1 in one bf16x2 op: add/sub/mul.rn.bf16x2 rounds each
+  // half as the scalar .rn op does (PTX ISA), and the pair's word then
+  // widens without unpacking (widenPairHalf).
+  std::pair<Value, Value> ops[2];
+  for (int h = 0; h < 2; ++h) {
+    AtLoc at(*this, nodeLoc(n));
+    ops[h] = narrowOperands(m, n->roundTo, [&](const ExprNode *x) {
+      return elemValue(x, acc, e + h);
+    });
+  }
+  AtLoc at(*this, nodeLoc(n));
+  auto vecTy = VectorType::get({2}, storageType(n->roundTo));
+  auto pack = [&](Value lo, Value hi) {
+    Value v = LLVM::PoisonOp::create(b, loc, vecTy);
+    v = LLVM::InsertElementOp::create(b, loc, v, lo, cI32(0));
+    return LLVM::InsertElementOp::create(b, loc, v, hi, cI32(1));
+  };
+  Value pair = narrowOp(m.op, pack(ops[0].first, ops[1].first),
+                        pack(ops[0].second, ops[1].second));
+  Value v = LLVM::ExtractElementOp::create(b, loc, pair, cI32(0));
+  elemValues[{n, int64_t(acc.id) * 64 + e}] = v;
+  elemValues[{n, int64_t(acc.id) * 64 + e + 1}] =
+      LLVM::ExtractElementOp::create(b, loc, pair, cI32(1));
+  return v;
+}
+
 Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
   // An interleaved group's element reads its pixel's row state and loads.
   if (!isElem(n))
@@ -203,6 +231,8 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
     AtLoc at(*this, nodeLoc(n));
     v = colIndex(acc, e);
   } else if (const NarrowArith *m = narrowArith(n)) {
+    if (pairsNarrowArith(n) && e % 2 == 0 && e + 1 < acc.width)
+      return narrowArithPair(n, *m, acc, e);
     AtLoc at(*this, nodeLoc(n));
     v = emitNarrowArith(*m, n->roundTo, [&](const ExprNode *x) {
       return elemValue(x, acc, e);

@@ -1,7 +1,8 @@
 //===- codegen/VectorAccess.cpp - Which columns a thread touches ----------===//
 //
 // The accesses of a phase (fold or output mapping) and their loads and
-// stores: pieces of at most 16 bytes, bf16 pairs as 32-bit words.
+// stores: pieces of at most 16 bytes, bf16 pairs as 32-bit words (loaded,
+// and widened from a paired op's word).
 //
 //===----------------------------------------------------------------------===//
 
@@ -118,6 +119,31 @@ void KernelBuilder::loadBf16Words(Value addr, int piece,
     widened[v] = arith::BitcastOp::create(b, loc, f32, wide);
     out.push_back(v);
   }
+}
+
+Value KernelBuilder::widenPairHalf(Value x) {
+  // A half of a bf16 pair (a paired cvt.rn or bf16x2 op) widened from the
+  // pair's 32-bit word, as loadBf16Words does: one shl (low half) or and
+  // (high half), where extracting the half first costs ptxas a PRMT. Exact:
+  // the bf16 bits become the f32's upper half. Channels-first only, so far:
+  // channels-last kernels keep their PTX.
+  if (!dsl::isChannelsFirst(def))
+    return Value();
+  auto ext = x.getDefiningOp<LLVM::ExtractElementOp>();
+  if (!ext)
+    return Value();
+  auto vecTy = llvm::dyn_cast<VectorType>(ext.getVector().getType());
+  auto pos = ext.getPosition().getDefiningOp<arith::ConstantOp>();
+  if (!vecTy || vecTy.getNumElements() != 2 ||
+      !vecTy.getElementType().isBF16() || !pos)
+    return Value();
+  const int64_t half = llvm::cast<IntegerAttr>(pos.getValue()).getInt();
+  Value w = LLVM::BitcastOp::create(b, loc, i32, ext.getVector());
+  Value wide =
+      half == 0 ? Value(arith::ShLIOp::create(b, loc, w, cI32(16)))
+                : Value(arith::AndIOp::create(b, loc, w,
+                                              cI32(int32_t(0xffff0000u))));
+  return arith::BitcastOp::create(b, loc, f32, wide);
 }
 
 std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {

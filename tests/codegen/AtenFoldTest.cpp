@@ -504,6 +504,26 @@ TEST(ChannelsFirstGathered, SeveralPixelsAThreadRunTheirOutputChainEightElements
   }
 }
 
+TEST(ChannelsFirstGathered, Bf16PairsStayPackedFromRoundingToWidening) {
+  // The bf16 steps of a group's elements e, e+1 (gamma's mul, bias's add)
+  // are one mul/add.rn.bf16x2, and every widening of a paired value comes
+  // from the pair's 32-bit word (shl / and), not a cvt.f32.bf16 of an
+  // unpacked half (each cost ptxas a PRMT).
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
+  ASSERT_TRUE(st.def);
+  for (int o : {1, 2, 4}) {
+    std::string p = ptxOf(st, TileConfig{32 * o, 4, 1, false, o});
+    EXPECT_EQ(countOf(p, "mul.rn.bf16x2"), 24u * o / 2) << o;
+    EXPECT_EQ(countOf(p, "add.rn.bf16x2"), 24u * o / 2) << o;
+    EXPECT_EQ(countOf(p, "mul.rn.bf16\t"), 0u) << o;
+    EXPECT_EQ(countOf(p, "add.rn.bf16\t"), 0u) << o;
+    // One pixel a thread loads each of its 24 x elements as one bf16: only
+    // those widen from a 16-bit register.
+    EXPECT_EQ(countOf(p, "cvt.f32.bf16"), o == 1 ? 24u : 0u) << o;
+  }
+}
+
 TEST(ChannelsFirstMixed, AContiguousResidualUnderChannelsLastXRunsARowPlan) {
   // conv_bias residual_layout=channels_first: rows are the channels-last
   // pixels; x, bias and y move in 16-byte vectors, h one element at a time
