@@ -120,10 +120,19 @@ llvm::Error checkFoldOrdersMappable(const KernelDef &def) {
 /// A head and tail per row: the vectors start at the row's head h, a
 /// multiple of gcd(C, V), so accesses that divide it keep their alignment;
 /// the output phase cannot reuse the fold's mapping (it misses the head and
-/// tail columns), so two passes.
+/// tail columns), so two passes. h follows the row index (r * C): rows in
+/// two levels (a permuted view, whose fresh copies aten reduces in memory
+/// order) would need their memory offsets, so they are refused.
 llvm::Error checkHeadTail(const TileConfig &c, size_t f, const FoldPlan &fp,
-                          int64_t D) {
+                          int64_t D, llvm::ArrayRef<keys::RowLevels> levels) {
   const int64_t g = std::gcd(D, int64_t(fp.V));
+  for (const keys::RowLevels &lv : levels)
+    if (lv.inner > 0)
+      return illegal(c, llvm::formatv("fold {0}: rows of C = {1} have a "
+                                      "head and tail that follow the row's "
+                                      "memory offset; rows in two levels "
+                                      "are not mapped",
+                                      f, D));
   if (!c.twoPass)
     return illegal(c, llvm::formatv("fold {0}: C = {1} is not a multiple of "
                                     "its aligned {2}-element vectors (a head "
@@ -221,7 +230,8 @@ void planStages(const dsl::FoldOrder &o, FoldPlan &fp, bool acrossWarps) {
 
 /// Fold f's lanes on the config's threads (Plan.h).
 llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
-                                  const TileConfig &c, int64_t D) {
+                                  const TileConfig &c, int64_t D,
+                                  llvm::ArrayRef<keys::RowLevels> levels) {
   const dsl::FoldOrder &o = def.folds[f].order;
   const int P = c.threadsPerRow, W = c.vectorElems;
   if (!c.twoPass && P > o.threads)
@@ -234,7 +244,7 @@ llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
   fp.V = o.vector;
   fp.headTail = o.alignedVectors && D % o.vector != 0;
   if (fp.headTail)
-    if (llvm::Error e = checkHeadTail(c, f, fp, D))
+    if (llvm::Error e = checkHeadTail(c, f, fp, D, levels))
       return std::move(e);
   fp.Pf = std::min(P, fp.T);
   fp.k = fp.T / fp.Pf;
@@ -544,7 +554,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   plan.index64 = shape.maxElementOffset == 0 ||
                  shape.maxElementOffset >= (int64_t(1) << 31);
   for (size_t f = 0; f < def.folds.size(); ++f) {
-    llvm::Expected<FoldPlan> fp = planFold(def, f, c, plan.cols);
+    llvm::Expected<FoldPlan> fp =
+        planFold(def, f, c, plan.cols, plan.rowLevels);
     if (!fp)
       return fp.takeError();
     plan.folds.push_back(std::move(*fp));

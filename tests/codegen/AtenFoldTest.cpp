@@ -704,6 +704,13 @@ TEST(AtenFold, HeadAndTailRowsTakeTwoPassesAndAccessesThatDivideTheHead) {
     EXPECT_NE(whyNot(TileConfig{1, 128, 4, true}).find("must divide"),
               std::string::npos);
     EXPECT_EQ(whyNot(TileConfig{1, 128, widest, true}), "legal");
+    // The head follows r * C, the row's memory offset only for rows in one
+    // level: two-level rows (a permuted view) are refused.
+    shape.rowLevels.assign(def->operands.size(), RowLevels{});
+    shape.rowLevels[0] = RowLevels{4, cols * 8};
+    EXPECT_NE(whyNot(TileConfig{1, 128, widest, true}).find("two levels"),
+              std::string::npos);
+    EXPECT_TRUE(enumerateConfigs(*def, shape).empty()) << cols;
   }
 }
 

@@ -7,8 +7,8 @@ bitfold.torch, which must launch, not fall back) at the others.
 import pytest
 
 from conftest import HAVE_CUDA, torch
-from test_aten_norms import (check_hf_every_config, wan_check_configs, wan_eager,
-                             wan_operands, wan_params)
+from test_aten_norms import (check_hf_every_config, hf_eager, wan_check_configs,
+                             wan_eager, wan_operands, wan_params)
 from test_kernels import list_configs, randn, same_bits
 
 if not HAVE_CUDA:
@@ -16,7 +16,8 @@ if not HAVE_CUDA:
                 allow_module_level=True)
 
 import bitfold.torch as bt  # noqa: E402
-from test_aten_refusals import fresh, hf_call  # noqa: E402,F401 (fresh: autouse)
+from test_aten_refusals import (fresh, hf_call,  # noqa: E402,F401 (fresh: autouse)
+                                served_or_fell_back)
 
 WIDTHS = [129, 130, 131, 1001, 4099]
 ROWS = list(range(1, 18)) + [64, 1000]
@@ -72,3 +73,16 @@ def test_wan_default_config_with_head_and_tail(c, pixels, form):
     ok, detail = same_bits(y, wan_eager(x, g, None, None, form))
     assert ok, f"wan C {c} pixels {pixels} form {form}: {detail}"
     launched_once("wan_rmsnorm_silu")
+
+
+@pytest.mark.parametrize("d", [130, 1001])
+def test_hf_permuted_rows_with_head_and_tail_stay_exact(d):
+    # A (B, S, D) view of an (S, B, D) tensor: rows in two levels, whose
+    # fresh f32 copy aten reduces in memory order; codegen maps the head
+    # from the row index only, so these fall back (eager bits).
+    gen = torch.Generator(device="cuda").manual_seed(d)
+    x = randn((5, 3, d), torch.bfloat16, 1.0, gen).transpose(0, 1)
+    w = randn((d,), torch.bfloat16, 1.0, gen)
+    ok, detail = same_bits(bt.hf_rmsnorm(x, w, 1e-6), hf_eager(x, w, 1e-6)[0])
+    assert ok, f"hf_rmsnorm permuted D {d}: {detail}"
+    served_or_fell_back("hf_rmsnorm")
