@@ -17,6 +17,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <numeric>
 #include <set>
 
 using namespace bitfold;
@@ -97,31 +98,51 @@ namespace {
 
 /// The fold-order extensions codegen maps (docs/aten-reduce.md section 7):
 /// accumulators per lane (kept in the lane's thread, merged serially before
-/// the tree) and aligned vectors whose rows have no head or tail (C % V ==
-/// 0: with a V-aligned base, row r starts at r * C, a multiple of V). The
-/// row range is checked at launch (runtime/TensorBinding.cpp). Refused for
-/// every config: a head/tail per row, and rows split across CTAs.
-llvm::Error checkFoldOrdersMappable(const KernelDef &def, int64_t cols) {
+/// the tree) and aligned vectors, with a head and tail per row where C % V
+/// != 0 (FoldPlan::headTail, planFold). The row range is checked at launch
+/// (runtime/TensorBinding.cpp). Refused for every config: rows split
+/// across CTAs.
+llvm::Error checkFoldOrdersMappable(const KernelDef &def) {
   for (const dsl::FoldDecl &f : def.folds) {
     const dsl::FoldOrder &o = f.order;
-    std::string why;
     if (o.ctas > 1)
-      why = llvm::formatv("splits each row over {0} CTA groups (rows this "
-                          "long need a two-pass mapping codegen lacks)",
-                          o.ctas);
-    else if (o.alignedVectors && cols % o.vector != 0)
-      why = llvm::formatv("has aligned {0}-element vectors and C = {1} is not "
-                          "a multiple of {0} (a head and tail per row, not "
-                          "mapped)",
-                          o.vector, cols);
-    if (!why.empty())
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          llvm::formatv("'{0}': fold order '{1}' {2}; the interpreter runs "
-                        "it, codegen does not map it (docs/aten-reduce.md "
-                        "section 7)",
-                        def.name, o.name, why));
+          llvm::formatv("'{0}': fold order '{1}' splits each row over {2} "
+                        "CTA groups (rows this long need a two-pass mapping "
+                        "codegen lacks); the interpreter runs it, codegen "
+                        "does not map it (docs/aten-reduce.md section 7)",
+                        def.name, o.name, o.ctas));
   }
+  return llvm::Error::success();
+}
+
+/// A head and tail per row: the vectors start at the row's head h, a
+/// multiple of gcd(C, V), so accesses that divide it keep their alignment;
+/// the output phase cannot reuse the fold's mapping (it misses the head and
+/// tail columns), so two passes. h follows the row index (r * C): rows in
+/// two levels (a permuted view, whose fresh copies aten reduces in memory
+/// order) would need their memory offsets, so they are refused.
+llvm::Error checkHeadTail(const TileConfig &c, size_t f, const FoldPlan &fp,
+                          int64_t D, llvm::ArrayRef<keys::RowLevels> levels) {
+  const int64_t g = std::gcd(D, int64_t(fp.V));
+  for (const keys::RowLevels &lv : levels)
+    if (lv.inner > 0)
+      return illegal(c, llvm::formatv("fold {0}: rows of C = {1} have a "
+                                      "head and tail that follow the row's "
+                                      "memory offset; rows in two levels "
+                                      "are not mapped",
+                                      f, D));
+  if (!c.twoPass)
+    return illegal(c, llvm::formatv("fold {0}: C = {1} is not a multiple of "
+                                    "its aligned {2}-element vectors (a head "
+                                    "and tail per row): two passes only",
+                                    f, D, fp.V));
+  if (g % c.vectorElems != 0)
+    return illegal(c, llvm::formatv("fold {0}: rows of C = {1} start their "
+                                    "{2}-element vectors at a multiple of "
+                                    "{3}; the vector width must divide it",
+                                    f, D, fp.V, g));
   return llvm::Error::success();
 }
 
@@ -157,7 +178,7 @@ llvm::Error checkRowLevels(const KernelDef &def, const ShapeSpec &shape) {
 llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
                                 const TileConfig &c) {
   const int64_t D = shape.cols;
-  if (llvm::Error e = checkFoldOrdersMappable(def, D))
+  if (llvm::Error e = checkFoldOrdersMappable(def))
     return e;
   if (llvm::Error e = dsl::checkColumnGuard(def, D))
     return e;
@@ -209,7 +230,8 @@ void planStages(const dsl::FoldOrder &o, FoldPlan &fp, bool acrossWarps) {
 
 /// Fold f's lanes on the config's threads (Plan.h).
 llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
-                                  const TileConfig &c, int64_t D) {
+                                  const TileConfig &c, int64_t D,
+                                  llvm::ArrayRef<keys::RowLevels> levels) {
   const dsl::FoldOrder &o = def.folds[f].order;
   const int P = c.threadsPerRow, W = c.vectorElems;
   if (!c.twoPass && P > o.threads)
@@ -220,6 +242,10 @@ llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
   FoldPlan fp;
   fp.T = o.threads;
   fp.V = o.vector;
+  fp.headTail = o.alignedVectors && D % o.vector != 0;
+  if (fp.headTail)
+    if (llvm::Error e = checkHeadTail(c, f, fp, D, levels))
+      return std::move(e);
   fp.Pf = std::min(P, fp.T);
   fp.k = fp.T / fp.Pf;
   int wantA = W >= fp.V ? W / fp.V : 1;
@@ -371,8 +397,9 @@ void planRolledRows(const KernelDef &def, Plan &plan) {
   const int P = plan.config.threadsPerRow, W = plan.config.vectorElems;
   for (size_t f = 0; f < plan.folds.size(); ++f) {
     FoldPlan &fp = plan.folds[f];
-    if (hasDataIndependentField(*def.folds[f].combiner))
-      continue; // stays unrolled
+    // Stays unrolled; a head/tail fold's columns move with the row's head.
+    if (hasDataIndependentField(*def.folds[f].combiner) || fp.headTail)
+      continue;
     const int64_t chunk = int64_t(fp.A) * fp.V;
     // The last access of vector m of the thread's last lanes, on its last
     // thread (VectorAccess.cpp, foldAccesses).
@@ -527,7 +554,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   plan.index64 = shape.maxElementOffset == 0 ||
                  shape.maxElementOffset >= (int64_t(1) << 31);
   for (size_t f = 0; f < def.folds.size(); ++f) {
-    llvm::Expected<FoldPlan> fp = planFold(def, f, c, plan.cols);
+    llvm::Expected<FoldPlan> fp =
+        planFold(def, f, c, plan.cols, plan.rowLevels);
     if (!fp)
       return fp.takeError();
     plan.folds.push_back(std::move(*fp));

@@ -68,16 +68,55 @@ void KernelBuilder::pushVector(size_t f, LaneStates &acc, int lo, int64_t m,
     const Access &a = chunk(off / fp.access);
     if (!a.col)
       continue; // never in range
-    std::vector<Value> &s = acc[fp.byElement ? e : int(m % fp.acc)];
-    Value x = elemValue(decl.input.get(), a, off % fp.access);
-    std::vector<Value> args = s;
-    args.push_back(x);
-    std::vector<Value> next = evalBody(decl.combiner->pushBody(), args);
-    if (a.inRange)
-      for (size_t i = 0; i < s.size(); ++i)
-        next[i] = sel(a.inRange, next[i], s[i]);
-    s = std::move(next);
+    pushElement(f, acc[fp.byElement ? e : int(m % fp.acc)],
+                elemValue(decl.input.get(), a, off % fp.access), a.inRange);
   }
+}
+
+void KernelBuilder::pushElement(size_t f, std::vector<Value> &s, Value x,
+                                Value in) {
+  std::vector<Value> args = s;
+  args.push_back(x);
+  std::vector<Value> next = evalBody(def.folds[f].combiner->pushBody(), args);
+  if (in)
+    for (size_t i = 0; i < s.size(); ++i)
+      next[i] = sel(in, next[i], s[i]);
+  s = std::move(next);
+}
+
+// Ids of the head and tail accesses: after every vector access.
+constexpr int kRowEdgeIds = 1 << 24;
+
+void KernelBuilder::pushRowEdge(size_t f, std::vector<Value> &s, int hi,
+                                bool head) {
+  // Lane t = p + Pf * hi (A = 1). With h = rowHead: lane t pushes head
+  // column t + h - V where V - h <= t < V; the tail starts after the
+  // (D - h) / V whole vectors, at D - (D - h) % V, and lane t pushes its
+  // column t when that lies in the row.
+  const FoldPlan &fp = plan.folds[f];
+  const int64_t D = plan.cols;
+  if (int64_t(fp.Pf) * hi >= fp.V)
+    return; // every lane of the register is at least V
+  Value t = arith::AddIOp::create(b, loc, pIdx, cIdx(int64_t(fp.Pf) * hi));
+  Value h = rowHead(fp.V);
+  Value th = arith::AddIOp::create(b, loc, t, h);
+  Value col, in = cmpI(arith::CmpIPredicate::ult, t, cIdx(fp.V));
+  if (head) {
+    in = andI(in, cmpI(arith::CmpIPredicate::uge, th, cIdx(fp.V)));
+    col = arith::SubIOp::create(b, loc, th, cIdx(fp.V));
+  } else {
+    Value rest = arith::AndIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, cIdx(D), h), cIdx(fp.V - 1));
+    col = arith::AddIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, cIdx(D), rest), t);
+    in = andI(in, cmpI(arith::CmpIPredicate::ult, col, cIdx(D)));
+  }
+  Access a;
+  a.id = kRowEdgeIds + 2 * hi + (head ? 0 : 1);
+  a.width = 1;
+  a.inRange = in;
+  a.col = sel(in, col, cIdx(0));
+  pushElement(f, s, elemValue(def.folds[f].input.get(), a, 0), in);
 }
 
 void KernelBuilder::emitPushes(size_t f, const std::vector<Access> &accs,
@@ -89,10 +128,14 @@ void KernelBuilder::emitPushes(size_t f, const std::vector<Access> &accs,
   for (int hi = 0; hi < fp.k / fp.A; ++hi)
     for (int lo = 0; lo < fp.A; ++lo) {
       LaneStates acc(fp.acc, st[lo + fp.A * hi]);
+      if (fp.headTail) // the head first (A = 1: lo = 0)
+        pushRowEdge(f, acc[0], hi, /*head=*/true);
       for (int64_t m = 0; m < fp.reps; ++m)
         pushVector(f, acc, lo, m, [&](int j) -> const Access & {
           return accs[(hi * fp.reps + m) * perChunk + j];
         });
+      if (fp.headTail) // the tail last
+        pushRowEdge(f, acc[0], hi, /*head=*/false);
       mergeAccumulators(f, acc);
       st[lo + fp.A * hi] = std::move(acc[0]);
     }

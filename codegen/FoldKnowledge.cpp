@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <functional>
+#include <numeric>
 
 using namespace bitfold;
 using namespace bitfold::codegen;
@@ -121,22 +122,33 @@ constantsAt(const FoldPlan &fp, const std::vector<Known> &known,
 
 /// Lane states after the pushes: lane t pushes the elements of vectors t,
 /// t + T, ... into its accumulators, merged serially (values unknown, only
-/// their count matters).
+/// their count matters). `head` >= 0: aligned vectors from column `head`,
+/// whole ones only; lane V-head..V-1 pushes a head element into state 0
+/// first, lane t < (cols - head) % V a tail element after its vectors.
 std::vector<Known> pushedStates(const FoldPlan &fp, const dsl::Combiner &cb,
-                                int64_t cols) {
+                                int64_t cols, int64_t head) {
   std::vector<Known> known(fp.T);
   Known empty;
   for (float v : cb.emptyState())
     empty.push_back(v);
+  const bool edges = head >= 0;
+  const int64_t vectors =
+      edges ? (cols - head) / fp.V : (cols + fp.V - 1) / fp.V;
+  const int64_t tail = edges ? (cols - head) % fp.V : 0;
+  auto push = [&](Known &s) {
+    Known args = s;
+    args.push_back(std::nullopt);
+    s = evalKnown(cb.pushBody(), args);
+  };
   for (int t = 0; t < fp.T; ++t) {
     std::vector<Known> acc(fp.acc, empty);
-    for (int64_t v = t, m = 0; v * fp.V < cols; v += fp.T, ++m)
-      for (int e = 0; e < fp.V && v * fp.V + e < cols; ++e) {
-        Known &s = acc[fp.byElement ? e : int(m % fp.acc)];
-        Known args = s;
-        args.push_back(std::nullopt);
-        s = evalKnown(cb.pushBody(), args);
-      }
+    if (edges && t < fp.V && t >= fp.V - head)
+      push(acc[0]);
+    for (int64_t v = t, m = 0; v < vectors; v += fp.T, ++m)
+      for (int e = 0; e < fp.V && (edges || v * fp.V + e < cols); ++e)
+        push(acc[fp.byElement ? e : int(m % fp.acc)]);
+    if (t < tail)
+      push(acc[0]);
     for (int i = 1; i < fp.acc; ++i) {
       Known args = acc[0];
       args.insert(args.end(), acc[i].begin(), acc[i].end());
@@ -147,6 +159,27 @@ std::vector<Known> pushedStates(const FoldPlan &fp, const dsl::Combiner &cb,
   return known;
 }
 
+/// The lane states after the pushes that hold for every row: a head/tail
+/// fold's rows have heads -(r * cols) mod V, the multiples of gcd(cols, V)
+/// below V; a field is known only where every head gives it the same bits.
+std::vector<Known> pushedStatesOfEveryRow(const FoldPlan &fp,
+                                          const dsl::Combiner &cb,
+                                          int64_t cols) {
+  if (!fp.headTail)
+    return pushedStates(fp, cb, cols, -1);
+  const int64_t g = std::gcd(cols, int64_t(fp.V));
+  std::vector<Known> all = pushedStates(fp, cb, cols, 0);
+  for (int64_t s = g; s < fp.V; s += g) {
+    std::vector<Known> k = pushedStates(fp, cb, cols, fp.V - s);
+    for (size_t t = 0; t < all.size(); ++t)
+      for (size_t i = 0; i < all[t].size(); ++i)
+        if (all[t][i] && (!k[t][i] || std::bit_cast<uint32_t>(*k[t][i]) !=
+                                          std::bit_cast<uint32_t>(*all[t][i])))
+          all[t][i] = std::nullopt;
+  }
+  return all;
+}
+
 } // namespace
 
 FoldFacts codegen::analyseFold(const FoldPlan &fp, const dsl::Combiner &cb,
@@ -155,7 +188,7 @@ FoldFacts codegen::analyseFold(const FoldPlan &fp, const dsl::Combiner &cb,
   const int F = int(cb.numFields());
   facts.fields = F;
   std::vector<std::vector<bool>> live = liveness(fp);
-  std::vector<Known> known = pushedStates(fp, cb, cols);
+  std::vector<Known> known = pushedStatesOfEveryRow(fp, cb, cols);
   facts.constants.push_back(constantsAt(fp, known, live[0], F));
   for (size_t si = 0; si < fp.stages.size(); ++si) {
     const StagePlan &sp = fp.stages[si];

@@ -214,8 +214,11 @@ private:
   std::vector<Access> outputAccesses(int64_t jBegin, int64_t jEnd,
                                      Value shift = Value(),
                                      int64_t maxShift = 0);
+  /// An access at `col` (at most maxCol); in range where col + reach < D.
   Access makeAccess(int id, int width, Value col, int64_t maxCol,
-                    bool threadsIdle, Value threadActive);
+                    bool threadsIdle, Value threadActive, int64_t reach = 0);
+  /// The row's head for aligned V-element vectors (FoldPlan::headTail).
+  Value rowHead(int V);
   std::vector<Value> &loadAccess(int operand, const Access &acc);
   void loadBf16Words(Value addr, int piece, std::vector<Value> &out);
   void storeAccess(int operand, const Access &acc, llvm::ArrayRef<Value> v);
@@ -244,6 +247,11 @@ private:
   /// the access of the vector's chunk that holds its j-th access width.
   void pushVector(size_t f, LaneStates &acc, int lo, int64_t m,
                   llvm::function_ref<const Access &(int)> chunk);
+  /// One push of `x` into state `s`, kept only where `in` (null: always).
+  void pushElement(size_t f, std::vector<Value> &s, Value x, Value in);
+  /// A head/tail fold: register lane (0, hi)'s head (`head`) or tail push
+  /// into its state 0, where the lane has one in this row.
+  void pushRowEdge(size_t f, std::vector<Value> &s, int hi, bool head);
   /// A lane's accumulators merged serially into acc[0] (aten's order).
   void mergeAccumulators(size_t f, LaneStates &acc);
   /// After the pushes (one state per register lane): the tree stages, the

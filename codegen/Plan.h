@@ -45,6 +45,13 @@ struct FoldPlan {
   /// state e (byElement), else the lane's m-th vector to state m % acc.
   int acc = 1;
   bool byElement = false;
+  /// aten's aligned vectors with a head and tail per row (C % V != 0,
+  /// docs/aten-reduce.md section 7): the row's head h = -(r*C) mod V is a
+  /// run-time value; the vectors start at column h (only whole ones are
+  /// pushed), lane V-h+e pushes head column e first and lane t < (C-h) % V
+  /// the tail column after its vectors, both into state 0. Two passes, one
+  /// lane a thread access (A = 1), accesses that divide gcd(C, V).
+  bool headTail = false;
   /// Rolled rows (Plan::rolledRows): each lane's vectors m < loopReps go
   /// through a loop, loopStep of them per iteration; the rest are unrolled
   /// after it. 0: no loop.

@@ -14,16 +14,18 @@ using namespace bitfold::codegen;
 using dsl::DType;
 
 Access KernelBuilder::makeAccess(int id, int width, Value col, int64_t maxCol,
-                                 bool threadsIdle, Value threadActive) {
+                                 bool threadsIdle, Value threadActive,
+                                 int64_t reach) {
   Access a;
   a.id = id;
   a.width = width;
   const int64_t D = plan.cols;
-  if (maxCol < D && !threadsIdle) {
+  if (maxCol + reach < D && !threadsIdle) {
     a.col = col;
     return a;
   }
-  Value in = cmpI(arith::CmpIPredicate::ult, col, cIdx(D));
+  Value last = reach ? arith::AddIOp::create(b, loc, col, cIdx(reach)) : col;
+  Value in = cmpI(arith::CmpIPredicate::ult, last, cIdx(D));
   if (threadsIdle)
     in = andI(in, threadActive);
   a.inRange = in;
@@ -35,7 +37,9 @@ std::vector<Access> KernelBuilder::foldAccesses(const FoldPlan &fp,
                                                 int64_t mBegin, int64_t mEnd,
                                                 Value shift, int64_t maxShift) {
   // Chunk (hi, m): columns (A * (p + Pf * hi) + T * m) * V + [0, A * V),
-  // plus `shift` (a rolled loop's column, at most maxShift).
+  // plus `shift` (a rolled loop's column, at most maxShift). A head/tail
+  // fold (A = 1) adds the row's head h < V and counts an access only where
+  // its whole vector lies in the row (`reach`: the vector's last column).
   std::vector<Access> accs;
   const int64_t D = plan.cols;
   const int chunk = fp.A * fp.V, perChunk = chunk / fp.access;
@@ -46,22 +50,37 @@ std::vector<Access> KernelBuilder::foldAccesses(const FoldPlan &fp,
   Value pCol = arith::MulIOp::create(b, loc, pIdx, cIdx(chunk));
   if (shift)
     pCol = arith::AddIOp::create(b, loc, pCol, shift);
+  if (fp.headTail)
+    pCol = arith::AddIOp::create(b, loc, pCol, rowHead(fp.V));
+  const int64_t maxHead = fp.headTail ? fp.V - 1 : 0;
   for (int hi = 0; hi < fp.k / fp.A; ++hi)
     for (int64_t m = mBegin; m < mEnd; ++m)
       for (int j = 0; j < perChunk; ++j) {
         int id = int((hi * (mEnd - mBegin) + m - mBegin) * perChunk + j);
         int64_t cs = (int64_t(fp.A) * fp.Pf * hi + fp.T * m) * fp.V +
                      int64_t(j) * fp.access;
-        if (cs + maxShift >= D) {
+        int64_t reach = fp.headTail ? fp.V - 1 - int64_t(j) * fp.access : 0;
+        if (cs + maxShift + reach >= D) {
           accs.push_back(Access{id, 0, Value(), Value()}); // never in range
           continue;
         }
         Value col = arith::AddIOp::create(b, loc, pCol, cIdx(cs));
-        accs.push_back(makeAccess(id, fp.access, col,
-                                  cs + maxShift + int64_t(chunk) * (fp.Pf - 1),
-                                  idle, active));
+        accs.push_back(
+            makeAccess(id, fp.access, col,
+                       cs + maxShift + maxHead + int64_t(chunk) * (fp.Pf - 1),
+                       idle, active, reach));
       }
   return accs;
+}
+
+Value KernelBuilder::rowHead(int V) {
+  // h = -(r * C) mod V (V a power of two): the columns before the row's
+  // first V-aligned element (aten's head; docs/aten-reduce.md section 3).
+  assert(V > 0 && !(V & (V - 1)) && "aligned vectors: a power of two");
+  Value rc =
+      arith::MulIOp::create(b, loc, toIdx(rowInGroup), cIdx(plan.cols % V));
+  return arith::AndIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, cIdx(0), rc), cIdx(V - 1));
 }
 
 std::vector<Access> KernelBuilder::outputAccesses(int64_t jBegin, int64_t jEnd,

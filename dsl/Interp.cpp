@@ -374,10 +374,11 @@ void runStages(llvm::ArrayRef<TreeStage> stages, float *lanes, int T, size_t F,
         combine(&lanes[i * F], &lanes[(i + s.offset) * F]);
 }
 
-/// Every push of row `row` in the order's element mapping (IR.h, FoldOrder):
-/// `visit(lane, accumulator, column)`, in each lane's push order.
-void forEachPush(const FoldOrder &o, int64_t row, int64_t cols,
-                 llvm::function_ref<void(int64_t, int, int64_t)> visit) {
+} // namespace
+
+void bitfold::dsl::forEachPush(
+    const FoldOrder &o, int64_t row, int64_t cols,
+    llvm::function_ref<void(int64_t, int, int64_t)> visit) {
   const int V = o.vector, A = o.accumulators;
   const int64_t L = int64_t(o.threads) * o.ctas;
   const bool byElement =
@@ -402,6 +403,8 @@ void forEachPush(const FoldOrder &o, int64_t row, int64_t cols,
   for (int64_t c = head + vectors * V; c < cols; ++c)
     visit(c - (head + vectors * V), 0, c); // tail (aligned vectors only)
 }
+
+namespace {
 
 /// The finished state of one row's fold.
 std::vector<float> foldRow(const FoldOrder &o, llvm::ArrayRef<float> empty,

@@ -73,6 +73,13 @@ llvm::Error interpret(const KernelDef &def, const Binding &binding,
 float evaluateOp(const ExprNode &n, llvm::ArrayRef<float> args,
                  const ApproxUnit &approx = correctlyRoundedApprox());
 
+/// Every push of row `row` of `cols` columns in the order's element
+/// mapping (IR.h, FoldOrder): `visit(lane, accumulator, column)`, in each
+/// lane's push order. The interpreter's folds walk it; tests compare
+/// codegen's mapping with it.
+void forEachPush(const FoldOrder &o, int64_t row, int64_t cols,
+                 llvm::function_ref<void(int64_t, int, int64_t)> visit);
+
 // Scalar helpers shared with tests (exact IEEE conversions).
 uint16_t floatToBf16Bits(float v);   ///< RNE, NaN -> 0x7FFF.
 float bf16BitsToFloat(uint16_t b);

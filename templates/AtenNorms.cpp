@@ -32,20 +32,6 @@ int vectorGuard(int64_t cols, folds::AtenReduceKernel k) {
   return cols >= 128 ? k.inputVecSize : 0;
 }
 
-/// Rows of C >= 128 that are not whole vectors start at a vector offset
-/// that varies with the row (aten's head and tail), which codegen does not
-/// map (docs/aten-reduce.md section 7): refused.
-llvm::Error checkWholeVectors(llvm::StringRef kernel, int64_t cols,
-                              folds::AtenReduceKernel k) {
-  if (cols < 128 || cols % k.inputVecSize == 0)
-    return llvm::Error::success();
-  return keys::usageError(llvm::formatv(
-      "{0}: C = {1} is at least 128 and not a multiple of {2}: aten's "
-      "vectorized reduction then gives each row a head and tail that "
-      "bitfold does not reproduce",
-      kernel, cols, k.inputVecSize));
-}
-
 /// aten's order for a reduction over `rowBytes`-byte rows, in the plain
 /// model where it is the same DAG (`sumLike`: each push adds an exact
 /// value). One order per row class (folds::aten_reduce_row_class: 1, 2..3,
@@ -94,9 +80,6 @@ templates::atenWanRmsNormSilu(const WanRmsNormSiluOptions &o) {
         "wan_rmsnorm_silu: outvec is aten's output_vec_size, 1, 2 or 4; "
         "found {0}",
         o.outputVec));
-  if (!channelsFirst)
-    if (llvm::Error e = checkWholeVectors("wan_rmsnorm_silu", o.cols, k))
-      return std::move(e);
   RowProgram p("wan_rmsnorm_silu");
   Expr x = p.input("x", dt, o.layout).row();
   Expr gamma =
@@ -153,8 +136,6 @@ llvm::Expected<KernelDefRef> templates::hfRmsNorm(const HfRmsNormOptions &o) {
         "depending on the row count), found {0}",
         o.cols));
   folds::AtenReduceKernel k = folds::aten_sum_kernel(DType::F32);
-  if (llvm::Error e = checkWholeVectors("hf_rmsnorm", o.cols, k))
-    return std::move(e);
   RowProgram p("hf_rmsnorm");
   // Inputs first: operand order is the kernel's argument order.
   Expr x = p.input("x", dt, Layout::RowMajor).row();

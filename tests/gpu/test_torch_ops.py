@@ -45,11 +45,6 @@ def no_fallback(op):
     assert s["launches"] > 0, f"{op} never launched"
 
 
-def fell_back(op, reason):
-    s = bt.stats().get(op, {"fallbacks": {}})
-    assert reason in s["fallbacks"], f"{op}: expected a '{reason}' fallback, got {s['fallbacks']}"
-
-
 def both(op):
     """The direct op and the registered custom op."""
     return [getattr(bt, op), getattr(torch.ops.bitfold, op)]
@@ -222,12 +217,8 @@ def test_hf_rmsnorm(shape, dtype, weight_dtype, residual, modulate):
         check("hf_rmsnorm", o, e, f"direct {what}")
     for o, e in zip(torch.ops.bitfold.hf_rmsnorm(x, w, 1e-6, r, sc, sh), expect):
         check("hf_rmsnorm", o, e, f"custom op {what}")
-    if d % 4 and d >= 128:
-        # aten gives such rows a head and tail the template refuses (and 15
-        # rows are below the order's 16): the op must fall back, equal bits.
-        fell_back("hf_rmsnorm", "shape")
-    else:
-        no_fallback("hf_rmsnorm")
+    # D = 130: aten gives each row a head and tail, mapped in two passes.
+    no_fallback("hf_rmsnorm")
 
 
 
