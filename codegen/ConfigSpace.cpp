@@ -657,6 +657,20 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
   return pruned;
 }
 
+namespace {
+/// The lanes of the first fold whose rows have aten's head and tail (aligned
+/// vectors, C % V != 0) where a CTA can run one thread per lane; else 0.
+int64_t headTailLaneCount(const KernelDef &def, int64_t cols) {
+  for (const dsl::FoldDecl &f : def.folds) {
+    const dsl::FoldOrder &o = f.order;
+    const int64_t lanes = int64_t(o.threads) * o.ctas;
+    if (o.alignedVectors && cols % o.vector != 0 && lanes <= 256)
+      return lanes;
+  }
+  return 0;
+}
+} // namespace
+
 TileConfig codegen::defaultConfig(const KernelDef &def,
                                   const ShapeSpec &shape) {
   std::vector<TileConfig> all = enumerateConfigs(def, shape);
@@ -690,6 +704,11 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
                ? 2
                : 1;
   };
+  // Rows with aten's head and tail (scalar, two passes) run one thread per
+  // lane: on the H200 hf_rmsnorm at [1,4096,4099] took 25.0 us at
+  // r4.t32.v1.p2 (its 32 lanes) and 36.6 at r1.t128.v1.p2 (32 elements a
+  // thread); bench/results/2026-12-02-s10-gpu-session.md, call 5.
+  const int64_t headTailLanes = headTailLaneCount(def, D);
   auto score = [&](const TileConfig &c) {
     int s = 0;
     const int o = c.pixelsPerThread;
@@ -701,7 +720,8 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
     if (!def.folds.empty()) {
       double perThread = double(D) / c.threadsPerRow;
       // Outweighs the vector (8 vs 4 elements: 4000) one octave away.
-      s -= int(5000 * std::fabs(std::log2(std::max(perThread, 1.0)) - 5.0));
+      double want = headTailLanes ? std::log2(double(D) / headTailLanes) : 5.0;
+      s -= int(5000 * std::fabs(std::log2(std::max(perThread, 1.0)) - want));
       // Small CTAs (tuned on the H200: r1.t64 for LN/RMSNorm rows of 4096,
       // r8.t4 within 1% of the best for qk heads).
       s += c.ctaThreads() == 64 ? 40 : c.ctaThreads() == 32 ? 30

@@ -699,6 +699,20 @@ TEST_P(HeadTailConfigs, EveryConfigCompilesAuditedWithoutSpills) {
 INSTANTIATE_TEST_SUITE_P(Templates, HeadTailConfigs,
                          ::testing::ValuesIn(headTailCases()));
 
+TEST(AtenFold, HeadAndTailRowsDefaultToOneThreadPerLane) {
+  // H200, hf_rmsnorm [1,4096,4099]: r4.t32.v1.p2 25.0 us, r1.t128.v1.p2
+  // (32 elements a thread) 36.6; aten's 32 lanes a row from 16 rows on.
+  for (int64_t cols : {1001, 4099, 130}) {
+    dsl::FoldOrder o = dsl::folds::aten_reduce(
+        cols, 16, dsl::folds::aten_norm_kernel(dsl::DType::F32));
+    ASSERT_TRUE(o.alignedVectors && o.threads == 32 && o.ctas == 1);
+    auto def = foldProgram(o);
+    ASSERT_TRUE(def);
+    EXPECT_EQ(defaultConfig(*def, foldShape(*def, cols)).threadsPerRow, 32)
+        << cols;
+  }
+}
+
 TEST(AtenFold, HeadAndTailRowsTakeTwoPassesAndAccessesThatDivideTheHead) {
   // C = 1001 >= 128, not a multiple of 4: each row has its own head, a
   // multiple of gcd(1001, 4) = 1; C = 130: of 2.
