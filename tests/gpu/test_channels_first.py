@@ -246,6 +246,26 @@ def test_wan_channels_first_rows_split_across_ctas_are_refused_not_wrong(rt, c, 
     expect_refused(k, ts, [c ** 0.5], ["rows"])
 
 
+@pytest.mark.parametrize("shape", [(1, 96, 1, 4, 8), (2, 96, 3, 4, 4), (1, 192, 1, 2, 3)])
+def test_wan_channels_first_images_below_32_ovs_pixels_fall_back_with_eager_bits(rt, shape):
+    # Below 32 * output_vec_size pixels aten's block shape depends on the
+    # pixel count (docs/aten-reduce.md section 9): the binding refuses them
+    # ("rows"), and bitfold.torch answers with the eager chain, counted.
+    import bitfold.torch as bt
+    gen = torch.Generator(device="cuda").manual_seed(shape[1] + shape[-1])
+    x, g, b, _ = wan_operands(shape, "bf16", "bf16", True, False, 1.0, gen, None)
+    c = shape[1]
+    k = rt.kernel("wan_rmsnorm_silu", wan_params("bf16", "x", "bf16", True, False, shape))
+    expect_refused(k, [x, g, b, torch.empty_like(x)], [c ** 0.5], ["rows"])
+    bt.reset_stats()
+    bt.configure(mode="auto", verify="off")
+    for _ in range(2):
+        y = bt.wan_rmsnorm_silu(x, g.view(c, 1, 1, 1), b, None, "x")
+        check("wan_rmsnorm_silu", y, wan_eager(x, g, b, None, "x"), f"small image {shape}")
+    s = bt.stats()["wan_rmsnorm_silu"]
+    assert sum(s["fallbacks"].values()) == 2 and s["launches"] == 0, s
+
+
 def test_channels_first_refuses_other_layouts(rt):
     gen = torch.Generator(device="cuda").manual_seed(3)
     shape = (1, 96, 2, 8, 16)
