@@ -601,18 +601,15 @@ llvm::Error codegen::checkConfig(const KernelDef &def, const ShapeSpec &shape,
   return llvm::Error::success();
 }
 
-std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
-                                                  const ShapeSpec &shape) {
-  if (dsl::isChannelsFirst(def))
-    return stridedAxisConfigs(def, shape);
-  std::vector<TileConfig> out;
-  const int64_t D = shape.cols;
-  int64_t roundD = int64_t(std::bit_ceil(uint64_t(std::max<int64_t>(D, 1))));
-  int maxT = 0;
-  for (const dsl::FoldDecl &f : def.folds)
-    maxT = std::max(maxT, f.order.threads);
+namespace {
+
+/// The row configs of threads per row in [minP, maxP] that checkConfig
+/// takes, appended to `out`; maxT: the most lanes of any fold.
+void enumerateRowConfigs(const KernelDef &def, const ShapeSpec &shape,
+                         int minP, int maxP, int maxT, int64_t roundD,
+                         std::vector<TileConfig> &out) {
   for (int passes = 1; passes <= (def.folds.empty() ? 1 : 2); ++passes)
-    for (int P = 1; P <= 1024; P *= 2)
+    for (int P = minP; P <= maxP; P *= 2)
       for (int W : {8, 4, 2, 1}) {
         // Every thread owns some of the row, except that rows of folds
         // always get at least a warp (its idle lanes enter the fold empty,
@@ -627,8 +624,6 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
           continue;
         if (!def.folds.empty() && passes == 1 && P > maxT)
           continue;
-        if (P > 256)
-          continue;
         std::set<int> rows{1, 2, 4, 8};
         for (int cta : {128, 256})
           if (cta / P >= 1)
@@ -642,7 +637,11 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
           out.push_back(c);
         }
       }
-  // Drop narrow vectors when a wider one is legal for the same (R, P, passes).
+}
+
+/// Drops narrow vectors where a wider one is legal for the same (R, P,
+/// passes).
+std::vector<TileConfig> pruneNarrowVectors(const std::vector<TileConfig> &out) {
   std::vector<TileConfig> pruned;
   for (const TileConfig &c : out) {
     bool wider = false;
@@ -655,6 +654,28 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
       pruned.push_back(c);
   }
   return pruned;
+}
+
+} // namespace
+
+std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
+                                                  const ShapeSpec &shape) {
+  if (dsl::isChannelsFirst(def))
+    return stridedAxisConfigs(def, shape);
+  std::vector<TileConfig> out;
+  const int64_t D = shape.cols;
+  int64_t roundD = int64_t(std::bit_ceil(uint64_t(std::max<int64_t>(D, 1))));
+  int maxT = 0;
+  for (const dsl::FoldDecl &f : def.folds)
+    maxT = std::max(maxT, f.order.threads);
+  // Rows run on at most 256 threads, unless only more are legal: a fold of
+  // 512 lanes over 65536 columns (GroupNorm's block) unrolls at most 128
+  // vectors a thread (kMaxUnrolledFoldVectors), so only 512 threads serve it.
+  enumerateRowConfigs(def, shape, 1, 256, maxT, roundD, out);
+  if (out.empty() && maxT > 256)
+    enumerateRowConfigs(def, shape, 512, std::min(maxT, 1024), maxT, roundD,
+                        out);
+  return pruneNarrowVectors(out);
 }
 
 namespace {

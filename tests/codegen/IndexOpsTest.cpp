@@ -140,6 +140,18 @@ TEST(IndexOpsCodegen, PerRowAndVectorInputKernelsCompileAudited) {
     compileConfigs(**def, cols, every);
     if (std::string(name) == "cross_entropy")
       compileConfigs(**def, 131072, /*everyConfig=*/false);
+    // group_norm's rows of 65536 (the GPU zoo test's, tests/gpu/test_zoo.py):
+    // 512 lanes unroll at most 128 vectors a thread, so only 512 threads
+    // per row are legal; the config space offers them there.
+    if (std::string(name) == "group_norm") {
+      ShapeSpec wide = shapeOf(65536);
+      wide.alignBytes.assign((*def)->operands.size(), 16);
+      std::vector<TileConfig> configs = enumerateConfigs(**def, wide);
+      ASSERT_FALSE(configs.empty());
+      for (const TileConfig &c : configs)
+        EXPECT_EQ(c.threadsPerRow, 512) << c.str();
+      compileConfigs(**def, 65536, /*everyConfig=*/false);
+    }
   }
 }
 
