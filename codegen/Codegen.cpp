@@ -262,8 +262,18 @@ llvm::Error Compilation::plan() {
   stages.dumpText("program.txt", def.canonicalText);
   if (llvm::Error e = stages.run("plan", [&]() -> llvm::Error {
         llvm::Expected<Plan> p = makePlan(def, shape, out.config);
-        if (!p)
-          return p.takeError();
+        if (!p) {
+          // Said first where no config at all is legal at this shape (a
+          // default config is then only a placeholder).
+          if (!enumerateConfigs(def, shape).empty())
+            return p.takeError();
+          return llvm::createStringError(
+              llvm::inconvertibleErrorCode(),
+              llvm::formatv("no tile config is legal for '{0}' at {1} "
+                            "columns; {2}",
+                            def.name, shape.cols,
+                            llvm::toString(p.takeError())));
+        }
         thePlan = std::move(*p);
         thePlan.smVersion = smVersionOf(options.arch);
         thePlan.gridDependencyControl = options.gridDependencyControl;

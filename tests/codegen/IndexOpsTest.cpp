@@ -155,6 +155,29 @@ TEST(IndexOpsCodegen, PerRowAndVectorInputKernelsCompileAudited) {
   }
 }
 
+TEST(IndexOpsCodegen, AShapeWithoutALegalConfigSaysSo) {
+  // group_norm's 512 lanes over 2^20 columns: 2048 elements a thread even
+  // at 512 threads, over the 128 a fold that never rolls may unroll.
+  std::string path = std::string(BITFOLD_SOURCE_DIR) + "/examples/zoo/group_norm.bfk";
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(bool(buf)) << path;
+  auto def = parseKernel((*buf)->getBuffer(), path);
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  ShapeSpec shape = shapeOf(int64_t(1) << 20);
+  shape.alignBytes.assign((*def)->operands.size(), 16);
+  ASSERT_TRUE(enumerateConfigs(**def, shape).empty());
+  CompileOptions opts;
+  opts.emitCubin = false;
+  llvm::Expected<CompiledKernel> k =
+      compile(**def, shape, defaultConfig(**def, shape), opts);
+  ASSERT_FALSE(bool(k));
+  std::string msg = llvm::toString(k.takeError());
+  EXPECT_NE(msg.find("no tile config is legal for 'zoo_group_norm' at 1048576 "
+                     "columns"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(IndexOpsCodegen, APerRowKOutputCompilesAuditedWithItsKStoresPerRow) {
   // layer_norm_stats2: (mean, rstd) as per_row(2), two f32 stores a row
   // side by side (the second 4 bytes on), for every config.
