@@ -64,6 +64,23 @@ ShapeSpec shapeOf(int64_t cols) {
   return s;
 }
 
+/// examples/zoo/<name>.bfk parsed (null after a test failure).
+std::shared_ptr<const KernelDef> zooKernel(const std::string &name) {
+  std::string path =
+      std::string(BITFOLD_SOURCE_DIR) + "/examples/zoo/" + name + ".bfk";
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf) {
+    ADD_FAILURE() << path;
+    return nullptr;
+  }
+  auto def = parseKernel((*buf)->getBuffer(), path);
+  if (!def) {
+    ADD_FAILURE() << llvm::toString(def.takeError());
+    return nullptr;
+  }
+  return *def;
+}
+
 /// Every legal config of `def` at `cols` (or the default one) compiles and
 /// passes the audit; returns the PTX of the last one.
 std::string compileConfigs(const KernelDef &def, int64_t cols,
@@ -109,13 +126,9 @@ TEST(IndexOpsCodegen, EveryConfigCompilesAuditedWithTheDivisionGuards) {
 TEST(IndexOpsCodegen, ZooKernelsCompileAtTheirDefaultConfigWithoutSpills) {
   for (const char *name :
        {"rope_interleaved", "scaled_softmax", "scaled_log_softmax"}) {
-    std::string path =
-        std::string(BITFOLD_SOURCE_DIR) + "/examples/zoo/" + name + ".bfk";
-    auto buf = llvm::MemoryBuffer::getFile(path);
-    ASSERT_TRUE(bool(buf)) << path;
-    auto def = parseKernel((*buf)->getBuffer(), path);
-    ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
-    compileConfigs(**def, 4096, /*everyConfig=*/false);
+    auto def = zooKernel(name);
+    ASSERT_TRUE(def);
+    compileConfigs(*def, 4096, /*everyConfig=*/false);
   }
 }
 
@@ -131,26 +144,22 @@ TEST(IndexOpsCodegen, PerRowAndVectorInputKernelsCompileAudited) {
     // group_norm_affine's two per-element gathers are not in the register
     // estimate yet (README): some configs spill, so its default only.
     const bool every = std::string(name) != "group_norm_affine";
-    std::string path =
-        std::string(BITFOLD_SOURCE_DIR) + "/examples/zoo/" + name + ".bfk";
-    auto buf = llvm::MemoryBuffer::getFile(path);
-    ASSERT_TRUE(bool(buf)) << path;
-    auto def = parseKernel((*buf)->getBuffer(), path);
-    ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
-    compileConfigs(**def, cols, every);
+    auto def = zooKernel(name);
+    ASSERT_TRUE(def);
+    compileConfigs(*def, cols, every);
     if (std::string(name) == "cross_entropy")
-      compileConfigs(**def, 131072, /*everyConfig=*/false);
+      compileConfigs(*def, 131072, /*everyConfig=*/false);
     // group_norm's rows of 65536 (the GPU zoo test's, tests/gpu/test_zoo.py):
     // 512 lanes unroll at most 128 vectors a thread, so only 512 threads
     // per row are legal; the config space offers them there.
     if (std::string(name) == "group_norm") {
       ShapeSpec wide = shapeOf(65536);
-      wide.alignBytes.assign((*def)->operands.size(), 16);
-      std::vector<TileConfig> configs = enumerateConfigs(**def, wide);
+      wide.alignBytes.assign(def->operands.size(), 16);
+      std::vector<TileConfig> configs = enumerateConfigs(*def, wide);
       ASSERT_FALSE(configs.empty());
       for (const TileConfig &c : configs)
         EXPECT_EQ(c.threadsPerRow, 512) << c.str();
-      compileConfigs(**def, 65536, /*everyConfig=*/false);
+      compileConfigs(*def, 65536, /*everyConfig=*/false);
     }
   }
 }
@@ -158,39 +167,30 @@ TEST(IndexOpsCodegen, PerRowAndVectorInputKernelsCompileAudited) {
 TEST(IndexOpsCodegen, AShapeWithoutALegalConfigSaysSo) {
   // group_norm's 512 lanes over 2^20 columns: 2048 elements a thread even
   // at 512 threads, over the 128 a fold that never rolls may unroll.
-  std::string path = std::string(BITFOLD_SOURCE_DIR) + "/examples/zoo/group_norm.bfk";
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  ASSERT_TRUE(bool(buf)) << path;
-  auto def = parseKernel((*buf)->getBuffer(), path);
-  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  auto def = zooKernel("group_norm");
+  ASSERT_TRUE(def);
   ShapeSpec shape = shapeOf(int64_t(1) << 20);
-  shape.alignBytes.assign((*def)->operands.size(), 16);
-  ASSERT_TRUE(enumerateConfigs(**def, shape).empty());
+  shape.alignBytes.assign(def->operands.size(), 16);
+  ASSERT_TRUE(enumerateConfigs(*def, shape).empty());
   CompileOptions opts;
   opts.emitCubin = false;
   llvm::Expected<CompiledKernel> k =
-      compile(**def, shape, defaultConfig(**def, shape), opts);
-  ASSERT_FALSE(bool(k));
-  std::string msg = llvm::toString(k.takeError());
-  EXPECT_NE(msg.find("no tile config is legal for 'zoo_group_norm' at 1048576 "
-                     "columns"),
-            std::string::npos)
+      compile(*def, shape, defaultConfig(*def, shape), opts);
+  std::string msg = k ? std::string("compiled") : llvm::toString(k.takeError());
+  EXPECT_TRUE(llvm::StringRef(msg).contains(
+      "no tile config is legal for 'zoo_group_norm' at 1048576 columns"))
       << msg;
 }
 
 TEST(IndexOpsCodegen, APerRowKOutputCompilesAuditedWithItsKStoresPerRow) {
   // layer_norm_stats2: (mean, rstd) as per_row(2), two f32 stores a row
   // side by side (the second 4 bytes on), for every config.
-  std::string path = std::string(BITFOLD_SOURCE_DIR) +
-                     "/examples/zoo/layer_norm_stats2.bfk";
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  ASSERT_TRUE(bool(buf)) << path;
-  auto def = parseKernel((*buf)->getBuffer(), path);
-  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  auto def = zooKernel("layer_norm_stats2");
+  ASSERT_TRUE(def);
   // Every config at 256 columns (at 1024, 64 elements a thread spill the
   // Welford state, as layer_norm_stats's do), the default at 4096.
-  compileConfigs(**def, 4096, /*everyConfig=*/false);
-  std::string ptx = compileConfigs(**def, 256, /*everyConfig=*/true);
+  compileConfigs(*def, 4096, /*everyConfig=*/false);
+  std::string ptx = compileConfigs(*def, 256, /*everyConfig=*/true);
   // y's stores are vectors of bf16; the row's two f32 values are scalar
   // 32-bit stores to [p] and [p+4].
   size_t stores = 0;
