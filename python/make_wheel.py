@@ -80,6 +80,7 @@ def main():
     ap.add_argument("--plat")
     ap.add_argument("--out")
     ap.add_argument("--header")
+    ap.add_argument("--fast", help="_bitfold_fast.abi3.so (bitfold.torch's warm call in C)")
     ap.add_argument("--print-version", action="store_true")
     a = ap.parse_args()
     if a.print_version:
@@ -90,6 +91,8 @@ def main():
     dist = f"bitfold-{version()}.dist-info"
     entries = [(rel, open(full, "rb").read(), 0o644) for full, rel in package_files()]
     entries.append(("bitfold/lib/libbitfold.so", open(a.lib, "rb").read(), 0o755))
+    if a.fast:
+        entries.append(("bitfold/lib/_bitfold_fast.abi3.so", open(a.fast, "rb").read(), 0o755))
     if a.header:
         entries.append(("bitfold/include/bitfold.h", open(a.header, "rb").read(), 0o644))
     entries.append((f"{dist}/METADATA", metadata().encode(), 0o644))

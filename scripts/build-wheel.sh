@@ -19,15 +19,20 @@
 #   linux_<arch>            otherwise (a wheel for this machine only, such as
 #                           the dev build's: pip installs it here, PyPI
 #                           would refuse it)
-# py3-none since nothing in it is a Python extension.
+# py3-none: its one extension, bitfold.torch's warm call in C
+# (_bitfold_fast.abi3.so, CPython's limited API 3.10: --fast, else the
+# library's build's python/ folder where it is there), is optional and
+# loaded by path, so every Python 3 imports the package.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=${BITFOLD_RELEASE_BUILD_DIR:-$root/build-release}/runtime/libbitfold.so
 out=$root/dist
+fast=
 while (($#)); do
   case $1 in
     --lib) lib=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --fast) fast=$2; shift 2 ;;
     *) echo "build-wheel: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -36,6 +41,10 @@ if [[ ! -f $lib ]]; then
   exit 1
 fi
 lib=$(readlink -f "$lib")
+if [[ -z $fast ]]; then  # the same build's python/ (lib is <build>/runtime/...)
+  fast=$(dirname "$(dirname "$lib")")/python/_bitfold_fast.abi3.so
+  [[ -f $fast ]] || fast=
+fi
 arch=$(uname -m)
 # The names of the versions and libraries the library needs are the strings
 # of its .dynstr section; read them with Python so binutils is not needed.
@@ -70,5 +79,5 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp "$lib" "$stage/libbitfold.so"
 strip --strip-unneeded "$stage/libbitfold.so" 2>/dev/null || true
-python3 "$root/python/make_wheel.py" --lib "$stage/libbitfold.so" \
+python3 "$root/python/make_wheel.py" --lib "$stage/libbitfold.so" ${fast:+--fast "$fast"} \
   --plat "$plat" --out "$out" --header "$root/runtime/bitfold.h"

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build ccache g++ python3
+  cmake ninja-build ccache g++ python3 python3-dev
   llvm-22-dev libmlir-22-dev mlir-22-tools
   nlohmann-json3-dev libgtest-dev libdlpack-dev libzstd-dev zlib1g-dev
   libxml2-dev libedit-dev libffi-dev libncurses-dev

@@ -2,7 +2,9 @@
 # Builds the statically linked release (MLIR/LLVM from their archives, see
 # docs/design.md) and packs what a GPU host needs into pkg/ (git-ignored):
 #   pkg/bitfold-release.tar.xz   bin/bitfold, bin/launch_latency,
-#                                lib/libbitfold.so (+ .so.0 link), include/
+#                                lib/libbitfold.so (+ .so.0 link),
+#                                lib/_bitfold_fast.abi3.so (bitfold.torch's
+#                                warm call in C), include/
 #                                (BITFOLD_PACKAGE_COMPILE_LATENCY=1: also
 #                                bin/compile_latency, another static LLVM,
 #                                about 15 MiB more)
@@ -23,7 +25,7 @@ extra=()
 # bitfold_glibc_check fails the build when libbitfold.so names a glibc
 # newer than 2.28 or a library outside the manylinux allow-list.
 ninja -C "$build" -j"$(nproc)" bitfold launch_latency "${extra[@]}" bitfold_shared \
-  bitfold_glibc_check
+  bitfold_glibc_check $(ninja -C "$build" -t targets all | grep -q '^bitfold_fast:' && echo bitfold_fast)
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -37,6 +39,8 @@ if [[ -f $build/runtime/libbitfold.so ]]; then
   ln -s libbitfold.so "$stage/lib/libbitfold.so.0"
   cp "$root/runtime/bitfold.h" "$stage/include/" 2>/dev/null || true
 fi
+fast=$build/python/_bitfold_fast.abi3.so
+if [[ -f $fast ]]; then cp "$fast" "$stage/lib/"; fi
 strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
 # The binaries must need nothing a GPU host may lack.
 for f in "$stage"/bin/* "$stage"/lib/*; do

@@ -25,7 +25,7 @@ import textwrap
 
 import torch
 
-from . import _eager, _table
+from . import _eager, _fast, _table
 from ._ops import call, chain_source, config, hit, hit_source, key_source
 
 NAMESPACE = "bitfold"
@@ -97,13 +97,15 @@ def register(op, namespace=NAMESPACE):
              "_nb": _NoBackward.apply, "_tag": op.tag, "_T": type, "_plain": _PLAIN,
              "_grad": torch.is_grad_enabled,
              "_below": torch._C._AutoDispatchBelowAutograd, "_default": handle.default}
+    scope["_fast"] = _fast.run
     check = "    _check(a)\n" if scope["_check"] is not None else ""
+    fast = _table.fast_source("verify == 'default'", "_post(r)")
     # The site key inline where it is one expression.
     key = key_source(op.ins, op.tag_arg, None, [n for _, n, _ in params])
     if key is None:
-        run = check + "    return _post(_call(_op, a, None, _v(verify), None))\n"
+        run = fast + check + "    return _post(_call(_op, a, None, _v(verify), None))\n"
     else:
-        run = (check + hit_source(key, None, None, chain_source(op), lambda r: f"_post({r})") +
+        run = (fast + check + hit_source(key, None, None, chain_source(op), lambda r: f"_post({r})") +
                "    return _post(_hit(_op, a, None, _v(verify), None, k, ent))\n")
     body = _table.define(op.name, params, "verify='default'", run, scope)
     autograd = _table.define(

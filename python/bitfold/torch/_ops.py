@@ -23,7 +23,7 @@ import warnings
 import torch
 
 import bitfold
-from . import _eager
+from . import _eager, _fast
 
 _BF16, _F16, _F32 = torch.bfloat16, torch.float16, torch.float32
 _DT_NAME = {_BF16: "bf16", _F16: "f16", _F32: "f32"}
@@ -403,6 +403,7 @@ def _prepare(op, kernel, tensors, meta, scalars, dev):
         counts["launches"] += 1
         return True
     launch.prepared = prepared  # lives as long as the launcher
+    launch.address = _fast.function_address(c)  # the C path calls it directly
     return launch
 
 
@@ -640,6 +641,8 @@ def _checked(op, a, key, out, verify, mode):
         if res is not None:
             if out is not None and res[0] is not out:
                 out.copy_(res[0])
+            elif res is outs:
+                _fast_launch_site(op, a, out, key)
             return res[0] if len(res) == 1 else tuple(res)
         if refusal[0] == _NOT_READY:
             # Async compile: eager (the same bits) serves this call while the
@@ -656,10 +659,25 @@ def _checked(op, a, key, out, verify, mode):
             if name not in _disabled and key not in op.sites:
                 counts = _op_stats(name)["fallbacks"] if auto else None
                 _store(op.sites, key, (None,) + tuple(refusal) + (counts,))
+                c = counts is not None and out is None and \
+                    _fast.refusal_site(a, op.eager, counts, refusal[0])
+                if c:
+                    _store(op.sites, *c)
     if op.diagnose is not None:
         op.diagnose(a, refusal)  # an op without an eager chain: raises
     _fallback(name, refusal[0], refusal[1], mode)
     return _into(out, op.eager(*a))
+
+
+def _fast_launch_site(op, a, out, key):
+    """The C part of the launcher site just stored under key (_fast.py)."""
+    with _lock:
+        ent = op.sites.get(key)
+        if ent is None or ent[0] is None or op.label in _disabled:
+            return
+        c = _fast.launch_site(op, a, out, ent[2], ent[0], ent[1], _op_stats(op.label))
+        if c:
+            _store(op.sites, *c)
 
 
 def _store(table, key, entry):

@@ -23,7 +23,7 @@ import textwrap
 
 import torch
 
-from . import _eager
+from . import _eager, _fast
 from ._ops import (_DT_NAME, _DT_WORD, _F32, Op, _f32, call, chain_source, config, hit,
                    hit_source, key_source)
 
@@ -406,11 +406,26 @@ def define(name, params, extra, body, scope):
     return scope[name]
 
 
+def fast_source(plain, result, args="a"):
+    """Source lines (indented 4) that serve a warm call in C where `plain`
+    (source text) holds, keyed on the expression `args` (the arguments,
+    plus out= where the op has it): its result (the expression `result`
+    over r), or on to the lines after them (no C module: nothing)."""
+    if _fast.run is None:
+        return ""
+    test = "_config.verify != 'once', _config.mode == 'auto'"
+    return (f"    if {plain}:\n        r = _fast(_sites, {args}, {test})\n"
+            f"        if r is not None:\n            return {result}\n")
+
+
 def direct(op):
     """The direct function of an op entry: its own parameters, then out=
     (where the op has it), verify= and mode=; the site lookup inline
     (_ops.hit_source), then one call into _ops.hit (or _ops.call)."""
-    body = "    _check(a)\n" if op.check is not None else ""
+    # A warm call in C first (_fast.py): plain calls only.
+    body = fast_source("verify is None and mode is None", "r",
+                       "a if out is None else a + (out,)" if op.out else "a")
+    body += "    _check(a)\n" if op.check is not None else ""
     # The site key and a remembered refusal inline where the key is one
     # expression (a warm call's and a refused call's host time).
     o = "out" if op.out else "None"
@@ -428,7 +443,7 @@ def direct(op):
                  "    except (AttributeError, TypeError):\n        _explain(a)\n        raise\n")
     fn = define(op.name, parameters(op),
                 ("*, out=None, " if op.out else "*, ") + "verify=None, mode=None", body,
-                {"_call": call, "_hit": hit, "_op": op, "_sites": op.sites,
+                {"_call": call, "_hit": hit, "_op": op, "_sites": op.sites, "_fast": _fast.run,
                  "_config": config, "_E": _eager, "_check": op.check,
                  "_explain": op.explain,
                  "_tag": op.tag})

@@ -1,0 +1,147 @@
+"""The warm call in C (python/native/fast.c, module `_bitfold_fast`).
+
+Where torch has DLPack's C exchange API (torch.Tensor.__dlpack_c_exchange_api__,
+torch >= 2.11) and the module was built, a warm call of a direct op or a
+torch.ops custom op is served in C: the layout key, the site lookup, the
+outputs' allocation and the prepared launch (or a remembered refusal's
+chain), with no Python frame between the op's own function and the
+driver. The Python path (_ops.call) stays the reference: it registers
+here, after its own checked launch, only sites whose launch it can state
+as argument positions and fresh contiguous outputs; everything else (out=,
+verify=, mode=, copies of operands, other layouts, grad, graph captures,
+a rejected launch) reaches it as before.
+
+Off by default until the H200 oracle (tests/gpu/test_fast_path.py and the
+op suites with it on) has run it: BITFOLD_FAST=1 turns it on, looking for
+the module next to $BITFOLD_LIB, inside the package (bitfold/lib), then in
+a source checkout's build/python; BITFOLD_FAST=<path> loads that file.
+"""
+import ctypes
+import importlib.util
+import os
+
+import torch
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NAME = "_bitfold_fast.abi3.so"
+why_not = None  # why the C path is off, for bench/host_cost.py and tests
+
+
+def _candidates():
+    env = os.environ.get("BITFOLD_FAST", "")
+    if env in ("", "0"):
+        return []
+    if env != "1":
+        return [env]
+    lib = os.environ.get("BITFOLD_LIB")
+    near = [os.path.join(os.path.dirname(lib), _NAME)] if lib else []
+    return near + [os.path.join(_HERE, "..", "lib", _NAME),
+                   os.path.join(_HERE, "..", "..", "..", "build", "python", _NAME)]
+
+
+def _load():
+    global why_not
+    api = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+    if api is None:
+        why_not = f"torch {torch.__version__} has no DLPack C exchange API"
+        return None
+    paths = [p for p in _candidates() if os.path.exists(p)]
+    if not paths:
+        why_not = "off (BITFOLD_FAST=1 turns it on)" \
+            if os.environ.get("BITFOLD_FAST", "") in ("", "0") else f"{_NAME} not found"
+        return None
+    try:
+        spec = importlib.util.spec_from_file_location("_bitfold_fast", paths[0])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.init(api, torch.Tensor, torch.nn.Parameter, torch.is_grad_enabled,
+                    getattr(torch._C, "_cuda_isCurrentStreamCapturing", None))
+    except (ImportError, OSError, RuntimeError, AttributeError) as e:
+        why_not = f"{paths[0]}: {e}"
+        return None
+    return module
+
+
+module = _load()
+run = module.run if module is not None else None
+
+
+def _plain(v):
+    return type(v) in (torch.Tensor, torch.nn.Parameter)
+
+
+def _arg_of(a, t):
+    """The index of the argument t is, or is a same-address view of; None
+    where that is not exactly one argument."""
+    hits = [i for i, v in enumerate(a) if v is t]
+    if not hits and t._base is not None:
+        hits = [i for i, v in enumerate(a) if _plain(v) and v._base is t._base
+                and v.data_ptr() == t.data_ptr()]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _out_spec(a, y):
+    """(argument, y, in place) of an output: the argument it is (out=, an
+    output written over an input), or for a fresh contiguous one the
+    argument it takes its shape and device from; None where neither."""
+    i = next((i for i, v in enumerate(a) if v is y), None)
+    if i is not None:
+        return i, y, True
+    i = next((i for i, v in enumerate(a) if _plain(v) and v.shape == y.shape
+              and v.device == y.device), None)
+    return (i, y, False) if i is not None and y.is_contiguous() else None
+
+
+def _slots(a, outs, ts):
+    """Each launch operand as an argument index or -(output index) - 1."""
+    slots = []
+    for t in ts:
+        j = next((j for j, y in enumerate(outs) if y is t), None)
+        i = _arg_of(a, t) if j is None else -j - 1
+        if i is None:
+            return None
+        slots.append(i)
+    return tuple(slots)
+
+
+def key_args(a, out):
+    """The arguments the C path keys a call on: a, plus out= where given."""
+    return a if out is None else a + (out,)
+
+
+def launch_site(op, a, out, aux, launch, verified, counts):
+    """(key, site) of the C part of the launcher site of op's call on
+    arguments a (and out=); None where its launch is not argument positions
+    and outputs that are fresh and contiguous or arguments. The op's alloc
+    runs once more, on a distinct view of each tensor argument, so that an
+    argument passed twice (x, x) still has one position per operand."""
+    prepared = getattr(launch, "prepared", None)
+    if module is None or prepared is None:
+        return None
+    key = module.key(key_args(a, out))
+    if key is None:
+        return None
+    views = tuple(v.view_as(v) if _plain(v) else v for v in a)
+    ov = None if out is None else out.view_as(out)
+    outs, ts = op.alloc(views, ov, aux)
+    args = key_args(views, ov)
+    slots = _slots(args, outs, ts)
+    specs = tuple(_out_spec(args, y) for y in outs)
+    if slots is None or None in specs:
+        return None
+    entry = module.entry(prepared.handle.value, launch.address, slots, specs, verified)
+    return key, (entry, launch, counts)
+
+
+def refusal_site(a, chain, counts, reason):
+    """(key, site) of the C part of a remembered refusal (auto mode,
+    counted): the chain serves the call, counted under reason; or None."""
+    key = module.key(a) if module is not None else None
+    if key is None:
+        return None
+    return key, (module.entry(None, None, (), (), False, True), chain, counts, reason)
+
+
+def function_address(fn):
+    """The address of a ctypes function (the C path calls it directly)."""
+    return ctypes.cast(fn, ctypes.c_void_p).value

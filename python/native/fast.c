@@ -1,0 +1,494 @@
+/*===- python/native/fast.c - bitfold.torch's warm call in C ---------------===*
+ *
+ * The warm call of a bitfold.torch op (a layout met before) without Python
+ * in the loop: the layout key built from the arguments, one dict lookup in
+ * the op's site table, the outputs allocated and the prepared launch
+ * queued on the current stream. torch's tensors are read through DLPack's
+ * C exchange API (torch.Tensor.__dlpack_c_exchange_api__, torch >= 2.11):
+ * no torch headers, CPython's limited API (3.10), so one build serves
+ * every torch and Python version that has the API. Anything this file does
+ * not serve returns None, and the caller takes the Python path, which is
+ * the reference: this file only replays what it registered there.
+ *
+ *===----------------------------------------------------------------------===*/
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlpack/dlpack.h>
+#include <stdint.h>
+#include <string.h>
+
+/* DLPack >= 1.3's exchange API (Debian's dlpack.h predates it): the
+ * layout of the spec's DLPackExchangeAPI and DLManagedTensorVersioned. */
+typedef struct {
+  uint32_t major, minor;
+} BfVersion;
+
+typedef struct BfManaged {
+  BfVersion version;
+  void *manager_ctx;
+  void (*deleter)(struct BfManaged *self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} BfManaged;
+
+typedef struct BfApiHeader {
+  BfVersion version;
+  struct BfApiHeader *prev_api;
+} BfApiHeader;
+
+typedef void (*BfSetError)(void *ctx, const char *kind, const char *message);
+
+typedef struct {
+  BfApiHeader header;
+  int (*managed_tensor_allocator)(DLTensor *prototype, BfManaged **out,
+                                  void *error_ctx, BfSetError set_error);
+  int (*managed_tensor_from_py_object_no_sync)(void *py_object,
+                                               BfManaged **out);
+  int (*managed_tensor_to_py_object_no_sync)(BfManaged *tensor,
+                                             void **out_py_object);
+  int (*dltensor_from_py_object_no_sync)(void *py_object, DLTensor *out);
+  int (*current_work_stream)(DLDeviceType type, int32_t id, void **stream);
+} BfExchangeApi;
+
+/* bitfold_launch_prepared (runtime/bitfold.h): 0 = queued. */
+typedef int (*BfLaunch)(const void *prepared, const void *const *data,
+                        void *stream);
+
+enum { kMaxArgs = 12, kMaxDims = 8, kMaxSlots = 16, kMaxOuts = 4 };
+#define ENTRY_CAPSULE "bitfold.fast.entry"
+
+/* A registered site: what a warm call at its layout launches. */
+typedef struct {
+  const void *prepared; /* bitfold_prepared*, owned by the site's launcher */
+  BfLaunch launch;      /* of the library the handle came from */
+  int refusal;          /* 1: a remembered refusal, served by the chain */
+  int verified;         /* compared with eager (verify="once" needs it) */
+  int numSlots;
+  int8_t slot[kMaxSlots]; /* >= 0: argument index; < 0: output -slot-1 */
+  int numOuts;
+  int8_t outArg[kMaxOuts];  /* the argument whose shape and device it takes */
+  int8_t inPlace[kMaxOuts]; /* 1: the output is that argument (out=, an alias) */
+  DLDataType outType[kMaxOuts];
+} Entry;
+
+static const BfExchangeApi *api;
+static PyObject *tensorType, *parameterType, *gradEnabled, *capturing;
+static PyObject *sRequiresGrad, *sLaunches, *sOne;
+static long long served; /* warm calls served here (tests, bench) */
+
+/* The key of one call: every argument's kind and value or layout. */
+typedef struct {
+  char bytes[2048];
+  size_t len;
+  DLTensor dl[kMaxArgs];
+  int isTensor[kMaxArgs];
+  int firstTensor;
+} Key;
+
+static int put(Key *k, const void *p, size_t n) {
+  if (k->len + n > sizeof k->bytes)
+    return 0;
+  memcpy(k->bytes + k->len, p, n);
+  k->len += n;
+  return 1;
+}
+
+static int isPlainTensor(PyObject *o) {
+  PyObject *t = (PyObject *)Py_TYPE(o);
+  return t == tensorType || t == parameterType;
+}
+
+/* A tensor's part of the key: dtype, device, shape and strides (elements). */
+static int putTensor(Key *k, int i, PyObject *o) {
+  DLTensor *d = &k->dl[i];
+  if (api->dltensor_from_py_object_no_sync(o, d) != 0)
+    return -1;
+  if (d->ndim < 0 || d->ndim > kMaxDims)
+    return 0;
+  int64_t strides[kMaxDims];
+  int64_t step = 1;
+  for (int j = d->ndim - 1; j >= 0; --j) {
+    strides[j] = d->strides ? d->strides[j] : step;
+    step *= d->shape[j];
+  }
+  char tag = 'T';
+  int32_t dev[2] = {(int32_t)d->device.device_type, d->device.device_id};
+  uint8_t nd = (uint8_t)d->ndim;
+  k->isTensor[i] = 1;
+  if (k->firstTensor < 0)
+    k->firstTensor = i;
+  return put(k, &tag, 1) && put(k, &d->dtype, sizeof d->dtype) &&
+         put(k, dev, sizeof dev) && put(k, &nd, 1) &&
+         put(k, d->shape, 8 * (size_t)nd) && put(k, strides, 8 * (size_t)nd);
+}
+
+/* One argument into the key: 1 done, 0 not a kind this file keys (the
+ * Python path serves the call), -1 a Python error. */
+static int putArg(Key *k, int i, PyObject *o) {
+  if (o == Py_None)
+    return put(k, "N", 1);
+  if (PyBool_Check(o)) {
+    char b[2] = {'B', (char)(o == Py_True)};
+    return put(k, b, 2);
+  }
+  if (PyFloat_CheckExact(o)) {
+    double v = PyFloat_AsDouble(o);
+    return put(k, "F", 1) && put(k, &v, sizeof v);
+  }
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    return !overflow && put(k, "I", 1) && put(k, &v, sizeof v);
+  }
+  if (PyUnicode_CheckExact(o)) {
+    Py_ssize_t n = 0;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (!s)
+      return -1;
+    uint32_t len = (uint32_t)n;
+    return n <= 256 && put(k, "S", 1) && put(k, &len, 4) && put(k, s, (size_t)n);
+  }
+  if (isPlainTensor(o))
+    return putTensor(k, i, o);
+  return 0;
+}
+
+/* The key of the argument tuple a: 1, 0 (not keyed), -1 (error). */
+static int buildKey(Key *k, PyObject *a) {
+  k->len = 0;
+  k->firstTensor = -1;
+  Py_ssize_t n = PyTuple_Size(a);
+  if (n < 0)
+    return -1;
+  if (n > kMaxArgs)
+    return 0;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    k->isTensor[i] = 0;
+    int r = putArg(k, (int)i, PyTuple_GetItem(a, i));
+    if (r <= 0)
+      return r;
+  }
+  return k->firstTensor >= 0;
+}
+
+static PyObject *keyBytes(const Key *k) {
+  return PyBytes_FromStringAndSize(k->bytes, (Py_ssize_t)k->len);
+}
+
+/* ---- the warm call ------------------------------------------------------ */
+
+/* 1 when a tensor argument needs grad while grad mode is on. */
+static int needsGrad(const Key *k, PyObject *a) {
+  PyObject *on = PyObject_CallNoArgs(gradEnabled);
+  if (!on)
+    return -1;
+  int enabled = on == Py_True;
+  Py_DECREF(on);
+  if (!enabled)
+    return 0;
+  for (Py_ssize_t i = 0; i < PyTuple_Size(a); ++i) {
+    if (!k->isTensor[i])
+      continue;
+    PyObject *rg = PyObject_GetAttr(PyTuple_GetItem(a, i), sRequiresGrad);
+    if (!rg)
+      return -1;
+    int need = rg == Py_True;
+    Py_DECREF(rg);
+    if (need)
+      return 1;
+  }
+  return 0;
+}
+
+static void setError(void *ctx, const char *kind, const char *message) {
+  (void)ctx;
+  PyErr_Format(PyExc_RuntimeError, "%s: %s", kind, message);
+}
+
+/* e's outputs into outs[] (new references) and their addresses: fresh
+ * ones from torch's allocator, in-place ones the arguments themselves. */
+static int allocate(const Entry *e, const Key *k, PyObject *a,
+                    PyObject **outs, void **data) {
+  for (int j = 0; j < e->numOuts; ++j) {
+    const DLTensor *like = &k->dl[e->outArg[j]];
+    if (e->inPlace[j]) {
+      outs[j] = Py_NewRef(PyTuple_GetItem(a, e->outArg[j]));
+      data[j] = (char *)like->data + like->byte_offset;
+      continue;
+    }
+    DLTensor proto = {0};
+    proto.device = like->device;
+    proto.ndim = like->ndim;
+    proto.dtype = e->outType[j];
+    proto.shape = like->shape;
+    BfManaged *m = NULL;
+    void *obj = NULL;
+    if (api->managed_tensor_allocator(&proto, &m, NULL, setError) != 0)
+      return -1;
+    data[j] = (char *)m->dl_tensor.data + m->dl_tensor.byte_offset;
+    if (api->managed_tensor_to_py_object_no_sync(m, &obj) != 0)
+      return -1;
+    outs[j] = (PyObject *)obj;
+  }
+  return 0;
+}
+
+/* The current stream of the launch's device (NULL for host tensors, as the
+ * fake driver of the CPU tests takes them); 1 = a CUDA graph capture is on. */
+static int currentStream(const DLTensor *x, void **stream) {
+  *stream = NULL;
+  if (x->device.device_type != kDLCUDA)
+    return 0;
+  if (capturing != Py_None) {
+    PyObject *on = PyObject_CallNoArgs(capturing);
+    if (!on)
+      return -1;
+    int capture = on == Py_True;
+    Py_DECREF(on);
+    if (capture)
+      return 1; /* a launch may load a module: the Python path relaxes it */
+  }
+  return api->current_work_stream(kDLCUDA, x->device.device_id, stream);
+}
+
+/* counts[name] += 1 (a counter must not fail the call it counts). */
+static void bump(PyObject *counts, PyObject *name) {
+  PyObject *n = PyDict_GetItemWithError(counts, name);
+  PyObject *sum = n ? PyNumber_Add(n, sOne) : Py_NewRef(sOne);
+  if (sum) {
+    PyDict_SetItem(counts, name, sum);
+    Py_DECREF(sum);
+  }
+  PyErr_Clear();
+  ++served;
+}
+
+/* Launches e (a launcher site) on the call's tensors; its outputs, or None
+ * where the Python path must serve the call. */
+static PyObject *launchEntry(const Entry *e, const Key *k, PyObject *a,
+                             PyObject *counts) {
+  int grad = needsGrad(k, a);
+  if (grad != 0)
+    return grad < 0 ? NULL : Py_NewRef(Py_None);
+  void *stream = NULL;
+  int capture = currentStream(&k->dl[k->firstTensor], &stream);
+  if (capture != 0)
+    return capture < 0 ? NULL : Py_NewRef(Py_None);
+  PyObject *outs[kMaxOuts] = {0};
+  void *outData[kMaxOuts] = {0};
+  const void *addr[kMaxSlots];
+  PyObject *result = NULL;
+  if (allocate(e, k, a, outs, outData) != 0)
+    goto done;
+  for (int s = 0; s < e->numSlots; ++s) {
+    int8_t v = e->slot[s];
+    addr[s] = v >= 0 ? (const char *)k->dl[v].data + k->dl[v].byte_offset
+                     : outData[-v - 1];
+  }
+  int rc;
+  Py_BEGIN_ALLOW_THREADS;
+  rc = e->launch(e->prepared, addr, stream);
+  Py_END_ALLOW_THREADS;
+  if (rc != 0) {
+    result = Py_NewRef(Py_None); /* the checked path says why */
+    goto done;
+  }
+  bump(counts, sLaunches);
+  if (e->numOuts == 1) {
+    result = outs[0];
+    outs[0] = NULL;
+  } else {
+    result = PyTuple_New(e->numOuts);
+    for (int j = 0; result && j < e->numOuts; ++j) {
+      PyTuple_SetItem(result, j, outs[j]); /* steals */
+      outs[j] = NULL;
+    }
+  }
+done:
+  for (int j = 0; j < kMaxOuts; ++j)
+    Py_XDECREF(outs[j]);
+  return result;
+}
+
+/* A remembered refusal: counted under its reason, served by the chain. */
+static PyObject *refusedEntry(PyObject *site, PyObject *a) {
+  PyObject *chain = PyTuple_GetItem(site, 1);
+  PyObject *counts = PyTuple_GetItem(site, 2);
+  PyObject *reason = PyTuple_GetItem(site, 3);
+  if (!chain || !counts || !reason)
+    return NULL;
+  bump(counts, reason);
+  return PyObject_CallObject(chain, a);
+}
+
+/* run(sites, a, unverified_ok, auto) -> result or None. */
+static PyObject *run(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *sites, *a;
+  int unverifiedOk, autoMode;
+  if (!api || !PyArg_ParseTuple(args, "O!O!pp", &PyDict_Type, &sites,
+                                &PyTuple_Type, &a, &unverifiedOk, &autoMode))
+    return api ? NULL : Py_NewRef(Py_None);
+  Key k;
+  int r = buildKey(&k, a);
+  if (r <= 0)
+    return r < 0 ? NULL : Py_NewRef(Py_None);
+  PyObject *key = keyBytes(&k);
+  if (!key)
+    return NULL;
+  PyObject *site = PyDict_GetItemWithError(sites, key);
+  Py_DECREF(key);
+  if (!site)
+    return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+  Py_INCREF(site); /* the launch runs without the GIL: keep the handle */
+  PyObject *result = Py_NewRef(Py_None);
+  const Entry *e = PyCapsule_GetPointer(PyTuple_GetItem(site, 0),
+                                        ENTRY_CAPSULE);
+  if (!e) {
+    Py_CLEAR(result);
+  } else if (e->refusal ? autoMode : (e->verified || unverifiedOk)) {
+    Py_DECREF(result);
+    result = e->refusal ? refusedEntry(site, a)
+                        : launchEntry(e, &k, a, PyTuple_GetItem(site, 2));
+  }
+  Py_DECREF(site);
+  return result;
+}
+
+/* ---- registration (the Python path, after its own launch) --------------- */
+
+/* key(a) -> the bytes a registered site of a is stored under, or None. */
+static PyObject *key(PyObject *self, PyObject *a) {
+  (void)self;
+  if (!api || !PyTuple_Check(a))
+    return Py_NewRef(Py_None);
+  Key k;
+  int r = buildKey(&k, a);
+  if (r <= 0)
+    return r < 0 ? NULL : Py_NewRef(Py_None);
+  return keyBytes(&k);
+}
+
+static void freeEntry(PyObject *capsule) {
+  PyMem_Free(PyCapsule_GetPointer(capsule, ENTRY_CAPSULE));
+}
+
+static int fillOuts(Entry *e, PyObject *outs) {
+  e->numOuts = (int)PyTuple_Size(outs);
+  if (e->numOuts < 0 || e->numOuts > kMaxOuts)
+    return -1;
+  for (int j = 0; j < e->numOuts; ++j) {
+    /* (argument, example, in place) */
+    PyObject *spec = PyTuple_GetItem(outs, j);
+    DLTensor d;
+    long arg = spec ? PyLong_AsLong(PyTuple_GetItem(spec, 0)) : -1;
+    PyObject *example = arg >= 0 ? PyTuple_GetItem(spec, 1) : NULL;
+    PyObject *inPlace = example ? PyTuple_GetItem(spec, 2) : NULL;
+    if (arg >= kMaxArgs || !inPlace ||
+        api->dltensor_from_py_object_no_sync(example, &d))
+      return -1;
+    e->outArg[j] = (int8_t)arg;
+    e->inPlace[j] = (int8_t)(inPlace == Py_True);
+    e->outType[j] = d.dtype;
+  }
+  return 0;
+}
+
+/* entry(prepared, launch, slots, outs, verified) -> a launcher site's C
+ * part; entry(None, None, (), (), refused=True) -> a refusal's. */
+static PyObject *entry(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *prepared, *launch, *slots, *outs;
+  int verified, refusal = 0;
+  if (!PyArg_ParseTuple(args, "OOO!O!p|p", &prepared, &launch, &PyTuple_Type,
+                        &slots, &PyTuple_Type, &outs, &verified, &refusal))
+    return NULL;
+  Entry *e = PyMem_Calloc(1, sizeof *e);
+  if (!e)
+    return PyErr_NoMemory();
+  e->refusal = refusal;
+  e->verified = verified;
+  e->numSlots = (int)PyTuple_Size(slots);
+  int bad = !api || e->numSlots > kMaxSlots ||
+            (!refusal && (fillOuts(e, outs) != 0 || prepared == Py_None));
+  for (int s = 0; !bad && s < e->numSlots; ++s) {
+    long v = PyLong_AsLong(PyTuple_GetItem(slots, s));
+    bad = (v == -1 && PyErr_Occurred()) || v < -kMaxOuts || v >= kMaxArgs ||
+          (v < 0 && -v - 1 >= e->numOuts);
+    e->slot[s] = (int8_t)v;
+  }
+  if (!bad && !refusal) {
+    e->prepared = PyLong_AsVoidPtr(prepared);
+    e->launch = (BfLaunch)PyLong_AsVoidPtr(launch);
+    bad = !e->prepared || !e->launch;
+  }
+  if (bad) {
+    PyMem_Free(e);
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "bitfold fast entry: bad layout");
+    return NULL;
+  }
+  PyObject *c = PyCapsule_New(e, ENTRY_CAPSULE, freeEntry);
+  if (!c)
+    PyMem_Free(e);
+  return c;
+}
+
+/* init(exchange_api_capsule, Tensor, Parameter, is_grad_enabled,
+ *      is_current_stream_capturing or None) -> None. */
+static PyObject *init(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *capsule, *t, *p, *g, *c;
+  if (!PyArg_ParseTuple(args, "OOOOO", &capsule, &t, &p, &g, &c))
+    return NULL;
+  const BfExchangeApi *x = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+  if (!x)
+    return NULL;
+  if (x->header.version.major != 1 || !x->dltensor_from_py_object_no_sync ||
+      !x->managed_tensor_allocator || !x->managed_tensor_to_py_object_no_sync ||
+      !x->current_work_stream) {
+    PyErr_Format(PyExc_RuntimeError,
+                 "DLPack exchange API %u.%u without the functions bitfold uses",
+                 x->header.version.major, x->header.version.minor);
+    return NULL;
+  }
+  PyObject **slots[4] = {&tensorType, &parameterType, &gradEnabled,
+                         &capturing};
+  PyObject *given[4] = {t, p, g, c};
+  for (int i = 0; i < 4; ++i) {
+    PyObject *old = *slots[i];
+    *slots[i] = Py_NewRef(given[i]);
+    Py_XDECREF(old);
+  }
+  api = x;
+  Py_RETURN_NONE;
+}
+
+static PyObject *servedCalls(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromLongLong(served);
+}
+
+static PyMethodDef methods[] = {
+    {"init", init, METH_VARARGS, "Binds the DLPack exchange API and torch."},
+    {"run", run, METH_VARARGS, "A warm call: its result, or None."},
+    {"key", key, METH_O, "The site key of an argument tuple, or None."},
+    {"entry", entry, METH_VARARGS, "A site's C part (a capsule)."},
+    {"served", servedCalls, METH_NOARGS, "Warm calls served here so far."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bitfold_fast",
+                                    "bitfold.torch's warm calls in C.", -1,
+                                    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__bitfold_fast(void) {
+  sRequiresGrad = PyUnicode_InternFromString("requires_grad");
+  sLaunches = PyUnicode_InternFromString("launches");
+  sOne = PyLong_FromLong(1);
+  if (!sRequiresGrad || !sLaunches || !sOne)
+    return NULL;
+  return PyModule_Create(&module);
+}
