@@ -127,6 +127,30 @@ class WarmCallInC(unittest.TestCase):
         self.assertIs(h, r2, "h aliases residual: the caller's tensor")
         self.assertIs(y2, x2, "y aliases x")
 
+    def test_channels_last_outputs_are_allocated_in_their_layout(self):
+        from test_fake_launch import FakeLaunch
+        fake = ctypes.CDLL(FAKE_CUDA)
+        fake.fake_cuda_last_launch.restype = FakeLaunch
+        cl = torch.channels_last_3d
+        c = rand(1, 96, 2, 4, 4).contiguous(memory_format=cl)
+        g, b = rand(96, 1, 1, 1, seed=1), rand(96, seed=2)
+        # name: (call, the parameters to record: at most the kernel's, and
+        # the output's address among them: pointer and row stride pairs first)
+        calls = {"wan_rmsnorm_silu": (lambda x: self.bt.wan_rmsnorm_silu(x, g, None, None, "f32"),
+                                      5),
+                 "conv_bias": (lambda x: self.bt.conv_bias(x, b, x), 7)}
+        for name, (call, params) in calls.items():
+            call(c)
+            c2 = rand(1, 96, 2, 4, 4, seed=3).contiguous(memory_format=cl)
+            fake.fake_cuda_expect_params.argtypes = [ctypes.c_int]
+            fake.fake_cuda_expect_params(params)
+            y, n = self.served(lambda: call(c2))
+            self.assertEqual(n, 1, name)
+            self.assertEqual(y.shape, c2.shape)
+            self.assertTrue(y.is_contiguous(memory_format=cl), f"{name}: {y.stride()}")
+            self.assertIn(y.data_ptr(), list(fake.fake_cuda_last_launch().params), name)
+            self.assertEqual(self.bt.stats()[name]["fallbacks"], {})
+
     def test_grad_is_the_python_paths_and_keeps_the_graph(self):
         x, sc, sh = ln_inputs()
         self.bt.ln_modulate(x, sc, sh, 1e-6)

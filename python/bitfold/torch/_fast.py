@@ -80,16 +80,24 @@ def _arg_of(a, t):
     return hits[0] if len(hits) == 1 else None
 
 
+def _memory_order(y):
+    """y's dims slowest first, where y is dense in that order (contiguous,
+    channels-last, ...); None where it is not dense."""
+    order = tuple(sorted(range(y.dim()), key=lambda d: -y.stride(d)))
+    return order if y.permute(order).is_contiguous() else None
+
+
 def _out_spec(a, y):
-    """(argument, y, in place) of an output: the argument it is (out=, an
-    output written over an input), or for a fresh contiguous one the
+    """(argument, y, in place, memory order) of an output: the argument it
+    is (out=, an output written over an input), or for a fresh dense one the
     argument it takes its shape and device from; None where neither."""
+    order = _memory_order(y)
     i = next((i for i, v in enumerate(a) if v is y), None)
     if i is not None:
-        return i, y, True
+        return i, y, True, order or ()
     i = next((i for i, v in enumerate(a) if _plain(v) and v.shape == y.shape
               and v.device == y.device), None)
-    return (i, y, False) if i is not None and y.is_contiguous() else None
+    return (i, y, False, order) if i is not None and order is not None else None
 
 
 def _slots(a, outs, ts):
