@@ -76,7 +76,7 @@ typedef struct {
 
 static const BfExchangeApi *api;
 static PyObject *tensorType, *parameterType, *gradEnabled, *capturing;
-static PyObject *sRequiresGrad, *sLaunches, *sOne;
+static PyObject *sRequiresGrad, *sLaunches, *sIsNeg, *sOne;
 static long long served; /* warm calls served here (tests, bench) */
 
 /* The key of one call: every argument's kind and value or layout. */
@@ -103,9 +103,18 @@ static int isPlainTensor(PyObject *o) {
 
 /* A tensor's part of the key: dtype, device, shape and strides (elements). */
 static int putTensor(Key *k, int i, PyObject *o) {
+  PyObject *neg = PyObject_CallMethodObjArgs(o, sIsNeg, NULL);
+  int lazyNegation = neg == Py_True;
+  Py_XDECREF(neg);
+  if (!neg || lazyNegation) {
+    PyErr_Clear(); /* its memory holds the values negated: Python's */
+    return 0;
+  }
   DLTensor *d = &k->dl[i];
-  if (api->dltensor_from_py_object_no_sync(o, d) != 0)
-    return -1;
+  if (api->dltensor_from_py_object_no_sync(o, d) != 0) {
+    PyErr_Clear(); /* not DLPack-able (meta, sparse, conj ...): Python's */
+    return 0;
+  }
   if (d->ndim < 0 || d->ndim > kMaxDims)
     return 0;
   int64_t strides[kMaxDims];
@@ -523,8 +532,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bitfold_fast",
 PyMODINIT_FUNC PyInit__bitfold_fast(void) {
   sRequiresGrad = PyUnicode_InternFromString("requires_grad");
   sLaunches = PyUnicode_InternFromString("launches");
+  sIsNeg = PyUnicode_InternFromString("is_neg");
   sOne = PyLong_FromLong(1);
-  if (!sRequiresGrad || !sLaunches || !sOne)
+  if (!sRequiresGrad || !sLaunches || !sIsNeg || !sOne)
     return NULL;
   return PyModule_Create(&module);
 }

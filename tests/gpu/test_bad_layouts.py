@@ -3,7 +3,7 @@ launches with the eager chain's bits or falls back to that chain (counted,
 with a reason); never a wrong result or a crash.
 
 Hostile: arbitrary permutations, expanded (stride 0) and broadcast
-operands, overlapping views (as_strided), slices. The binding's side of
+operands, overlapping views (as_strided), slices, a lazily negated view. The binding's side of
 it (which views bind and that each element is addressed exactly) is
 tests/runtime/BadLayoutBindingTest.cpp; this file is the same walk on the
 GPU against the live eager chains.
@@ -63,6 +63,9 @@ def hostile_views(base):
     out.append(("overlapping rows", wide.as_strided((b, s, d), (s * d // 2, d // 2, 1))))
     out.append(("columns 2 apart", torch.cat([base, base], -1)[..., ::2]))
     out.append(("sliced rows", torch.cat([base, base], -1)[..., :d]))
+    # base's layout and memory, read as -base (z.conj().imag makes such):
+    # after base itself (storage order (0, 1, 2)), at a layout already served.
+    out.append(("negated view", torch._neg_view(base)))
     return out
 
 

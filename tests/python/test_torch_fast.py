@@ -221,6 +221,23 @@ class WarmCallInC(unittest.TestCase):
         with self.assertRaises(self.bt.BitfoldFallback):
             self.bt.ln_modulate(x, sc, sh, 1e-6)
 
+    def test_tensors_dlpack_cannot_describe_take_the_python_path(self):
+        x, sc, sh = (t.to("meta") for t in ln_inputs())
+        for _ in range(2):
+            y, n = self.served(lambda: self.bt.ln_modulate(x, sc, sh, 1e-6))
+            self.assertEqual((n, y.device.type, y.shape), (0, "meta", x.shape))
+
+    def test_a_negated_view_is_refused_at_a_layout_served_in_c(self):
+        x, sc, sh = ln_inputs()
+        self.bt.ln_modulate(x, sc, sh, 1e-6)
+        xv = torch._neg_view(x)  # x's layout and memory, read as -x (z.conj().imag makes such)
+        ref = self.bt._eager.ln_modulate(-x, sc, sh, 1e-6)
+        for _ in range(3):
+            y, n = self.served(lambda: self.bt.ln_modulate(xv, sc, sh, 1e-6))
+            self.assertEqual(n, 0)
+            self.assertTrue(torch.equal(y, ref))
+        self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"unsupported": 3})
+
     def test_reset_stats_drops_the_c_sites_too(self):
         x, sc, sh = ln_inputs()
         self.bt.ln_modulate(x, sc, sh, 1e-6)
@@ -238,6 +255,10 @@ class WarmCallInC(unittest.TestCase):
         self.assertIsNone(self.fast.key((rand(*[1] * 9),)))  # more dims than the key holds
         self.assertIsNone(self.fast.key((t.as_subclass(torch.Tensor).view(4, 1)[:, 0]
                                          .as_subclass(type("Sub", (torch.Tensor,), {})),)))
+        self.assertIsNone(self.fast.key((torch.empty(4, device="meta"),)))
+        neg = torch.randn(4, dtype=torch.complex64).conj().imag  # a lazily negated view
+        self.assertTrue(neg.is_neg())
+        self.assertIsNone(self.fast.key((neg,)))
         a, b = self.fast.key((t, 1e-6, None, "x")), self.fast.key((t, 1e-6, None, "f32"))
         self.assertNotEqual(a, b)
         self.assertNotEqual(self.fast.key((t, 0.0)), self.fast.key((t, -0.0)))

@@ -176,6 +176,9 @@ def _guard(tensors, words=_DT_WORD):
         return "requires_grad", "bitfold ops have no autograd; eager keeps the graph"
     if x.numel() == 0:
         return "empty", f"an empty tensor of shape {tuple(x.shape)}"
+    if any(t.is_neg() for t in tensors):
+        return "unsupported", ("a negative-bit view (lazy negation, such as z.conj().imag): "
+                               "its memory holds the values negated")
     return "unknown", "no guard matched"
 
 
@@ -189,7 +192,7 @@ def _ready(tensors, words=_DT_WORD):
     dev = x.get_device()
     if x.dtype in words and (dev >= 0 or _ALLOW_HOST) and x.numel():
         for t in tensors:
-            if t.get_device() != dev:
+            if t.get_device() != dev or t.is_neg():
                 break
         else:
             if not _grad_enabled() or not _needs_grad(tensors):
@@ -206,26 +209,27 @@ def _needs_grad(tensors):
 
 def _key(ts, scalar):
     """The site key of operands ts and a scalar: what the launch metadata
-    and the kernel choice are a function of (unrolled: this is most of a
-    warm call's Python time)."""
+    and the kernel choice are a function of, and each tensor's negative bit
+    (a lazily negated view is refused, not launched on its raw memory);
+    unrolled: this is most of a warm call's Python time."""
     if len(ts) == 4:  # a 3-operand op with out=
         a, b, c, d = ts
-        return (scalar, a.dtype, a.shape, a.stride(), a.get_device(),
-                b.dtype, b.shape, b.stride(), b.get_device(),
-                c.dtype, c.shape, c.stride(), c.get_device(),
-                d.dtype, d.shape, d.stride(), d.get_device())
+        return (scalar, a.dtype, a.shape, a.stride(), a.get_device(), a.is_neg(),
+                b.dtype, b.shape, b.stride(), b.get_device(), b.is_neg(),
+                c.dtype, c.shape, c.stride(), c.get_device(), c.is_neg(),
+                d.dtype, d.shape, d.stride(), d.get_device(), d.is_neg())
     if len(ts) == 3:
         a, b, c = ts
-        return (scalar, a.dtype, a.shape, a.stride(), a.get_device(),
-                b.dtype, b.shape, b.stride(), b.get_device(),
-                c.dtype, c.shape, c.stride(), c.get_device())
+        return (scalar, a.dtype, a.shape, a.stride(), a.get_device(), a.is_neg(),
+                b.dtype, b.shape, b.stride(), b.get_device(), b.is_neg(),
+                c.dtype, c.shape, c.stride(), c.get_device(), c.is_neg())
     if len(ts) == 2:
         a, b = ts
-        return (scalar, a.dtype, a.shape, a.stride(), a.get_device(),
-                b.dtype, b.shape, b.stride(), b.get_device())
+        return (scalar, a.dtype, a.shape, a.stride(), a.get_device(), a.is_neg(),
+                b.dtype, b.shape, b.stride(), b.get_device(), b.is_neg())
     key = (scalar,)
     for t in ts:
-        key += (t.dtype, t.shape, t.stride(), t.get_device())
+        key += (t.dtype, t.shape, t.stride(), t.get_device(), t.is_neg())
     return key
 
 
@@ -235,8 +239,8 @@ def _key_source(names, tag, out):
     `out` where it is not None (out None: no out= operand); tag is the
     key's scalar part as source text."""
     def key(names):
-        fields = "".join(f" {t}.dtype, {t}.shape, {t}.stride(), {t}.get_device(),"
-                         for t in names)
+        fields = "".join(f" {t}.dtype, {t}.shape, {t}.stride(), {t}.get_device(), "
+                         f"{t}.is_neg()," for t in names)
         return f"({tag},{fields})"
     if out is None:
         return key(names)
