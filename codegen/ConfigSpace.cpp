@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <set>
 
 using namespace bitfold;
@@ -54,6 +55,17 @@ constexpr int64_t kOutputLoopBytes = 192;
 /// estimateRegisters).
 constexpr int64_t kStreamedLoadRegisters = 128;
 
+/// A one-pass config gets a shared-row twin (TileConfig::sharedRow) in the
+/// config space where its row in registers is estimated above this many
+/// registers per thread: there the register file, not the memory system,
+/// bounds the CTAs an SM runs (hf_rmsnorm r2.t32.v4.p1 at 4096 columns:
+/// 216 registers, 4 CTAs of 64 threads per SM).
+constexpr int kSharedRowTwinRegisters = 128;
+/// Shared-row twins unroll at most this many elements of a row per thread
+/// (their fold and outputs stay unrolled; 512 would double the SASS of the
+/// largest one-pass kernel of the seed shapes).
+constexpr int64_t kSharedRowTwinElements = 256;
+
 llvm::Error illegal(const TileConfig &c, const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "config " + c.str() + ": " + why);
@@ -79,6 +91,30 @@ void codegen::loadsOf(const KernelDef &def, const ExprNode *root,
     for (const dsl::Expr &a : n->args)
       stack.push_back(a.get());
   }
+}
+
+namespace {
+/// The operands the folds and the outputs load per element (loadsOf).
+void phaseLoads(const KernelDef &def, std::set<int> &foldLoads,
+                std::set<int> &outLoads) {
+  for (const dsl::FoldDecl &f : def.folds)
+    loadsOf(def, f.input.get(), foldLoads);
+  for (const dsl::OperandDecl &o : def.operands)
+    if (o.isOutput)
+      for (const dsl::Expr &v : dsl::outputValues(o))
+        loadsOf(def, v.get(), outLoads);
+}
+} // namespace
+
+std::set<int> codegen::sharedRowOperands(const KernelDef &def) {
+  std::set<int> foldLoads, outLoads, both;
+  phaseLoads(def, foldLoads, outLoads);
+  for (int i : foldLoads)
+    if (outLoads.count(i) &&
+        def.operands[i].layout == dsl::Layout::RowMajor &&
+        def.operands[i].map == dsl::IndexMap::PerElement)
+      both.insert(i);
+  return both;
 }
 
 bool FoldPlan::needsShared() const {
@@ -204,6 +240,8 @@ llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
     return illegal(c, "vector width above 16 elements");
   if (def.folds.empty() && c.twoPass && !dsl::isChannelsFirst(def))
     return illegal(c, "two passes need a fold");
+  if (c.sharedRow && (dsl::isChannelsFirst(def) || c.pixelsPerThread != 1))
+    return illegal(c, "a shared row stages row-major rows only");
   return checkStridedAxisConfig(def, D, c);
 }
 
@@ -287,6 +325,9 @@ llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
   const int64_t D = plan.cols;
   const int P = c.threadsPerRow, W = c.vectorElems;
   if (!def.folds.empty() && !c.twoPass) {
+    if (c.sharedRow && sharedRowOperands(def).empty())
+      return illegal(c, "a shared row needs an operand that both the fold "
+                        "and the outputs load per element");
     const FoldPlan &f0 = plan.folds[0];
     for (size_t f = 1; f < plan.folds.size(); ++f)
       if (plan.folds[f].T != f0.T || plan.folds[f].V != f0.V ||
@@ -300,6 +341,9 @@ llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
     plan.outputUsesFoldMapping = true;
     return llvm::Error::success();
   }
+  if (c.sharedRow)
+    return illegal(c, "a shared row needs one pass and a fold (its outputs "
+                      "read back the fold's loads)");
   if (D % W != 0)
     return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
                                     "vector width {1}",
@@ -354,6 +398,10 @@ unsigned sharedMemory(const KernelDef &def, const Plan &plan) {
     if (plan.folds[f].needsShared())
       smem += R * P * unsigned(plan.folds[f].k) * F * 4;
   }
+  if (plan.config.sharedRow) // EmitOutputs' staged rows, one per operand
+    for (int i : sharedRowOperands(def))
+      smem += R * unsigned(plan.cols) *
+              unsigned(dsl::dtypeBytes(def.operands[i].dtype));
   return smem;
 }
 
@@ -474,12 +522,7 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
   const int64_t D = plan.cols;
   const int P = plan.config.threadsPerRow;
   std::set<int> foldLoads, outLoads;
-  for (const dsl::FoldDecl &f : def.folds)
-    loadsOf(def, f.input.get(), foldLoads);
-  for (const dsl::OperandDecl &o : def.operands)
-    if (o.isOutput)
-      for (const dsl::Expr &v : dsl::outputValues(o))
-        loadsOf(def, v.get(), outLoads);
+  phaseLoads(def, foldLoads, outLoads);
   int64_t perThread = (D + P - 1) / P;
   // Channels-first, o pixels per thread: o copies of a pixel's state and
   // of each kept column of an image (ptxas -v: about o times the registers
@@ -497,7 +540,7 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
     est += 2 * int(def.folds[f].combiner->numFields()) * int(dataLanes) *
            fp.acc * o;
   }
-  if (plan.outputUsesFoldMapping) {
+  if (plan.outputUsesFoldMapping && !plan.config.sharedRow) {
     int kept = 0;
     for (int i : foldLoads)
       kept += !outLoads.count(i)                                     ? 0
@@ -505,9 +548,10 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
                                                                      : 1;
     est += int(perThread * std::max(kept, 1));
   } else if (!def.folds.empty()) {
-    // Two passes keep nothing for the output phase, and a lane's pushes
-    // consume its loads in order, so ptxas streams them: count a thread's
-    // fold loads up to kStreamedLoadRegisters. Uncapped, f32 rows with a
+    // Two passes (and a shared row) keep nothing for the output phase in
+    // registers, and a lane's pushes consume its loads in order, so ptxas
+    // streams them: count a thread's fold loads up to
+    // kStreamedLoadRegisters. Uncapped, f32 rows with a
     // residual at D ~3600..8160 (T = 32 lanes, 8 bytes per column) had no
     // legal config; ptxas fits them without spills even at 64 registers
     // (1024 threads; tests/codegen/CodegenTest.cpp checks the configs).
@@ -603,11 +647,34 @@ llvm::Error codegen::checkConfig(const KernelDef &def, const ShapeSpec &shape,
 
 namespace {
 
+/// The shared-row twin of one-pass config `c` (TileConfig::sharedRow), if
+/// it is legal and `c` keeps its row in more than kSharedRowTwinRegisters
+/// registers or none fit (t16.v8 at 4096 columns: 256 elements a thread).
+std::optional<TileConfig> sharedRowTwin(const KernelDef &def,
+                                        const ShapeSpec &shape,
+                                        const TileConfig &c) {
+  if (c.twoPass || def.folds.empty() ||
+      shape.cols > kSharedRowTwinElements * c.threadsPerRow)
+    return std::nullopt;
+  llvm::Expected<Plan> p = makePlan(def, shape, c);
+  if (p && p->estimatedRegisters <= kSharedRowTwinRegisters)
+    return std::nullopt;
+  if (!p)
+    llvm::consumeError(p.takeError());
+  TileConfig twin = c;
+  twin.sharedRow = true;
+  if (llvm::errorToBool(checkConfig(def, shape, twin)))
+    return std::nullopt;
+  return twin;
+}
+
 /// The row configs of threads per row in [minP, maxP] that checkConfig
-/// takes, appended to `out`; maxT: the most lanes of any fold.
+/// takes, appended to `out`, their shared-row twins to `twins`; maxT: the
+/// most lanes of any fold.
 void enumerateRowConfigs(const KernelDef &def, const ShapeSpec &shape,
                          int minP, int maxP, int maxT, int64_t roundD,
-                         std::vector<TileConfig> &out) {
+                         std::vector<TileConfig> &out,
+                         std::vector<TileConfig> &twins) {
   for (int passes = 1; passes <= (def.folds.empty() ? 1 : 2); ++passes)
     for (int P = minP; P <= maxP; P *= 2)
       for (int W : {8, 4, 2, 1}) {
@@ -632,6 +699,8 @@ void enumerateRowConfigs(const KernelDef &def, const ShapeSpec &shape,
           if (R * P < 32 || R * P > 1024 || R > 64)
             continue;
           TileConfig c{R, P, W, passes == 2};
+          if (std::optional<TileConfig> twin = sharedRowTwin(def, shape, c))
+            twins.push_back(*twin);
           if (llvm::errorToBool(checkConfig(def, shape, c)))
             continue;
           out.push_back(c);
@@ -647,7 +716,8 @@ std::vector<TileConfig> pruneNarrowVectors(const std::vector<TileConfig> &out) {
     bool wider = false;
     for (const TileConfig &d : out)
       if (d.rowsPerCta == c.rowsPerCta && d.threadsPerRow == c.threadsPerRow &&
-          d.twoPass == c.twoPass && d.vectorElems > c.vectorElems &&
+          d.twoPass == c.twoPass && d.sharedRow == c.sharedRow &&
+          d.vectorElems > c.vectorElems &&
           d.vectorElems >= 4 && c.vectorElems < 4)
         wider = true;
     if (!wider)
@@ -671,11 +741,16 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
   // Rows run on at most 256 threads, unless only more are legal: a fold of
   // 512 lanes over 65536 columns (GroupNorm's block) unrolls at most 128
   // vectors a thread (kMaxUnrolledFoldVectors), so only 512 threads serve it.
-  enumerateRowConfigs(def, shape, 1, 256, maxT, roundD, out);
+  // Shared-row twins come after the rest (sharedRowTwin).
+  std::vector<TileConfig> twins;
+  enumerateRowConfigs(def, shape, 1, 256, maxT, roundD, out, twins);
   if (out.empty() && maxT > 256)
     enumerateRowConfigs(def, shape, 512, std::min(maxT, 1024), maxT, roundD,
-                        out);
-  return pruneNarrowVectors(out);
+                        out, twins);
+  out = pruneNarrowVectors(out);
+  for (const TileConfig &t : pruneNarrowVectors(twins))
+    out.push_back(t);
+  return out;
 }
 
 namespace {
@@ -738,6 +813,7 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
     s -= std::abs(o - pixelsWanted(c)) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
+    s -= c.sharedRow ? 1 : 0;  // not the default before H200 numbers
     if (!def.folds.empty()) {
       double perThread = double(D) / c.threadsPerRow;
       // Outweighs the vector (8 vs 4 elements: 4000) one octave away.

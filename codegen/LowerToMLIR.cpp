@@ -551,6 +551,10 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
     return owned;
   }
   std::vector<Access> mapping;
+  if (plan.config.sharedRow) {
+    stagedOperands = sharedRowOperands(def);
+    rowStage = RowStage::Store;
+  }
   for (size_t f = 0; f < def.folds.size(); ++f) {
     AtLoc at(*this, structLoc("fold " + llvm::Twine(f)), /*structure=*/true);
     if (f == 0 || plan.config.twoPass) {
@@ -571,6 +575,13 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
     emitRolledRowOutputs();
     LLVM::ReturnOp::create(b, loc, ValueRange{});
     return owned;
+  }
+  if (plan.config.sharedRow) {
+    // The fold mapping again, its staged operands read back from shared
+    // memory (each thread its own columns: no barrier); newPhase's memory
+    // clobber keeps LLVM from forwarding the stored values.
+    newPhase();
+    rowStage = RowStage::Load;
   }
   if (!plan.outputUsesFoldMapping) {
     if (!def.folds.empty())
