@@ -319,15 +319,39 @@ llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
   return fp;
 }
 
+/// A shared row (TileConfig::sharedRow) stages what the folds load of the
+/// operands the outputs load too, so it needs a fold and such an operand;
+/// in two passes the fold must load every column (a head/tail fold loads
+/// its row's edges apart) and the row stays unrolled, so its `widest`
+/// share of a thread is bounded as the unrolled two-pass plans' are.
+llvm::Error checkSharedRow(const KernelDef &def, const Plan &plan,
+                           int64_t widest) {
+  const TileConfig &c = plan.config;
+  if (!c.sharedRow)
+    return llvm::Error::success();
+  if (def.folds.empty() || sharedRowOperands(def).empty())
+    return illegal(c, "a shared row needs a fold and an operand that both "
+                      "the fold and the outputs load per element");
+  if (!c.twoPass)
+    return llvm::Error::success();
+  for (const FoldPlan &fp : plan.folds)
+    if (fp.headTail)
+      return illegal(c, "a shared row in two passes needs folds without "
+                        "a head and tail");
+  if (widest > kUnrolledVectors)
+    return illegal(c, llvm::formatv("a shared row in two passes unrolls "
+                                    "{0} vector accesses of a row a thread "
+                                    "(at most {1})",
+                                    widest, kUnrolledVectors));
+  return llvm::Error::success();
+}
+
 /// One pass reuses fold 0's mapping; otherwise W-element chunks.
 llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
   const TileConfig &c = plan.config;
   const int64_t D = plan.cols;
   const int P = c.threadsPerRow, W = c.vectorElems;
   if (!def.folds.empty() && !c.twoPass) {
-    if (c.sharedRow && sharedRowOperands(def).empty())
-      return illegal(c, "a shared row needs an operand that both the fold "
-                        "and the outputs load per element");
     const FoldPlan &f0 = plan.folds[0];
     for (size_t f = 1; f < plan.folds.size(); ++f)
       if (plan.folds[f].T != f0.T || plan.folds[f].V != f0.V ||
@@ -341,9 +365,6 @@ llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
     plan.outputUsesFoldMapping = true;
     return llvm::Error::success();
   }
-  if (c.sharedRow)
-    return illegal(c, "a shared row needs one pass and a fold (its outputs "
-                      "read back the fold's loads)");
   if (D % W != 0)
     return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
                                     "vector width {1}",
@@ -607,6 +628,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   llvm::Expected<int64_t> widest = checkFoldShares(def, c, plan, perThread);
   if (!widest)
     return widest.takeError();
+  if (llvm::Error e = checkSharedRow(def, plan, *widest))
+    return std::move(e);
   if (llvm::Error e = planOutputPhase(def, plan))
     return std::move(e);
   if (llvm::Error e = checkAlignment(def, shape, plan))
@@ -614,7 +637,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   // The register estimate below stays the unrolled plan's, so the config
   // space does not depend on BITFOLD_ROLLED_ROWS.
   const RolledRowsMode mode = rolledRowsMode();
-  const bool mayRoll = !rolled && (def.folds.empty() || c.twoPass);
+  const bool mayRoll =
+      !rolled && !c.sharedRow && (def.folds.empty() || c.twoPass);
   plan.rolledRows =
       mayRoll && mode != RolledRowsMode::Never &&
       ((mode == RolledRowsMode::Always && !def.folds.empty()) ||
@@ -647,15 +671,29 @@ llvm::Error codegen::checkConfig(const KernelDef &def, const ShapeSpec &shape,
 
 namespace {
 
-/// The shared-row twin of one-pass config `c` (TileConfig::sharedRow), if
-/// it is legal and `c` keeps its row in more than kSharedRowTwinRegisters
-/// registers or none fit (t16.v8 at 4096 columns: 256 elements a thread).
+/// The shared-row twin of config `c` (TileConfig::sharedRow), if legal: in
+/// one pass where `c` keeps its row in more than kSharedRowTwinRegisters
+/// registers or none fit (t16.v8 at 4096 columns: 256 elements a thread);
+/// in two passes where its accesses are 16 bytes.
 std::optional<TileConfig> sharedRowTwin(const KernelDef &def,
                                         const ShapeSpec &shape,
                                         const TileConfig &c) {
-  if (c.twoPass || def.folds.empty() ||
+  if (def.folds.empty() ||
       shape.cols > kSharedRowTwinElements * c.threadsPerRow)
     return std::nullopt;
+  if (c.twoPass) {
+    // Two passes: the twin reads the row once from global memory; only
+    // 16-byte output accesses of the staged operands, to bound the space.
+    const std::set<int> staged = sharedRowOperands(def);
+    if (staged.empty() ||
+        c.vectorElems * dtypeBytes(def.operands[*staged.begin()].dtype) != 16)
+      return std::nullopt;
+    TileConfig twin = c;
+    twin.sharedRow = true;
+    if (llvm::errorToBool(checkConfig(def, shape, twin)))
+      return std::nullopt;
+    return twin;
+  }
   llvm::Expected<Plan> p = makePlan(def, shape, c);
   if (p && p->estimatedRegisters <= kSharedRowTwinRegisters)
     return std::nullopt;
@@ -770,6 +808,9 @@ int64_t headTailLaneCount(const KernelDef &def, int64_t cols) {
 TileConfig codegen::defaultConfig(const KernelDef &def,
                                   const ShapeSpec &shape) {
   std::vector<TileConfig> all = enumerateConfigs(def, shape);
+  // Shared-row twins are not the default before H200 timings, also where
+  // their base config does not fit (hf_rmsnorm residual=1 at 5120).
+  std::erase_if(all, [](const TileConfig &c) { return c.sharedRow; });
   if (all.empty())
     return TileConfig{};
   // Folds: one pass, about 32 elements of the row per thread (fewer
@@ -813,7 +854,6 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
     s -= std::abs(o - pixelsWanted(c)) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
-    s -= c.sharedRow ? 1 : 0;  // not the default before H200 numbers
     if (!def.folds.empty()) {
       double perThread = double(D) / c.threadsPerRow;
       // Outweighs the vector (8 vs 4 elements: 4000) one octave away.

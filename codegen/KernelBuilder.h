@@ -37,6 +37,10 @@ struct Access {
   int width = 1;
   mlir::Value col;     ///< index type, clamped; null: never in range.
   mlir::Value inRange; ///< i1, or null when statically in range.
+  /// With inRange: the column before clamping (a shared row's staging
+  /// store goes there, under inRange, so its address keeps the thread's
+  /// constant offsets).
+  mlir::Value unclamped;
   /// A gathered access (channels-first outputs, gatherOutputs): element e
   /// is the one element of parts[e], whose columns need not be adjacent.
   /// Loads, column indices and stores stay the parts'; the elementwise
@@ -224,10 +228,11 @@ private:
   /// A piece's words from `addr`; also stored at `stageAt` where not null
   /// (a shared row's copy).
   void loadBf16Words(Value addr, int piece, std::vector<Value> &out,
-                     Value stageAt = Value());
+                     Value stageAt = Value(), Value when = Value());
   /// One load of `t` (`bytes` aligned) from `addr`, also stored at
-  /// `stageAt` where not null.
-  Value loadStaged(mlir::Type t, Value addr, int bytes, Value stageAt);
+  /// `stageAt` where not null (only where `when`, if not null).
+  Value loadStaged(mlir::Type t, Value addr, int bytes, Value stageAt,
+                   Value when = Value());
   void storeAccess(int operand, const Access &acc, llvm::ArrayRef<Value> v);
   /// Elements one load or store of `operand` moves: at most 16 bytes.
   int pieceElems(int operand, const Access &acc) const {
@@ -245,8 +250,10 @@ private:
   RowStage rowStage = RowStage::None;
   std::set<int> stagedOperands;
   /// Address of element `start` of `acc` in `operand`'s shared row copy
-  /// (one array of rowsPerCta rows per staged operand).
-  Value sharedRowAddr(int operand, const Access &acc, int start);
+  /// (one array of rowsPerCta rows per staged operand); `unclamped`: at
+  /// the access's column before clamping.
+  Value sharedRowAddr(int operand, const Access &acc, int start,
+                      bool unclamped = false);
   /// Channels-first, o > 1 pixels per thread: `operand` is an image whose
   /// loads and stores move the o pixels of a column at once (element e of
   /// an access, pixel q at e * o + q of its loaded values).

@@ -577,14 +577,17 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
     return owned;
   }
   if (plan.config.sharedRow) {
-    // The fold mapping again, its staged operands read back from shared
-    // memory (each thread its own columns: no barrier); newPhase's memory
+    // The staged operands read back from shared memory: in one pass each
+    // thread its own columns (no barrier), in two passes the output
+    // mapping's, which other threads stored (a barrier). newPhase's memory
     // clobber keeps LLVM from forwarding the stored values.
     newPhase();
+    if (plan.config.twoPass)
+      barrier();
     rowStage = RowStage::Load;
   }
   if (!plan.outputUsesFoldMapping) {
-    if (!def.folds.empty())
+    if (!def.folds.empty() && !plan.config.sharedRow)
       newPhase();
     mapping = outputAccesses(0, plan.outChunks);
   }
