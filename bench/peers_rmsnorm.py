@@ -4,9 +4,11 @@ quack's (Tri Dao's CuTe-DSL kernels, `quack.rmsnorm`) and Liger-Kernel's
 bf16, eps 1e-6, L2 flushed (do_bench) and in a steady stream (graph replay
 over rotating buffers; bench_kernels.py's method), beside a same-size copy.
 
-    python3 bench/peers_rmsnorm.py [--out DIR]
+    python3 bench/peers_rmsnorm.py [--out DIR] [--config CFG]
         (on a GPU host with torch and triton; a peer that does not import
-        is listed as absent, not an error)
+        is listed as absent, not an error; --config runs hf_rmsnorm at that
+        tile config, e.g. r1.t32.v4.p1.s1, instead of the default, and
+        names the files peers_rmsnorm-CFG.*)
 
 Exactness: bitfold is compared with HF LlamaRMSNorm's eager chain
 (torch.equal, its contract). The peers compute another formula (the weight
@@ -50,10 +52,14 @@ def hf_eager(x, w):
     return w * h.to(x.dtype)
 
 
+CONFIG = None  # --config: hf_rmsnorm's tile config (None: the default)
+
+
 def case(rt, shape):
     x, w = bk.rnd(shape), bk.rnd(shape[-1:])
     y = torch.empty_like(x)
     k = rt.kernel("hf_rmsnorm")
+    k.set_config(CONFIG)
     return x, w, y, lambda: k.launch([x, w, y], [EPS])
 
 
@@ -112,7 +118,12 @@ def report(rows, names, gpu):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--config", default=None,
+                    help="hf_rmsnorm's tile config (default: the heuristic's)")
     args = ap.parse_args()
+    global CONFIG
+    CONFIG = args.config
+    name = "peers_rmsnorm" + (f"-{args.config}" if args.config else "")
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     import bitfold.torch
@@ -123,10 +134,13 @@ def main():
         rows.append(row(rt, shape, peer_fns))
         print(json.dumps(rows[-1]), flush=True)
     gpu = torch.cuda.get_device_name(0)
-    with open(os.path.join(args.out, "peers_rmsnorm.json"), "w") as f:
-        json.dump({"gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, name + ".json"), "w") as f:
+        json.dump({"gpu": gpu, "torch": torch.__version__, "config": args.config,
+                   "rows": rows}, f, indent=1)
     text = report(rows, list(peer_fns), gpu)
-    with open(os.path.join(args.out, "peers_rmsnorm.md"), "w") as f:
+    if args.config:
+        text = f"hf_rmsnorm at config {args.config}\n\n" + text
+    with open(os.path.join(args.out, name + ".md"), "w") as f:
         f.write(text)
     print(text)
     return 0 if all(r["bitfold_equal"] for r in rows) else 1

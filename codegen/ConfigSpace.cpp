@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <set>
 
 using namespace bitfold;
@@ -54,6 +55,17 @@ constexpr int64_t kOutputLoopBytes = 192;
 /// estimateRegisters).
 constexpr int64_t kStreamedLoadRegisters = 128;
 
+/// A one-pass config gets a shared-row twin (TileConfig::sharedRow) in the
+/// config space where its row in registers is estimated above this many
+/// registers per thread: there the register file, not the memory system,
+/// bounds the CTAs an SM runs (hf_rmsnorm r2.t32.v4.p1 at 4096 columns:
+/// 216 registers, 4 CTAs of 64 threads per SM).
+constexpr int kSharedRowTwinRegisters = 128;
+/// Shared-row twins unroll at most this many elements of a row per thread
+/// (their fold and outputs stay unrolled; 512 would double the SASS of the
+/// largest one-pass kernel of the seed shapes).
+constexpr int64_t kSharedRowTwinElements = 256;
+
 llvm::Error illegal(const TileConfig &c, const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  "config " + c.str() + ": " + why);
@@ -79,6 +91,30 @@ void codegen::loadsOf(const KernelDef &def, const ExprNode *root,
     for (const dsl::Expr &a : n->args)
       stack.push_back(a.get());
   }
+}
+
+namespace {
+/// The operands the folds and the outputs load per element (loadsOf).
+void phaseLoads(const KernelDef &def, std::set<int> &foldLoads,
+                std::set<int> &outLoads) {
+  for (const dsl::FoldDecl &f : def.folds)
+    loadsOf(def, f.input.get(), foldLoads);
+  for (const dsl::OperandDecl &o : def.operands)
+    if (o.isOutput)
+      for (const dsl::Expr &v : dsl::outputValues(o))
+        loadsOf(def, v.get(), outLoads);
+}
+} // namespace
+
+std::set<int> codegen::sharedRowOperands(const KernelDef &def) {
+  std::set<int> foldLoads, outLoads, both;
+  phaseLoads(def, foldLoads, outLoads);
+  for (int i : foldLoads)
+    if (outLoads.count(i) &&
+        def.operands[i].layout == dsl::Layout::RowMajor &&
+        def.operands[i].map == dsl::IndexMap::PerElement)
+      both.insert(i);
+  return both;
 }
 
 bool FoldPlan::needsShared() const {
@@ -204,6 +240,8 @@ llvm::Error checkShapeAndConfig(const KernelDef &def, const ShapeSpec &shape,
     return illegal(c, "vector width above 16 elements");
   if (def.folds.empty() && c.twoPass && !dsl::isChannelsFirst(def))
     return illegal(c, "two passes need a fold");
+  if (c.sharedRow && (dsl::isChannelsFirst(def) || c.pixelsPerThread != 1))
+    return illegal(c, "a shared row stages row-major rows only");
   return checkStridedAxisConfig(def, D, c);
 }
 
@@ -281,6 +319,33 @@ llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
   return fp;
 }
 
+/// A shared row (TileConfig::sharedRow) stages what the folds load of the
+/// operands the outputs load too, so it needs a fold and such an operand;
+/// in two passes the fold must load every column (a head/tail fold loads
+/// its row's edges apart) and the row stays unrolled, so its `widest`
+/// share of a thread is bounded as the unrolled two-pass plans' are.
+llvm::Error checkSharedRow(const KernelDef &def, const Plan &plan,
+                           int64_t widest) {
+  const TileConfig &c = plan.config;
+  if (!c.sharedRow)
+    return llvm::Error::success();
+  if (def.folds.empty() || sharedRowOperands(def).empty())
+    return illegal(c, "a shared row needs a fold and an operand that both "
+                      "the fold and the outputs load per element");
+  if (!c.twoPass)
+    return llvm::Error::success();
+  for (const FoldPlan &fp : plan.folds)
+    if (fp.headTail)
+      return illegal(c, "a shared row in two passes needs folds without "
+                        "a head and tail");
+  if (widest > kUnrolledVectors)
+    return illegal(c, llvm::formatv("a shared row in two passes unrolls "
+                                    "{0} vector accesses of a row a thread "
+                                    "(at most {1})",
+                                    widest, kUnrolledVectors));
+  return llvm::Error::success();
+}
+
 /// One pass reuses fold 0's mapping; otherwise W-element chunks.
 llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
   const TileConfig &c = plan.config;
@@ -354,6 +419,10 @@ unsigned sharedMemory(const KernelDef &def, const Plan &plan) {
     if (plan.folds[f].needsShared())
       smem += R * P * unsigned(plan.folds[f].k) * F * 4;
   }
+  if (plan.config.sharedRow) // EmitOutputs' staged rows, one per operand
+    for (int i : sharedRowOperands(def))
+      smem += R * unsigned(plan.cols) *
+              unsigned(dsl::dtypeBytes(def.operands[i].dtype));
   return smem;
 }
 
@@ -474,12 +543,7 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
   const int64_t D = plan.cols;
   const int P = plan.config.threadsPerRow;
   std::set<int> foldLoads, outLoads;
-  for (const dsl::FoldDecl &f : def.folds)
-    loadsOf(def, f.input.get(), foldLoads);
-  for (const dsl::OperandDecl &o : def.operands)
-    if (o.isOutput)
-      for (const dsl::Expr &v : dsl::outputValues(o))
-        loadsOf(def, v.get(), outLoads);
+  phaseLoads(def, foldLoads, outLoads);
   int64_t perThread = (D + P - 1) / P;
   // Channels-first, o pixels per thread: o copies of a pixel's state and
   // of each kept column of an image (ptxas -v: about o times the registers
@@ -497,7 +561,7 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
     est += 2 * int(def.folds[f].combiner->numFields()) * int(dataLanes) *
            fp.acc * o;
   }
-  if (plan.outputUsesFoldMapping) {
+  if (plan.outputUsesFoldMapping && !plan.config.sharedRow) {
     int kept = 0;
     for (int i : foldLoads)
       kept += !outLoads.count(i)                                     ? 0
@@ -505,9 +569,10 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
                                                                      : 1;
     est += int(perThread * std::max(kept, 1));
   } else if (!def.folds.empty()) {
-    // Two passes keep nothing for the output phase, and a lane's pushes
-    // consume its loads in order, so ptxas streams them: count a thread's
-    // fold loads up to kStreamedLoadRegisters. Uncapped, f32 rows with a
+    // Two passes (and a shared row) keep nothing for the output phase in
+    // registers, and a lane's pushes consume its loads in order, so ptxas
+    // streams them: count a thread's fold loads up to
+    // kStreamedLoadRegisters. Uncapped, f32 rows with a
     // residual at D ~3600..8160 (T = 32 lanes, 8 bytes per column) had no
     // legal config; ptxas fits them without spills even at 64 registers
     // (1024 threads; tests/codegen/CodegenTest.cpp checks the configs).
@@ -563,6 +628,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   llvm::Expected<int64_t> widest = checkFoldShares(def, c, plan, perThread);
   if (!widest)
     return widest.takeError();
+  if (llvm::Error e = checkSharedRow(def, plan, *widest))
+    return std::move(e);
   if (llvm::Error e = planOutputPhase(def, plan))
     return std::move(e);
   if (llvm::Error e = checkAlignment(def, shape, plan))
@@ -570,7 +637,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   // The register estimate below stays the unrolled plan's, so the config
   // space does not depend on BITFOLD_ROLLED_ROWS.
   const RolledRowsMode mode = rolledRowsMode();
-  const bool mayRoll = !rolled && (def.folds.empty() || c.twoPass);
+  const bool mayRoll =
+      !rolled && !c.sharedRow && (def.folds.empty() || c.twoPass);
   plan.rolledRows =
       mayRoll && mode != RolledRowsMode::Never &&
       ((mode == RolledRowsMode::Always && !def.folds.empty()) ||
@@ -603,11 +671,48 @@ llvm::Error codegen::checkConfig(const KernelDef &def, const ShapeSpec &shape,
 
 namespace {
 
+/// The shared-row twin of config `c` (TileConfig::sharedRow), if legal: in
+/// one pass where `c` keeps its row in more than kSharedRowTwinRegisters
+/// registers or none fit (t16.v8 at 4096 columns: 256 elements a thread);
+/// in two passes where its accesses are 16 bytes.
+std::optional<TileConfig> sharedRowTwin(const KernelDef &def,
+                                        const ShapeSpec &shape,
+                                        const TileConfig &c) {
+  if (def.folds.empty() ||
+      shape.cols > kSharedRowTwinElements * c.threadsPerRow)
+    return std::nullopt;
+  if (c.twoPass) {
+    // Two passes: the twin reads the row once from global memory; only
+    // 16-byte output accesses of the staged operands, to bound the space.
+    const std::set<int> staged = sharedRowOperands(def);
+    if (staged.empty() ||
+        c.vectorElems * dtypeBytes(def.operands[*staged.begin()].dtype) != 16)
+      return std::nullopt;
+    TileConfig twin = c;
+    twin.sharedRow = true;
+    if (llvm::errorToBool(checkConfig(def, shape, twin)))
+      return std::nullopt;
+    return twin;
+  }
+  llvm::Expected<Plan> p = makePlan(def, shape, c);
+  if (p && p->estimatedRegisters <= kSharedRowTwinRegisters)
+    return std::nullopt;
+  if (!p)
+    llvm::consumeError(p.takeError());
+  TileConfig twin = c;
+  twin.sharedRow = true;
+  if (llvm::errorToBool(checkConfig(def, shape, twin)))
+    return std::nullopt;
+  return twin;
+}
+
 /// The row configs of threads per row in [minP, maxP] that checkConfig
-/// takes, appended to `out`; maxT: the most lanes of any fold.
+/// takes, appended to `out`, their shared-row twins to `twins`; maxT: the
+/// most lanes of any fold.
 void enumerateRowConfigs(const KernelDef &def, const ShapeSpec &shape,
                          int minP, int maxP, int maxT, int64_t roundD,
-                         std::vector<TileConfig> &out) {
+                         std::vector<TileConfig> &out,
+                         std::vector<TileConfig> &twins) {
   for (int passes = 1; passes <= (def.folds.empty() ? 1 : 2); ++passes)
     for (int P = minP; P <= maxP; P *= 2)
       for (int W : {8, 4, 2, 1}) {
@@ -632,6 +737,8 @@ void enumerateRowConfigs(const KernelDef &def, const ShapeSpec &shape,
           if (R * P < 32 || R * P > 1024 || R > 64)
             continue;
           TileConfig c{R, P, W, passes == 2};
+          if (std::optional<TileConfig> twin = sharedRowTwin(def, shape, c))
+            twins.push_back(*twin);
           if (llvm::errorToBool(checkConfig(def, shape, c)))
             continue;
           out.push_back(c);
@@ -647,7 +754,8 @@ std::vector<TileConfig> pruneNarrowVectors(const std::vector<TileConfig> &out) {
     bool wider = false;
     for (const TileConfig &d : out)
       if (d.rowsPerCta == c.rowsPerCta && d.threadsPerRow == c.threadsPerRow &&
-          d.twoPass == c.twoPass && d.vectorElems > c.vectorElems &&
+          d.twoPass == c.twoPass && d.sharedRow == c.sharedRow &&
+          d.vectorElems > c.vectorElems &&
           d.vectorElems >= 4 && c.vectorElems < 4)
         wider = true;
     if (!wider)
@@ -671,11 +779,16 @@ std::vector<TileConfig> codegen::enumerateConfigs(const KernelDef &def,
   // Rows run on at most 256 threads, unless only more are legal: a fold of
   // 512 lanes over 65536 columns (GroupNorm's block) unrolls at most 128
   // vectors a thread (kMaxUnrolledFoldVectors), so only 512 threads serve it.
-  enumerateRowConfigs(def, shape, 1, 256, maxT, roundD, out);
+  // Shared-row twins come after the rest (sharedRowTwin).
+  std::vector<TileConfig> twins;
+  enumerateRowConfigs(def, shape, 1, 256, maxT, roundD, out, twins);
   if (out.empty() && maxT > 256)
     enumerateRowConfigs(def, shape, 512, std::min(maxT, 1024), maxT, roundD,
-                        out);
-  return pruneNarrowVectors(out);
+                        out, twins);
+  out = pruneNarrowVectors(out);
+  for (const TileConfig &t : pruneNarrowVectors(twins))
+    out.push_back(t);
+  return out;
 }
 
 namespace {
@@ -695,6 +808,9 @@ int64_t headTailLaneCount(const KernelDef &def, int64_t cols) {
 TileConfig codegen::defaultConfig(const KernelDef &def,
                                   const ShapeSpec &shape) {
   std::vector<TileConfig> all = enumerateConfigs(def, shape);
+  // Shared-row twins are not the default before H200 timings, also where
+  // their base config does not fit (hf_rmsnorm residual=1 at 5120).
+  std::erase_if(all, [](const TileConfig &c) { return c.sharedRow; });
   if (all.empty())
     return TileConfig{};
   // Folds: one pass, about 32 elements of the row per thread (fewer

@@ -26,6 +26,7 @@
 
 #include <bit>
 #include <map>
+#include <set>
 
 namespace bitfold::codegen {
 
@@ -36,6 +37,10 @@ struct Access {
   int width = 1;
   mlir::Value col;     ///< index type, clamped; null: never in range.
   mlir::Value inRange; ///< i1, or null when statically in range.
+  /// With inRange: the column before clamping (a shared row's staging
+  /// store goes there, under inRange, so its address keeps the thread's
+  /// constant offsets).
+  mlir::Value unclamped;
   /// A gathered access (channels-first outputs, gatherOutputs): element e
   /// is the one element of parts[e], whose columns need not be adjacent.
   /// Loads, column indices and stores stay the parts'; the elementwise
@@ -220,7 +225,14 @@ private:
   /// The row's head for aligned V-element vectors (FoldPlan::headTail).
   Value rowHead(int V);
   std::vector<Value> &loadAccess(int operand, const Access &acc);
-  void loadBf16Words(Value addr, int piece, std::vector<Value> &out);
+  /// A piece's words from `addr`; also stored at `stageAt` where not null
+  /// (a shared row's copy).
+  void loadBf16Words(Value addr, int piece, std::vector<Value> &out,
+                     Value stageAt = Value(), Value when = Value());
+  /// One load of `t` (`bytes` aligned) from `addr`, also stored at
+  /// `stageAt` where not null (only where `when`, if not null).
+  Value loadStaged(mlir::Type t, Value addr, int bytes, Value stageAt,
+                   Value when = Value());
   void storeAccess(int operand, const Access &acc, llvm::ArrayRef<Value> v);
   /// Elements one load or store of `operand` moves: at most 16 bytes.
   int pieceElems(int operand, const Access &acc) const {
@@ -231,6 +243,17 @@ private:
   }
   /// Address of element `start` of `acc` in `operand`'s row.
   Value pieceAddr(int operand, const Access &acc, int start);
+  /// A shared row (TileConfig::sharedRow): the fold phase stores what it
+  /// loads of the staged operands to shared memory (Store), the output
+  /// phase loads them back from there (Load), each thread its own columns.
+  enum class RowStage { None, Store, Load };
+  RowStage rowStage = RowStage::None;
+  std::set<int> stagedOperands;
+  /// Address of element `start` of `acc` in `operand`'s shared row copy
+  /// (one array of rowsPerCta rows per staged operand); `unclamped`: at
+  /// the access's column before clamping.
+  Value sharedRowAddr(int operand, const Access &acc, int start,
+                      bool unclamped = false);
   /// Channels-first, o > 1 pixels per thread: `operand` is an image whose
   /// loads and stores move the o pixels of a column at once (element e of
   /// an access, pixel q at e * o + q of its loaded values).

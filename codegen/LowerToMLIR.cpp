@@ -551,6 +551,10 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
     return owned;
   }
   std::vector<Access> mapping;
+  if (plan.config.sharedRow) {
+    stagedOperands = sharedRowOperands(def);
+    rowStage = RowStage::Store;
+  }
   for (size_t f = 0; f < def.folds.size(); ++f) {
     AtLoc at(*this, structLoc("fold " + llvm::Twine(f)), /*structure=*/true);
     if (f == 0 || plan.config.twoPass) {
@@ -572,8 +576,18 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
     LLVM::ReturnOp::create(b, loc, ValueRange{});
     return owned;
   }
+  if (plan.config.sharedRow) {
+    // The staged operands read back from shared memory: in one pass each
+    // thread its own columns (no barrier), in two passes the output
+    // mapping's, which other threads stored (a barrier). newPhase's memory
+    // clobber keeps LLVM from forwarding the stored values.
+    newPhase();
+    if (plan.config.twoPass)
+      barrier();
+    rowStage = RowStage::Load;
+  }
   if (!plan.outputUsesFoldMapping) {
-    if (!def.folds.empty())
+    if (!def.folds.empty() && !plan.config.sharedRow)
       newPhase();
     mapping = outputAccesses(0, plan.outChunks);
   }

@@ -115,6 +115,10 @@ llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const keys::ShapeSpec &
 void loadsOf(const dsl::KernelDef &def, const dsl::ExprNode *root,
              std::set<int> &out);
 
+/// The operands a shared row (TileConfig::sharedRow) stages: loaded per
+/// element by a fold and by the outputs (row-major, not channels-first).
+std::set<int> sharedRowOperands(const dsl::KernelDef &def);
+
 /// Registers ptxas may use per thread with `ctaThreads` threads (.maxntid).
 int registerLimit(int ctaThreads);
 

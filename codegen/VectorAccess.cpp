@@ -8,6 +8,8 @@
 
 #include "codegen/KernelBuilder.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
 using namespace mlir;
 using namespace bitfold;
 using namespace bitfold::codegen;
@@ -29,6 +31,7 @@ Access KernelBuilder::makeAccess(int id, int width, Value col, int64_t maxCol,
   if (threadsIdle)
     in = andI(in, threadActive);
   a.inRange = in;
+  a.unclamped = col;
   a.col = sel(in, col, cIdx(0));
   return a;
 }
@@ -115,14 +118,52 @@ Value KernelBuilder::pieceAddr(int operand, const Access &acc, int start) {
                              base[operand], ValueRange{col});
 }
 
+Value KernelBuilder::sharedRowAddr(int operand, const Access &acc, int start,
+                                   bool unclamped) {
+  Type elemTy = storageType(def.operands[operand].dtype);
+  const std::string name = "bf_row_" + std::to_string(operand);
+  const int64_t D = plan.cols;
+  if (!module.lookupSymbol(name)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto arrTy =
+        LLVM::LLVMArrayType::get(elemTy, plan.config.rowsPerCta * D);
+    LLVM::GlobalOp::create(b, loc, arrTy, /*isConstant=*/false,
+                           LLVM::Linkage::Internal, name, Attribute(),
+                           /*alignment=*/16, /*addrSpace=*/3);
+  }
+  Value buf = LLVM::AddressOfOp::create(b, loc, ptrShared, name);
+  Value col = unclamped ? acc.unclamped : acc.col;
+  if (start)
+    col = arith::AddIOp::create(b, loc, col, cIdx(start));
+  Value at = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, toIdx(rowInCta), cIdx(D)), col);
+  return LLVM::GEPOp::create(b, loc, ptrShared, elemTy, buf, ValueRange{at});
+}
+
+Value KernelBuilder::loadStaged(Type t, Value addr, int bytes, Value stageAt,
+                               Value when) {
+  Value v = LLVM::LoadOp::create(b, loc, t, addr, bytes);
+  if (!stageAt)
+    return v;
+  OpBuilder::InsertionGuard guard(b);
+  if (when) {
+    auto ifOp = scf::IfOp::create(b, loc, when, /*withElseRegion=*/false);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+  }
+  LLVM::StoreOp::create(b, loc, v, stageAt, bytes);
+  return v;
+}
+
 void KernelBuilder::loadBf16Words(Value addr, int piece,
-                                  std::vector<Value> &out) {
+                                  std::vector<Value> &out, Value stageAt,
+                                  Value when) {
   // bf16 pairs as 32-bit words; widening is then one shl (low half) or one
   // and (high half), where extracting the high half first costs a prmt.
   // Both are exact: the bf16 bits become the f32's upper half.
   Type elemTy = b.getBF16Type();
   auto wordsTy = VectorType::get({piece / 2}, i32);
-  Value words = LLVM::LoadOp::create(b, loc, wordsTy, addr, piece * 2);
+  Value words = loadStaged(wordsTy, addr, piece * 2, stageAt, when);
   for (int e = 0; e < piece; ++e) {
     Value w = LLVM::ExtractElementOp::create(b, loc, words, cI32(e / 2));
     Value hi16 = w;
@@ -179,19 +220,32 @@ std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
   const bool pixels = pixelVectors(operand);
   int piece = pixels ? 1 : pieceElems(operand, acc);
   int elems = pixels ? copies() : piece;
+  // A shared row: the fold phase also stores the pieces to shared memory;
+  // the output phase reads them from there, but for an access that may lie
+  // past the row's end (clamped to column 0, which another thread stages:
+  // global memory has the same bits and no race).
+  const bool staged = stagedOperands.count(operand);
   std::vector<Value> out;
   for (int start = 0; start < acc.width; start += piece) {
-    Value addr = pieceAddr(operand, acc, start);
+    Value addr, stageAt;
+    if (staged && rowStage == RowStage::Load && !acc.inRange)
+      addr = sharedRowAddr(operand, acc, start);
+    else
+      addr = pieceAddr(operand, acc, start);
+    // Staged at the unclamped column, only where in range: no select in
+    // the address, which then keeps the thread's constant offsets.
+    if (staged && rowStage == RowStage::Store)
+      stageAt = sharedRowAddr(operand, acc, start, bool(acc.inRange));
     if (elems == 1) {
-      out.push_back(LLVM::LoadOp::create(b, loc, elemTy, addr, bytes));
+      out.push_back(loadStaged(elemTy, addr, bytes, stageAt, acc.inRange));
       continue;
     }
     if (dt == DType::BF16) {
-      loadBf16Words(addr, elems, out);
+      loadBf16Words(addr, elems, out, stageAt, acc.inRange);
       continue;
     }
     auto vecTy = VectorType::get({elems}, elemTy);
-    Value vec = LLVM::LoadOp::create(b, loc, vecTy, addr, elems * bytes);
+    Value vec = loadStaged(vecTy, addr, elems * bytes, stageAt, acc.inRange);
     for (int e = 0; e < elems; ++e)
       out.push_back(LLVM::ExtractElementOp::create(b, loc, vec, cI32(e)));
   }

@@ -26,11 +26,15 @@ struct TileConfig {
   /// Channels-first programs: adjacent rows (pixels) each thread handles,
   /// one vector access per channel for all of them; 1 elsewhere.
   int pixelsPerThread = 1;
+  /// One pass with the row's loaded operands staged in shared memory
+  /// (".s1"): the fold's loads also store their words there, and the
+  /// output phase reads them back instead of keeping them in registers.
+  bool sharedRow = false;
   int ctaThreads() const {
     return rowsPerCta * threadsPerRow / pixelsPerThread;
   }
-  /// "r1.t128.v8.p1", with ".oN" when pixelsPerThread is N > 1: stable
-  /// text, used in cache keys and file names.
+  /// "r1.t128.v8.p1", with ".oN" when pixelsPerThread is N > 1 and ".s1"
+  /// with sharedRow: stable text, used in cache keys and file names.
   std::string str() const;
   /// The inverse of str(); errors quote the text and the expected form.
   static llvm::Expected<TileConfig> parse(llvm::StringRef text);

@@ -25,6 +25,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <tuple>
@@ -797,6 +798,120 @@ TEST(AtenFold, OneAccumulatorOrdersPlanAsBefore) {
     EXPECT_EQ(plan->folds[0].acc, 1) << c.str();
     EXPECT_FALSE(plan->folds[0].byElement) << c.str();
   }
+}
+
+
+// Shared rows (TileConfig::sharedRow, codegen/README.md): twins of the
+// one-pass configs whose row in registers is large, after the rest of the
+// space and never the default; refused in two passes and past 48 KiB.
+TEST(SharedRow, TwinsFollowTheSpaceAndAreNeverTheDefault) {
+  ShapedTemplate st = shapedCase({"hf_rmsnorm", "", "1,4096,4096"});
+  ASSERT_TRUE(st.def);
+  std::vector<TileConfig> all = enumerateConfigs(*st.def, st.shape);
+  TileConfig base{2, 32, 4, false}, twin = base;
+  twin.sharedRow = true;
+  EXPECT_NE(std::find(all.begin(), all.end(), twin), all.end());
+  auto firstTwin = std::find_if(all.begin(), all.end(),
+                                [](const TileConfig &c) { return c.sharedRow; });
+  EXPECT_TRUE(std::all_of(firstTwin, all.end(),
+                          [](const TileConfig &c) { return c.sharedRow; }));
+  EXPECT_FALSE(defaultConfig(*st.def, st.shape).sharedRow);
+  // Nor where only the twin of a config fits (its base needs too many
+  // registers), and those defaults are the ones before shared rows.
+  for (auto [params, shape, want] :
+       {std::tuple{"residual=1", "8,1024,5120", "r1.t128.v8.p2"},
+        std::tuple{"dtype=f32,residual=1", "1,64,4096", "r1.t128.v8.p2"}}) {
+    ShapedTemplate r = shapedCase({"hf_rmsnorm", params, shape});
+    ASSERT_TRUE(r.def);
+    EXPECT_EQ(defaultConfig(*r.def, r.shape).str(), want) << params << shape;
+  }
+  llvm::Expected<Plan> pb = makePlan(*st.def, st.shape, base);
+  llvm::Expected<Plan> pt = makePlan(*st.def, st.shape, twin);
+  ASSERT_TRUE(pb && pt);
+  EXPECT_EQ(pt->sharedBytes, pb->sharedBytes + 2 * 4096 * 2); // 2 rows of x
+  EXPECT_TRUE(pt->outputUsesFoldMapping);
+  TileConfig big{8, 32, 4, false, 1, true}; // 8 rows: 64 KiB
+  std::string why = llvm::toString(checkConfig(*st.def, st.shape, big));
+  EXPECT_NE(why.find("shared memory"), std::string::npos) << why;
+  // Two passes: a twin where the accesses are 16 bytes; not with a head
+  // and tail per row (its edges are loaded apart from the fold's vectors).
+  TileConfig two{1, 64, 8, true, 1, true};
+  EXPECT_NE(std::find(all.begin(), all.end(), two), all.end());
+  ShapedTemplate ht = shapedCase({"hf_rmsnorm", "", "1,4096,4099"});
+  ASSERT_TRUE(ht.def);
+  why = llvm::toString(checkConfig(*ht.def, ht.shape, {4, 32, 1, true, 1, true}));
+  EXPECT_NE(why.find("head and tail"), std::string::npos) << why;
+  ShapedTemplate wan = shapedCase({"wan_rmsnorm_silu", "", "1,96,4,480,832"});
+  ASSERT_TRUE(wan.def);
+  EXPECT_TRUE(bool(checkConfig(*wan.def, wan.shape, {8, 4, 4, false, 1, true})));
+}
+
+// One pass: the outputs read the fold's loads of x (and the residual)
+// back from shared memory: as many shared loads as stores, the same global
+// loads as the row in registers, no barrier (each thread reads what it
+// stored), and far fewer registers.
+TEST(SharedRow, OutputsReadTheFoldsLoadsBackWithFewerRegisters) {
+  for (auto [params, shape] : {std::pair{"", "8,1024,5120"},
+                                std::pair{"residual=1", "4,4096,3072"}}) {
+    ShapedTemplate st = shapedCase({"hf_rmsnorm", params, shape});
+    ASSERT_TRUE(st.def);
+    TileConfig base{2, 32, 4, false}, twin = base;
+    twin.sharedRow = true;
+    std::string pb = ptxOf(st, base), pt = ptxOf(st, twin);
+    // 32 threads, 4-element accesses: 5120 columns of x, 40 per thread;
+    // 3072 columns of x and the residual, 2 x 24.
+    const size_t staged = params[0] ? 48 : 40;
+    EXPECT_EQ(countOf(pb, "st.shared"), 0u) << params;
+    EXPECT_EQ(countOf(pt, "st.shared"), staged) << params;
+    EXPECT_EQ(countOf(pt, "ld.shared"), staged) << params;
+    EXPECT_EQ(countOf(pt, "ld.global"), countOf(pb, "ld.global")) << params;
+    EXPECT_EQ(countOf(pt, "bar.sync") + countOf(pt, "barrier.sync"), 0u);
+    if (findPtxas().empty())
+      continue;
+    auto regs = [&](const TileConfig &c) {
+      CompileOptions opts;
+      opts.cubinTool = "ptxas";
+      llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, c, opts);
+      if (!k) {
+        ADD_FAILURE() << c.str() << ": " << llvm::toString(k.takeError());
+        return PtxasUsage{};
+      }
+      return parsePtxasLog(k->assemblerLog);
+    };
+    PtxasUsage ub = regs(base), ut = regs(twin);
+    EXPECT_EQ(ut.spillBytes, 0) << params;
+    EXPECT_LE(ut.registers, 128) << params; // base: 216..255
+    EXPECT_GT(ub.registers, ut.registers + 48) << params;
+  }
+}
+
+// Two passes: the fold's loads of x staged, one barrier, then the output
+// mapping reads x from shared memory only (16-byte ld.shared): x is read
+// once from global memory, and the staging stores keep constant offsets
+// where a thread's accesses are clamped (idle threads: under a predicate,
+// no select in the address), so the registers stay near the base's.
+TEST(SharedRow, TwoPassesReadTheRowOnceFromGlobalMemory) {
+  ShapedTemplate st = shapedCase({"hf_rmsnorm", "", "1,4096,4096"});
+  ASSERT_TRUE(st.def);
+  TileConfig base{1, 64, 8, true}, twin = base;
+  twin.sharedRow = true;
+  std::string pb = ptxOf(st, base), pt = ptxOf(st, twin);
+  // Fold: T = 32 lanes on 32 of the 64 threads, 32 accesses of 4 elements;
+  // outputs: 8 chunks of 8 (x, then the weight).
+  EXPECT_EQ(countOf(pt, "st.shared.v2.b32"), 32u);
+  EXPECT_EQ(countOf(pt, "ld.shared.v4.b32"), 8u);
+  EXPECT_EQ(countOf(pt, "ld.global"), countOf(pb, "ld.global") - 8);
+  EXPECT_EQ(countOf(pt, "bar.sync") + countOf(pt, "barrier.sync"),
+            countOf(pb, "bar.sync") + countOf(pb, "barrier.sync") + 1);
+  if (findPtxas().empty())
+    GTEST_SKIP() << "ptxas not found: registers not checked";
+  CompileOptions opts;
+  opts.cubinTool = "ptxas";
+  llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, twin, opts);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  PtxasUsage u = parsePtxasLog(k->assemblerLog);
+  EXPECT_EQ(u.spillBytes, 0);
+  EXPECT_LE(u.registers, 96); // 128 with clamped staging addresses
 }
 
 } // namespace

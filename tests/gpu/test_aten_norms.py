@@ -309,14 +309,34 @@ def test_hf_f32_with_a_residual_every_config(rt, d):
     check_hf_every_config(rt, (1, 64, d), "f32", residual=True)
 
 
-def check_hf_every_config(rt, shape, dt="bf16", residual=False):
-    """Every legal config of hf_rmsnorm at shape against eager."""
-    params = hf_params(dt, dt, residual, False)
-    configs = list_configs("hf_rmsnorm", shape, ["--params", params])
-    assert configs, f"no legal config at {shape}"
-    gen = torch.Generator(device="cuda").manual_seed(42)
-    x, r, w, sc, sh = hf_operands(shape, dt, dt, residual, False, 1.0, gen, None)
-    expect, expect_sum = hf_eager(x, w, 1e-6, r)
+@pytest.mark.parametrize("shape,dt,residual,modulate", [
+    ((1, 4096, 4096), "bf16", False, False),
+    ((8, 1024, 5120), "bf16", False, False),
+    ((4, 4096, 3072), "bf16", True, False),   # x and the residual staged
+    ((1, 7, 4096), "bf16", False, True),      # rows past the end of a CTA
+    ((3, 77, 3072), "f16", True, True),
+    ((1, 32768, 2048), "bf16", False, False),
+    ((2, 33, 4000), "bf16", True, False),     # accesses past the row's end
+])
+def test_hf_shared_row_configs(rt, shape, dt, residual, modulate):
+    """Every shared-row config (.s1: the fold's loads of x (and the
+    residual) also go to shared memory, the outputs read them back) against
+    eager, and the default beside them."""
+    check_hf_every_config(rt, shape, dt, residual, modulate,
+                          pick=lambda cs: [c for c in cs if c.endswith(".s1")] + [None],
+                          seed=11)
+
+
+def check_hf_every_config(rt, shape, dt="bf16", residual=False, modulate=False,
+                          pick=lambda cs: cs, seed=42):
+    """The legal configs of hf_rmsnorm at shape that `pick` keeps (None:
+    the default) against eager."""
+    params = hf_params(dt, dt, residual, modulate)
+    configs = pick(list_configs("hf_rmsnorm", shape, ["--params", params]))
+    assert [c for c in configs if c], f"no legal config picked at {shape} {params}"
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x, r, w, sc, sh = hf_operands(shape, dt, dt, residual, modulate, 1.0, gen, None)
+    expect, expect_sum = hf_eager(x, w, 1e-6, r, sc, sh)
     kernel = rt.kernel("hf_rmsnorm", params)
     try:
         for cfg in configs:

@@ -220,3 +220,21 @@ TEST(TileConfig, TextRoundTripsAndBadTextIsAnError) {
   EXPECT_NE(llvm::toString(bad.takeError()).find("needs four fields"),
             std::string::npos);
 }
+
+TEST(TileConfig, SharedRowIsTheFieldS1) {
+  auto c = TileConfig::parse("r2.t32.v4.p1.s1");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_TRUE(c->sharedRow);
+  EXPECT_FALSE(c->twoPass);
+  EXPECT_EQ(c->pixelsPerThread, 1);
+  EXPECT_EQ(c->str(), "r2.t32.v4.p1.s1");
+  EXPECT_FALSE(TileConfig::parse("r2.t32.v4.p1")->sharedRow);
+  EXPECT_NE(*TileConfig::parse("r2.t32.v4.p1"), *c); // in every cache key
+  for (const char *bad : {"r2.t32.v4.p1.s2", "r2.t32.v4.p1.s0",
+                          "r2.t32.v4.p1.o2.s1", "r2.t32.v4.p1.o1"}) {
+    auto e = TileConfig::parse(bad);
+    EXPECT_FALSE(bool(e)) << bad;
+    if (!e)
+      llvm::consumeError(e.takeError());
+  }
+}
