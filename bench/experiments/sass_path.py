@@ -20,8 +20,12 @@ TARGET = re.compile(r"BRA\s+(?:!?U?P\d,\s*)?`\((\.L_x_\d+)\)")
 
 
 def parse(path):
+    # The kernel's own section: nvdisasm may list libdevice's slow-path
+    # functions (div.rn, sqrt.rn, rcp.rn) before it.
+    lines = open(path).read().split("\n")
+    entry = [i for i, l in enumerate(lines) if l.startswith(".text.bitfold")]
     insns, label_at, pending = [], {}, []
-    for line in open(path):
+    for line in lines[entry[0] if entry else 0:]:
         m = LABEL.match(line)
         if m:
             pending.append(m.group(1))
