@@ -688,17 +688,13 @@ std::optional<TileConfig> sharedRowTwin(const KernelDef &def,
     if (staged.empty() ||
         c.vectorElems * dtypeBytes(def.operands[*staged.begin()].dtype) != 16)
       return std::nullopt;
-    TileConfig twin = c;
-    twin.sharedRow = true;
-    if (llvm::errorToBool(checkConfig(def, shape, twin)))
+  } else {
+    llvm::Expected<Plan> p = makePlan(def, shape, c);
+    if (p && p->estimatedRegisters <= kSharedRowTwinRegisters)
       return std::nullopt;
-    return twin;
+    if (!p)
+      llvm::consumeError(p.takeError());
   }
-  llvm::Expected<Plan> p = makePlan(def, shape, c);
-  if (p && p->estimatedRegisters <= kSharedRowTwinRegisters)
-    return std::nullopt;
-  if (!p)
-    llvm::consumeError(p.takeError());
   TileConfig twin = c;
   twin.sharedRow = true;
   if (llvm::errorToBool(checkConfig(def, shape, twin)))

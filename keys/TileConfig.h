@@ -26,9 +26,10 @@ struct TileConfig {
   /// Channels-first programs: adjacent rows (pixels) each thread handles,
   /// one vector access per channel for all of them; 1 elsewhere.
   int pixelsPerThread = 1;
-  /// One pass with the row's loaded operands staged in shared memory
-  /// (".s1"): the fold's loads also store their words there, and the
-  /// output phase reads them back instead of keeping them in registers.
+  /// The row's loaded operands staged in shared memory (".s1"): the fold's
+  /// loads also store their words there, and the output phase reads them
+  /// back (one pass: instead of keeping them in registers; two passes:
+  /// instead of a second read of global memory).
   bool sharedRow = false;
   int ctaThreads() const {
     return rowsPerCta * threadsPerRow / pixelsPerThread;

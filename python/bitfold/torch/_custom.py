@@ -36,7 +36,7 @@ def _verify_arg(v):
 
 
 _libs = {}
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_PLAIN = _fast.PLAIN
 
 
 def _library(namespace):

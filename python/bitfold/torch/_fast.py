@@ -25,6 +25,9 @@ import torch
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NAME = "_bitfold_fast.abi3.so"
 why_not = None  # why the C path is off, for bench/host_cost.py and tests
+# The tensor types served as they are (not fake or functional subclasses):
+# the C path's and the custom ops' test alike.
+PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _candidates():
@@ -54,7 +57,7 @@ def _load():
         spec = importlib.util.spec_from_file_location("_bitfold_fast", paths[0])
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        module.init(api, torch.Tensor, torch.nn.Parameter, torch.is_grad_enabled,
+        module.init(api, *PLAIN, torch.is_grad_enabled,
                     getattr(torch._C, "_cuda_isCurrentStreamCapturing", None))
     except (ImportError, OSError, RuntimeError, AttributeError) as e:
         why_not = f"{paths[0]}: {e}"
@@ -67,7 +70,7 @@ run = module.run if module is not None else None
 
 
 def _plain(v):
-    return type(v) in (torch.Tensor, torch.nn.Parameter)
+    return type(v) in PLAIN
 
 
 def _arg_of(a, t):
