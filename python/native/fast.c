@@ -70,7 +70,12 @@ typedef struct {
   int numOuts;
   int8_t outArg[kMaxOuts];  /* the argument whose shape and device it takes */
   int8_t inPlace[kMaxOuts]; /* 1: the output is that argument (out=, an alias) */
-  int8_t order[kMaxOuts][kMaxDims]; /* memory order, slowest dim first */
+  /* A fresh output's strides (elements), exactly the Python path's: the key
+   * fixes every argument's shape and strides, so the op's allocation gives
+   * these every time (size-1 dims' strides included, as empty_like keeps
+   * them); extent: the elements its dense layout spans. */
+  int64_t strides[kMaxOuts][kMaxDims];
+  int64_t extent[kMaxOuts];
   DLDataType outType[kMaxOuts];
 } Entry;
 
@@ -217,32 +222,23 @@ static void setError(void *ctx, const char *kind, const char *message) {
   PyErr_Format(PyExc_RuntimeError, "%s: %s", kind, message);
 }
 
-/* A fresh dense tensor shaped like `like`, its dims laid out in memory in
- * `order` (slowest first: 0, 1, ... is contiguous; channels-last is
- * another): torch's allocator makes it contiguous in that order, and its
- * DLTensor then names the logical shape and strides as torch takes it in
- * (the same bytes, so any dense layout is one allocation). */
+/* A fresh dense tensor shaped like `like` with the given strides: torch's
+ * allocator gives `extent` elements in one dimension, and the DLTensor then
+ * names the logical shape and strides as torch takes it in (any dense
+ * layout spans exactly its element count, so that is one allocation). */
 static PyObject *allocateLike(const DLTensor *like, DLDataType type,
-                              const int8_t *order, void **data) {
-  int64_t shape[kMaxDims], strides[kMaxDims];
-  int nd = like->ndim;
-  for (int i = 0; i < nd; ++i)
-    shape[i] = like->shape[order[i]];
+                              int64_t *strides, int64_t extent, void **data) {
   DLTensor proto = {0};
   proto.device = like->device;
-  proto.ndim = nd;
+  proto.ndim = 1;
   proto.dtype = type;
-  proto.shape = shape;
+  proto.shape = &extent;
   BfManaged *m = NULL;
   void *obj = NULL;
   if (api->managed_tensor_allocator(&proto, &m, NULL, setError) != 0)
     return NULL;
-  int64_t step = 1;
-  for (int i = nd - 1; i >= 0; --i) {
-    strides[order[i]] = step;
-    step *= shape[i];
-  }
-  m->dl_tensor.shape = like->shape; /* read by the call below only */
+  m->dl_tensor.ndim = like->ndim; /* read by the call below only */
+  m->dl_tensor.shape = like->shape;
   m->dl_tensor.strides = strides;
   *data = (char *)m->dl_tensor.data + m->dl_tensor.byte_offset;
   if (api->managed_tensor_to_py_object_no_sync(m, &obj) != 0)
@@ -261,7 +257,10 @@ static int allocate(const Entry *e, const Key *k, PyObject *a,
       data[j] = (char *)like->data + like->byte_offset;
       continue;
     }
-    if (!(outs[j] = allocateLike(like, e->outType[j], e->order[j], &data[j])))
+    int64_t strides[kMaxDims];
+    memcpy(strides, e->strides[j], sizeof strides);
+    if (!(outs[j] = allocateLike(like, e->outType[j], strides, e->extent[j],
+                                 &data[j])))
       return -1;
   }
   return 0;
@@ -412,14 +411,15 @@ static int fillOuts(Entry *e, PyObject *outs) {
   if (e->numOuts < 0 || e->numOuts > kMaxOuts)
     return -1;
   for (int j = 0; j < e->numOuts; ++j) {
-    /* (argument, example, in place, memory order) */
+    /* (argument, example, in place, strides, extent) */
     PyObject *spec = PyTuple_GetItem(outs, j);
     DLTensor d;
     long arg = spec ? PyLong_AsLong(PyTuple_GetItem(spec, 0)) : -1;
     PyObject *example = arg >= 0 ? PyTuple_GetItem(spec, 1) : NULL;
     PyObject *inPlace = example ? PyTuple_GetItem(spec, 2) : NULL;
-    PyObject *order = inPlace ? PyTuple_GetItem(spec, 3) : NULL;
-    if (arg >= kMaxArgs || !order || !PyTuple_Check(order) ||
+    PyObject *strides = inPlace ? PyTuple_GetItem(spec, 3) : NULL;
+    PyObject *extent = strides ? PyTuple_GetItem(spec, 4) : NULL;
+    if (arg >= kMaxArgs || !extent || !PyTuple_Check(strides) ||
         api->dltensor_from_py_object_no_sync(example, &d))
       return -1;
     e->outArg[j] = (int8_t)arg;
@@ -427,16 +427,13 @@ static int fillOuts(Entry *e, PyObject *outs) {
     e->outType[j] = d.dtype;
     if (e->inPlace[j])
       continue; /* the caller's tensor: nothing to allocate */
-    if (PyTuple_Size(order) != d.ndim || d.ndim > kMaxDims)
+    if (PyTuple_Size(strides) != d.ndim || d.ndim > kMaxDims)
       return -1;
-    int seen = 0;
-    for (int i = 0; i < d.ndim; ++i) {
-      long v = PyLong_AsLong(PyTuple_GetItem(order, i));
-      if (v < 0 || v >= d.ndim || (seen & (1 << v)))
-        return -1; /* not a permutation */
-      seen |= 1 << v;
-      e->order[j][i] = (int8_t)v;
-    }
+    for (int i = 0; i < d.ndim; ++i)
+      e->strides[j][i] = PyLong_AsLongLong(PyTuple_GetItem(strides, i));
+    e->extent[j] = PyLong_AsLongLong(extent);
+    if (PyErr_Occurred() || e->extent[j] < 0)
+      return -1;
   }
   return 0;
 }

@@ -148,8 +148,18 @@ class WarmCallInC(unittest.TestCase):
             self.assertEqual(n, 1, name)
             self.assertEqual(y.shape, c2.shape)
             self.assertTrue(y.is_contiguous(memory_format=cl), f"{name}: {y.stride()}")
+            # size-1 dims too: eager's (and the Python path's) strides
+            self.assertEqual(y.stride(), torch.empty_like(c2).stride(), name)
             self.assertIn(y.data_ptr(), list(fake.fake_cuda_last_launch().params), name)
             self.assertEqual(self.bt.stats()[name]["fallbacks"], {})
+            # a size-1 dim whose stride is not the canonical one (view_as
+            # recomputes it): the output keeps it, as empty_like does
+            odd = [t.view_as(t) for t in (c, c2)]
+            self.assertNotEqual(odd[0].stride(), c.stride())
+            call(odd[0])
+            y, n = self.served(lambda: call(odd[1]))
+            self.assertEqual(n, 1, name)
+            self.assertEqual(y.stride(), torch.empty_like(odd[1]).stride(), name)
 
     def test_grad_is_the_python_paths_and_keeps_the_graph(self):
         x, sc, sh = ln_inputs()

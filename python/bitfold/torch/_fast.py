@@ -83,24 +83,26 @@ def _arg_of(a, t):
     return hits[0] if len(hits) == 1 else None
 
 
-def _memory_order(y):
-    """y's dims slowest first, where y is dense in that order (contiguous,
-    channels-last, ...); None where it is not dense."""
-    order = tuple(sorted(range(y.dim()), key=lambda d: -y.stride(d)))
-    return order if y.permute(order).is_contiguous() else None
+def _dense(y):
+    """Whether y's elements fill exactly y.numel() places of its storage in
+    some order of its dims (contiguous, channels-last, ...)."""
+    order = sorted(range(y.dim()), key=lambda d: -y.stride(d))
+    return y.permute(order).is_contiguous()
 
 
 def _out_spec(a, y):
-    """(argument, y, in place, memory order) of an output: the argument it
+    """(argument, y, in place, strides, extent) of an output: the argument it
     is (out=, an output written over an input), or for a fresh dense one the
-    argument it takes its shape and device from; None where neither."""
-    order = _memory_order(y)
+    argument it takes its shape and device from, with its exact strides;
+    None where neither."""
     i = next((i for i, v in enumerate(a) if v is y), None)
     if i is not None:
-        return i, y, True, order or ()
+        return i, y, True, (), 0
     i = next((i for i, v in enumerate(a) if _plain(v) and v.shape == y.shape
               and v.device == y.device), None)
-    return (i, y, False, order) if i is not None and order is not None else None
+    if i is None or not _dense(y):
+        return None
+    return i, y, False, tuple(y.stride()), y.numel()
 
 
 def _slots(a, outs, ts):
@@ -120,20 +122,26 @@ def key_args(a, out):
     return a if out is None else a + (out,)
 
 
+def _same_view(t):
+    return t.as_strided(t.size(), t.stride(), t.storage_offset())
+
+
 def launch_site(op, a, out, aux, launch, verified, counts):
     """(key, site) of the C part of the launcher site of op's call on
     arguments a (and out=); None where its launch is not argument positions
     and outputs that are fresh and contiguous or arguments. The op's alloc
     runs once more, on a distinct view of each tensor argument, so that an
-    argument passed twice (x, x) still has one position per operand."""
+    argument passed twice (x, x) still has one position per operand. The
+    views keep every stride (view_as would recompute a size-1 dim's), so
+    the outputs' strides are those of the Python path's call."""
     prepared = getattr(launch, "prepared", None)
     if module is None or prepared is None:
         return None
     key = module.key(key_args(a, out))
     if key is None:
         return None
-    views = tuple(v.view_as(v) if _plain(v) else v for v in a)
-    ov = None if out is None else out.view_as(out)
+    views = tuple(_same_view(v) if _plain(v) else v for v in a)
+    ov = None if out is None else _same_view(out)
     outs, ts = op.alloc(views, ov, aux)
     args = key_args(views, ov)
     slots = _slots(args, outs, ts)
