@@ -116,6 +116,7 @@ def main():
     name = (f"steady-configs-{args.template}-{args.shape.replace(',', 'x')}"
             f"{'-' + tag if tag else ''}"
             f"{'-rolled' if rolled else ''}.md")
+    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, name), "w") as f:
         f.write("\n".join(lines) + "\n")
 
