@@ -1,5 +1,5 @@
 """bitfold.torch's warm call in C (python/native/fast.c, _fast.py) on the
-fake driver, with BITFOLD_FAST=1 (skipped, visibly, without it, without
+fake driver, on by default (skipped, visibly, with BITFOLD_FAST=0, without
 torch, without a torch that has DLPack's C exchange API, or without the
 built module): it serves exactly
 the calls the Python path registered, with this call's addresses, and
@@ -281,18 +281,19 @@ class WarmCallInC(unittest.TestCase):
 
 @unittest.skipIf(torch is None, "torch not installed: bitfold.torch tests skipped")
 class Switch(unittest.TestCase):
-    def test_it_is_off_unless_bitfold_fast_is_1_or_a_path(self):
+    def test_it_is_on_unless_bitfold_fast_is_0(self):
         code = ("from bitfold.torch import _fast; "
                 "print(_fast.module is None, _fast.why_not)")
-        for value in ("0", ""):
-            env = dict(os.environ, BITFOLD_FAST=value)
-            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                                 text=True, check=True).stdout
-            self.assertEqual(out.strip(), "True off (BITFOLD_FAST=1 turns it on)")
-        env = dict(os.environ, BITFOLD_FAST="/nonexistent/_bitfold_fast.abi3.so")
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, check=True).stdout
-        self.assertEqual(out.strip(), "True _bitfold_fast.abi3.so not found")
+
+        def state(**env):
+            env = {k: v for k, v in dict(os.environ, **env).items() if v is not None}
+            return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                  text=True, check=True).stdout.strip()
+        self.assertEqual(state(BITFOLD_FAST="0"), "True off (BITFOLD_FAST=0)")
+        self.assertEqual(state(BITFOLD_FAST="/nonexistent/_bitfold_fast.abi3.so"),
+                         "True _bitfold_fast.abi3.so not found")
+        # unset is "1": the same search, the same outcome (on where built)
+        self.assertEqual(state(BITFOLD_FAST=None), state(BITFOLD_FAST="1"))
 
 
 if __name__ == "__main__":

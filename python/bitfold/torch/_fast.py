@@ -11,10 +11,10 @@ as argument positions and fresh contiguous outputs; everything else (out=,
 verify=, mode=, copies of operands, other layouts, grad, graph captures,
 a rejected launch) reaches it as before.
 
-Off by default until the H200 oracle (tests/gpu/test_fast_path.py and the
-op suites with it on) has run it: BITFOLD_FAST=1 turns it on, looking for
-the module next to $BITFOLD_LIB, inside the package (bitfold/lib), then in
-a source checkout's build/python; BITFOLD_FAST=<path> loads that file.
+On by default (the H200 oracle ran tests/gpu/test_fast_path.py and the op
+suites with it on): it looks for the module next to $BITFOLD_LIB, inside
+the package (bitfold/lib), then in a source checkout's build/python;
+BITFOLD_FAST=0 turns it off, BITFOLD_FAST=<path> loads that file.
 """
 import ctypes
 import importlib.util
@@ -32,9 +32,9 @@ PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 def _candidates():
     env = os.environ.get("BITFOLD_FAST", "")
-    if env in ("", "0"):
+    if env == "0":
         return []
-    if env != "1":
+    if env not in ("", "1"):
         return [env]
     lib = os.environ.get("BITFOLD_LIB")
     near = [os.path.join(os.path.dirname(lib), _NAME)] if lib else []
@@ -50,8 +50,8 @@ def _load():
         return None
     paths = [p for p in _candidates() if os.path.exists(p)]
     if not paths:
-        why_not = "off (BITFOLD_FAST=1 turns it on)" \
-            if os.environ.get("BITFOLD_FAST", "") in ("", "0") else f"{_NAME} not found"
+        why_not = "off (BITFOLD_FAST=0)" \
+            if os.environ.get("BITFOLD_FAST") == "0" else f"{_NAME} not found"
         return None
     try:
         spec = importlib.util.spec_from_file_location("_bitfold_fast", paths[0])
