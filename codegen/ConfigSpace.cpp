@@ -614,6 +614,7 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   plan.config = c;
   plan.cols = shape.cols;
   plan.rowLevels = shape.rowLevels;
+  plan.oneSpatial = shape.oneSpatial;
   plan.rolled = rolled;
   plan.lanesAcrossWarps = lanesAcrossWarps(def, c);
   plan.index64 = shape.maxElementOffset == 0 ||

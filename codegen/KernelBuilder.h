@@ -405,6 +405,9 @@ private:
   /// Per operand: the column stride S of a channels-first operand (index
   /// type), null for operands whose columns are packed.
   std::vector<Value> colStride;
+  /// rowBase's last channels-first S (the row-stride argument), pixel and
+  /// the offset it built: operands with one S reuse it.
+  Value spatialStride, spatialLocal, spatialOffset;
   std::vector<Value> dimValues;  ///< i64.
   std::vector<Value> scalarValues;
   std::vector<std::vector<Value>> foldResults;

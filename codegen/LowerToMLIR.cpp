@@ -361,12 +361,18 @@ Value KernelBuilder::rowBase(const dsl::OperandDecl &o, keys::RowLevels lv,
   case dsl::IndexMap::PerElement:
     if (o.layout == dsl::Layout::ChannelsFirst) {
       // Pixel r of an N C S tensor: two-level rows, (r / S) * C * S + r % S;
-      // the ABI's row-stride slot holds S (keys/KernelABI.h).
-      Value s = toIdx(stride);
-      rowOff = twoLevelOffset(
-          toIdx(local), s,
-          [&] { return arith::MulIOp::create(b, loc, s, cIdx(plan.cols)); },
-          Value());
+      // the ABI's row-stride slot holds S (keys/KernelABI.h). Operands
+      // given the same S value (ShapeSpec::oneSpatial) share the offset.
+      if (stride != spatialStride || local != spatialLocal) {
+        Value s = toIdx(stride);
+        spatialStride = stride;
+        spatialLocal = local;
+        spatialOffset = twoLevelOffset(
+            toIdx(local), s,
+            [&] { return arith::MulIOp::create(b, loc, s, cIdx(plan.cols)); },
+            Value());
+      }
+      rowOff = spatialOffset;
       break;
     }
     if (lv.inner > 0) { // keys::RowLevels: constants of the shape class
@@ -473,12 +479,21 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
     dimValues.push_back(arg(abi.dim(int(d))));
   for (size_t s = 0; s < def.scalars.size(); ++s)
     scalarValues.push_back(arg(abi.scalar(int(s))));
+  // ShapeSpec::oneSpatial: every channels-first operand's pixel offset is
+  // the first one's (one division). Their column strides stay their own S
+  // arguments: one value would let LLVM share each column's offset between
+  // the loads and the stores, and ptxas keep them all live in between.
+  Value sharedS;
   for (int i = 0; i < N; ++i) {
+    const bool cf = def.operands[i].layout == dsl::Layout::ChannelsFirst;
     Value ptr = pick([&](int g) { return arg(abi.pointer(g, i)); });
     Value stride = pick([&](int g) { return arg(abi.rowStride(g, i)); });
+    if (cf && plan.oneSpatial && !sharedS)
+      sharedS = stride;
     const keys::RowLevels lv =
         size_t(i) < plan.rowLevels.size() ? plan.rowLevels[i] : keys::RowLevels();
-    base.push_back(rowBase(def.operands[i], lv, ptr, stride, local));
+    base.push_back(rowBase(def.operands[i], lv, ptr,
+                           cf && sharedS ? sharedS : stride, local));
     // Rows past the end read the last row (rowC), so this load is in
     // bounds for every thread.
     const dsl::OperandDecl &o = def.operands[i];
@@ -487,9 +502,7 @@ void KernelBuilder::setupRow(LLVM::LLVMFuncOp fn) {
             ? Value(LLVM::LoadOp::create(b, loc, storageType(o.dtype),
                                          base.back(), dsl::dtypeBytes(o.dtype)))
             : Value());
-    colStride.push_back(def.operands[i].layout == dsl::Layout::ChannelsFirst
-                            ? toIdx(stride)
-                            : Value());
+    colStride.push_back(cf ? toIdx(stride) : Value());
   }
 }
 

@@ -66,6 +66,8 @@ struct Plan {
   /// Per operand, its two-level rows (ShapeSpec::rowLevels; empty: all
   /// one level).
   std::vector<keys::RowLevels> rowLevels;
+  /// Every channels-first operand has one S (ShapeSpec::oneSpatial).
+  bool oneSpatial = false;
   std::vector<FoldPlan> folds;
   /// One pass with folds: the output phase walks fold 0's element mapping
   /// and reuses the values loaded for the fold.

@@ -22,6 +22,8 @@ std::string ShapeSpec::str() const {
     if (rowLevels[i].inner > 0)
       s += llvm::formatv(".l{0}:{1}x{2}", i, rowLevels[i].inner,
                          rowLevels[i].outer);
+  if (oneSpatial)
+    s += ".s1";
   return s;
 }
 
@@ -32,6 +34,7 @@ ShapeSpec ShapeClass::shapeSpec() const {
   s.maxElementOffset = index64 ? int64_t(1) << 62 : int64_t(INT32_MAX);
   if (twoLevel)
     s.rowLevels.assign(levels.begin(), levels.begin() + numOperands);
+  s.oneSpatial = oneSpatial;
   return s;
 }
 
@@ -48,6 +51,13 @@ int64_t keys::definitionRowClass(const dsl::KernelDef &def) {
     if (f.order.hasRowRange())
       cls = std::max(cls, f.order.minRows);
   return cls;
+}
+
+bool keys::spatialSharable(const dsl::KernelDef &def) {
+  int n = 0;
+  for (const dsl::OperandDecl &o : def.operands)
+    n += o.layout == dsl::Layout::ChannelsFirst; // the views with an S
+  return n >= 2;
 }
 
 ShapeClass keys::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
@@ -75,5 +85,6 @@ ShapeClass keys::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
   }
   ShapeClass c = classifyShape(cols, align, maxOffset, totalRows, bucketRows);
   c.rowClass = definitionRowClass(def);
+  c.oneSpatial = spatialSharable(def);
   return c;
 }

@@ -19,7 +19,10 @@
 // rows are bucketed (the tune DB's shape class). An operand bound with
 // two-level rows (RowLevels) adds ".l<i>:<inner>x<outer>", so such a
 // class never shares a kernel with a one-level one, while every one-level
-// class keeps its text (and its cache keys).
+// class keeps its text (and its cache keys). A channels-first class whose
+// channels-first operands all have one S per group adds ".s1" (the kernel
+// then divides a pixel index by S once for all of them); only definitions
+// with two or more such operands can carry it (spatialSharable).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_SPEC_SHAPESPEC_H
@@ -62,6 +65,10 @@ struct ShapeSpec {
   /// Per operand, its two-level rows; empty when every operand has one
   /// level.
   std::vector<RowLevels> rowLevels;
+  /// Channels-first: in each group every channels-first operand has the
+  /// same S (pixels per image), so one pixel offset and one column stride
+  /// address them all. False: each operand's own S.
+  bool oneSpatial = false;
   std::string str() const; ///< stable text for keys.
   /// The two-level rows of operand i (inner = 0: one level).
   RowLevels levels(size_t i) const {
@@ -123,6 +130,10 @@ inline int64_t rowBucket(int64_t rows) {
 /// joins the key a launch is looked up by.
 int64_t definitionRowClass(const dsl::KernelDef &def);
 
+/// Whether `def` has two or more channels-first operands: the only
+/// definitions whose classes may say that they share one S (oneSpatial).
+bool spatialSharable(const dsl::KernelDef &def);
+
 struct ShapeClass {
   int64_t cols = 0;
   int64_t rowBucket = 0; ///< 0: rows not bucketed.
@@ -134,6 +145,8 @@ struct ShapeClass {
   uint8_t numOperands = 0;
   /// Some operand has two-level rows (then `levels` says which).
   bool twoLevel = false;
+  /// ShapeSpec::oneSpatial: compiled into the kernel, part of the class.
+  bool oneSpatial = false;
   std::array<uint8_t, kMaxOperands> alignBytes{};
   std::array<RowLevels, kMaxOperands> levels{};
 
@@ -148,7 +161,8 @@ struct ShapeClass {
     uint64_t h = uint64_t(cols) * 0x9E3779B97F4A7C15ull;
     h ^= uint64_t(rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     h ^= uint64_t(rowClass) * 0x2545F4914F6CDD1Dull + (h << 6) + (h >> 2);
-    h ^= (index64 ? 17u : 0u) + numOperands + (h << 6) + (h >> 2);
+    h ^= (index64 ? 17u : 0u) + (oneSpatial ? 34u : 0u) + numOperands +
+         (h << 6) + (h >> 2);
     for (int i = 0; i < numOperands; ++i)
       h = h * 131 + alignBytes[i];
     if (twoLevel)
@@ -182,7 +196,8 @@ inline ShapeClass classifyShape(int64_t cols, llvm::ArrayRef<int> alignBytes,
 /// The class the runtime derives for dense, freshly allocated tensors
 /// (256-byte aligned bases, packed rows) of a problem with `groupRows` rows
 /// per group and `rowsPerBatch` rows per batch (per-batch operands hold one
-/// row per batch, per-column operands one row).
+/// row per batch, per-column operands one row). Dense channels-first
+/// operands share their S: oneSpatial where the definition may say so.
 ShapeClass denseShapeClass(const dsl::KernelDef &def, int64_t cols,
                            llvm::ArrayRef<int64_t> groupRows,
                            int64_t rowsPerBatch, bool bucketRows);

@@ -196,12 +196,15 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
     return runtimeError(BITFOLD_ERROR_DEVICE,
                         "cannot launch " + templateName + ": " +
                             llvm::toString(gpu.takeError()));
-  // A class with two-level rows asks about its one-level twin: tuners time
-  // dense tensors, and the levels make no config illegal (the binding's
-  // alignment already covers the group stride).
+  // A class with two-level rows asks about its one-level twin, one whose
+  // channels-first operands have different S about the dense class (where
+  // they share it): tuners time dense tensors, and neither fact makes a
+  // config illegal (the binding's alignment already covers the group
+  // stride; S only enters the addresses).
   keys::ShapeClass asked = key.shape;
   asked.twoLevel = false;
   asked.levels = {};
+  asked.oneSpatial = keys::spatialSharable(*def);
   const keys::ShapeSpec askedShape = asked.shapeSpec();
   ConfigRequest req;
   req.def = def;
@@ -231,7 +234,7 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
   entry.provisional = answer.provisional;
   entry.configFrom = std::move(answer.from);
   entry.shapeClass = asked.str();
-  if (!key.shape.twoLevel)
+  if (!key.shape.twoLevel && key.shape.oneSpatial == asked.oneSpatial)
     return answer.config;
   if (llvm::Error e = comp.checkConfig(*def, shape, answer.config)) {
     llvm::consumeError(std::move(e)); // not expected: see above
@@ -568,6 +571,7 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
       b.cols, llvm::ArrayRef<int>(b.alignBytes, (*def)->operands.size()),
       b.maxElementOffset, b.totalRows, rt.bucketsRows());
   key.shape.rowClass = keys::definitionRowClass(**def);
+  key.shape.oneSpatial = b.oneSpatial; // compiled into the kernel
   if (b.twoLevel) { // compiled into the kernel: part of the class
     key.shape.twoLevel = true;
     std::copy(b.levels, b.levels + key.shape.numOperands,

@@ -127,6 +127,7 @@ private:
   llvm::Error endError(int g, int i, int64_t last);
   llvm::Error checkEnd(int g, int i, int64_t rowsStored);
   llvm::Error checkGroupLevels();
+  bool sameSpatial() const;
   llvm::Error checkOverlaps();
   llvm::Error checkOutputVec();
   llvm::Error deviceTypeError(int g, int i, int32_t type);
@@ -844,6 +845,7 @@ llvm::Error Binder::run() {
   }
   if (llvm::Error e = checkGroupLevels())
     return e;
+  out.oneSpatial = keys::spatialSharable(def) && sameSpatial();
   const int64_t C = out.cols;
   if (C % def.colsMultipleOf || C < def.minCols || C > def.maxCols)
     return runtimeError(
@@ -912,6 +914,26 @@ llvm::Error Binder::checkGroupLevels() {
     }
   }
   return llvm::Error::success();
+}
+
+/// Whether in every group with rows all channels-first operands have the
+/// same S (a frames-major residual next to a contiguous conv output has
+/// another: the launch then takes the kernel that reads each S).
+bool Binder::sameSpatial() const {
+  for (int g = 0; g < def.groups; ++g) {
+    if (out.groupRows[g] == 0)
+      continue;
+    int64_t S = 0;
+    for (int i = 0; i < nOps; ++i) {
+      const int64_t s = out.views[g][i].spatial;
+      if (s == 0)
+        continue;
+      if (S != 0 && s != S)
+        return false;
+      S = s;
+    }
+  }
+  return true;
 }
 
 llvm::Error Binder::checkOutputVec() {

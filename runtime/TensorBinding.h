@@ -62,6 +62,10 @@ struct LaunchBinding {
   /// is compiled for them); all one-level: twoLevel is false.
   keys::RowLevels levels[kMaxOperands] = {};
   bool twoLevel = false;
+  /// keys::ShapeSpec::oneSpatial: the definition may say so
+  /// (keys::spatialSharable) and in every group with rows all channels-first
+  /// operands have the same S. False: the kernel reads each one's own S.
+  bool oneSpatial = false;
   int64_t maxElementOffset = 0;
 };
 

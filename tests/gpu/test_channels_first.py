@@ -163,6 +163,46 @@ def test_wan_channels_first_pixels_per_thread_give_the_same_bits(rt, shape, form
                       launch=wan_launch)
 
 
+def pixel_configs(shape, params):
+    """The legal .o2 / .o4 configs of the Wan norm at `shape` (some)."""
+    configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
+    vec = [c for c in configs if c.endswith((".o2", ".o4"))]
+    assert vec, configs
+    return vec
+
+
+@pytest.mark.parametrize("form,conv", [("x", False), ("f32", True)])
+def test_wan_channels_first_operands_of_other_s_give_the_same_bits(rt, form, conv):
+    # x and y with one S take the kernel that divides the pixel index once
+    # (shape class ".s1"); a frames-major x with a contiguous y (or the
+    # reverse) has two S and takes the kernel that reads each operand's own,
+    # at every .oN config and the default: eager's bits in every case.
+    n, c, t, h, w = 1, 96, 3, 8, 12
+    shape = (n, c, t, h, w)
+    params = wan_params("bf16", form, "bf16", True, conv, shape)
+    vec = pixel_configs(shape, params)
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    _, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
+    frames = randn((n, t, c, h, w), torch.bfloat16, 1.0, gen).transpose(1, 2)
+    contiguous = frames.contiguous()
+    expect = wan_eager(contiguous, g, b, cb, form)
+
+    def into(y_like):
+        def launch(kernel, x, g, b, cb, out_dtype):
+            y = poison(torch.empty_like(y_like, dtype=out_dtype))
+            tensors = [x, g] + ([b] if b is not None else []) + ([cb] if cb is not None else [])
+            kernel.launch(tensors + [y], [float(c) ** 0.5])
+            return y
+        return launch
+
+    for x, y_like, what in ((contiguous, contiguous, "one S"),
+                            (frames, contiguous, "x frames-major, y contiguous"),
+                            (contiguous, frames, "x contiguous, y frames-major"),
+                            (frames, frames, "both frames-major")):
+        wan_check_configs(rt, params, vec + [None], (x, g, b, cb), expect,
+                          f"NCDHW {shape} {what}", launch=into(y_like))
+
+
 @pytest.mark.parametrize("scale", [3e17, 1e-30, 0.0])  # norm > 2^60, x < 2^-60, zero
 @pytest.mark.parametrize("form,conv", [("x", False), ("f32", True)])
 def test_wan_channels_first_pixels_per_thread_with_unlike_neighbours(rt, scale, form, conv):
@@ -172,9 +212,7 @@ def test_wan_channels_first_pixels_per_thread_with_unlike_neighbours(rt, scale, 
     # fallback, where each element must still divide by its own pixel's norm.
     shape = (1, 96, 2, 8, 16)
     params = wan_params("bf16", form, "bf16", True, conv, shape)
-    configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
-    vec = [c for c in configs if c.endswith((".o2", ".o4"))]
-    assert vec, configs
+    vec = pixel_configs(shape, params)
     gen = torch.Generator(device="cuda").manual_seed(5)
     x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
     x[..., 1::2] *= scale

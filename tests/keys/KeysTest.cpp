@@ -111,6 +111,38 @@ TEST(ShapeSpec, TwoLevelRowsSplitTheClassAndKeepOneLevelText) {
   EXPECT_NE(other.shapeSpec().str(), spec.str());
 }
 
+TEST(ShapeSpec, OneSpatialSplitsTheClassOnlyWhereTwoOperandsHaveAnS) {
+  // Channels-first operands with one S (".s1"): compiled in, so a class of
+  // its own; definitions with fewer than two channels-first operands never
+  // carry it (dense classes included), so their text stays.
+  dsl::KernelDef def;
+  auto add = [&](dsl::Layout l, dsl::IndexMap m) {
+    dsl::OperandDecl o{};
+    o.name = "t" + std::to_string(def.operands.size());
+    o.dtype = dsl::DType::BF16;
+    o.layout = l;
+    o.map = m;
+    def.operands.push_back(o);
+  };
+  add(dsl::Layout::ChannelsFirst, dsl::IndexMap::PerElement);
+  add(dsl::Layout::RowMajor, dsl::IndexMap::PerColumn);
+  EXPECT_FALSE(spatialSharable(def));
+  add(dsl::Layout::ChannelsFirst, dsl::IndexMap::PerElement);
+  EXPECT_TRUE(spatialSharable(def));
+  ShapeClass each = classifyShape(96, {16, 16, 16}, 1000, 1000, false);
+  EXPECT_FALSE(each.oneSpatial);
+  ShapeClass one = each;
+  one.oneSpatial = true;
+  EXPECT_NE(one, each);
+  EXPECT_NE(one.hash(), each.hash());
+  EXPECT_EQ(each.shapeSpec().str(), "c96.a16-16-16.o32");
+  EXPECT_EQ(one.shapeSpec().str(), "c96.a16-16-16.o32.s1");
+  EXPECT_TRUE(one.shapeSpec().oneSpatial);
+  EXPECT_FALSE(denseShapeClass(*build("qk_layernorm"), 128, {4096}, 4096,
+                               false)
+                   .oneSpatial);
+}
+
 TEST(KernelABI, PositionsAndKindsFollowTheDocumentedOrder) {
   auto def = build("qk_layernorm"); // two groups
   KernelABI abi = KernelABI::of(*def);

@@ -3,7 +3,8 @@
 // What the binding decides for channels-first kernels (wan_rmsnorm_silu and
 // conv_bias with layout=channels_first): dense images of C x S (contiguous
 // NC[D]HW, or frames-major) bind as pixel rows whose C elements lie S
-// apart, each operand with its own S; every other stride pattern
+// apart, each operand with its own S (LaunchBinding::oneSpatial where all
+// are one); every other stride pattern
 // (permuted, channels-last, sliced, expanded, overlapping, negative), one
 // pixel per image, images of different sizes, a misaligned x, an S whose
 // output_vec_size is not the order's, an output over its input: refused with
@@ -61,6 +62,7 @@ TEST(ChannelsFirstBinding, DenseNcdhwBindsPixelRowsWithTheSpatialStride) {
   EXPECT_EQ(b.views[0][0].spatial, 4 * 6 * 8);
   EXPECT_EQ(b.views[0][0].rowStride, 4 * 6 * 8);
   EXPECT_EQ(b.views[0][1].spatial, 0); // the per-channel bias
+  EXPECT_TRUE(b.oneSpatial);              // x and y: one S
   EXPECT_EQ(b.maxElementOffset, 2 * 96 * 4 * 6 * 8 - 1);
   // Explicit strides that say the same, and size-1 dims with any stride.
   EXPECT_EQ(bindConv(Tensor{{1, 8, 1, 4, 4}, {999, 16, 5, 4, 1}, 0x1000000}),
@@ -102,6 +104,7 @@ TEST(ChannelsFirstBinding, FramesMajorTensorsBindAsImagesOfHW) {
   EXPECT_EQ(b.groupRows[0], 2 * 3 * 4 * 5);
   EXPECT_EQ(b.views[0][0].spatial, 4 * 5);
   EXPECT_EQ(b.views[0][2].spatial, 3 * 4 * 5); // y is contiguous NCDHW
+  EXPECT_FALSE(b.oneSpatial);
   EXPECT_EQ(b.maxElementOffset, 2 * 8 * 3 * 4 * 5 - 1);
   // Images of C x W (rows of H outer too): the same rule, S = W.
   ASSERT_EQ(bindConv(Tensor{{2, 8, 3, 4, 5}, {480, 5, 160, 40, 1}, 0x1000000},
@@ -125,6 +128,13 @@ TEST(ChannelsFirstBinding, AResidualInAnotherImageLayoutBindsWithItsOwnS) {
       << msg;
   EXPECT_EQ(b.views[0][0].spatial, 4 * 6 * 6);
   EXPECT_EQ(b.views[0][2].spatial, 6 * 6);
+  // Not one S: the launch takes the kernel that reads each operand's own.
+  EXPECT_FALSE(b.oneSpatial);
+  Tensor hDense{{1, 8, 4, 6, 6}, {}, 0x3000000};
+  const DLTensor *dense[] = {x.get(), bias.get(), hDense.get(), y.get()};
+  ASSERT_EQ(takeStatus(bindTensors(*def, dense, 4, b), msg), BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_TRUE(b.oneSpatial);
   // The same pixel count in another shape is not the same pixels.
   Tensor h2{{1, 8, 2, 12, 6}, {}, 0x3000000};
   const DLTensor *ts2[] = {x.get(), bias.get(), h2.get(), y.get()};

@@ -340,6 +340,31 @@ TEST_F(Launch, TwoGroupsInOneLaunch) {
   EXPECT_EQ(l.grid[0], 128u); // (96 + 160) / 2
 }
 
+// Channels-first operands of one S (dense NCDHW) divide a pixel index
+// once (".s1", compiled in); a frames-major residual, whose S differs,
+// launches the kernel that reads each operand's own S, and still binds.
+TEST_F(Launch, ChannelsFirstOperandsOfOneSAreASpecialisationOfTheirOwn) {
+  Kernel *k = kernel("conv_bias", "layout=channels_first,residual=1");
+  auto launchConv = [&](bool framesMajor) {
+    Tensor x({1, 8, 4, 6, 6}, 0x10000000), bias({8}, 0x20000000),
+        h({1, 8, 4, 6, 6}, 0x30000000,
+          framesMajor ? std::vector<int64_t>{1152, 36, 288, 6, 1}
+                      : std::vector<int64_t>{}),
+        y({1, 8, 4, 6, 6}, 0x40000000);
+    llvm::Error e = launch(k, {&x, &bias, &h, &y}, {});
+    EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
+    return k->lastSpecialisation().keyText;
+  };
+  int compiles = fake::fakeCompiles;
+  std::string one = launchConv(false), each = launchConv(true);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 2);
+  EXPECT_NE(one.find(".s1\n"), std::string::npos) << one;
+  EXPECT_EQ(each.find(".s1"), std::string::npos) << each;
+  EXPECT_EQ(launchConv(false), one);
+  EXPECT_EQ(launchConv(true), each);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 2);
+}
+
 // q and k views of a fused (B, S, 3 * H * D) projection launch in place:
 // the row-stride slot holds D, the heads per token and the token stride
 // are the class's (compiled in), so contiguous and strided launches never
