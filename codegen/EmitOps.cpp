@@ -327,14 +327,16 @@ std::vector<Value> KernelBuilder::emitFastSilu(const ExprNode *n,
     xs.push_back(elemValue(xNode, acc, e));
   AtLoc at(*this, nodeLoc(n));
   std::vector<Value> fast, ok;
-  for (Value x : xs) {
+  const std::vector<Value> geMin = pairedSiluMinTests(xs);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    Value x = xs[i];
     Value arg = arith::MulFOp::create(b, loc, x, cF32(-kFastSiluLog2e));
     Value d = arith::AddFOp::create(
         b, loc, intrinsic("llvm.nvvm.ex2.approx.ftz.f32", {arg}), cF32(1.0f));
     Value s = arith::MulFOp::create(
         b, loc, x, NVVM::RcpApproxFtzF32Op::create(b, loc, f32, d));
     fast.push_back(s);
-    ok.push_back(fastSiluTest(t, x, s));
+    ok.push_back(fastSiluTest(t, x, s, geMin[i]));
   }
   // One branch per access on the common path; where some element fails,
   // one more per element, so only the failing ones run the chain.
@@ -392,7 +394,31 @@ std::vector<Value> KernelBuilder::roundElements(const ExprNode *n,
   return out;
 }
 
-Value KernelBuilder::fastSiluTest(DType t, Value x, Value s) {
+std::vector<Value> KernelBuilder::pairedSiluMinTests(ArrayRef<Value> xs) {
+  // x is a bf16 value (widened exactly), and so is kFastSiluMinX (-80 =
+  // bf16 0xc2a0): comparing the bf16 halves decides x >= kFastSiluMinX as
+  // the f32 compare does, NaN false. setp.ge.bf16x2 is sm_90+.
+  std::vector<Value> out(xs.size());
+  if (plan.smVersion < 90)
+    return out;
+  for (size_t i = 0; i + 1 < xs.size(); i += 2) {
+    int lo = -1, hi = -1;
+    Value pair = widenedPair(xs[i], lo);
+    if (!pair || lo != 0 || widenedPair(xs[i + 1], hi) != pair || hi != 1)
+      continue;
+    auto vecTy = llvm::cast<VectorType>(pair.getType());
+    auto min = arith::ConstantOp::create(
+        b, loc, vecTy,
+        DenseElementsAttr::get(
+            vecTy, b.getFloatAttr(b.getBF16Type(), kFastSiluMinX)));
+    Value ge = arith::CmpFOp::create(b, loc, P::OGE, pair, min);
+    out[i] = LLVM::ExtractElementOp::create(b, loc, ge, cI32(0));
+    out[i + 1] = LLVM::ExtractElementOp::create(b, loc, ge, cI32(1));
+  }
+  return out;
+}
+
+Value KernelBuilder::fastSiluTest(DType t, Value x, Value s, Value geMin) {
   // fastSiluAccepts: |dropped - half| > K as (bits << shift) + C compared
   // unsigned (ptxas: one LEA and one ISETP), x >= kFastSiluMinX (false
   // for NaN) and, for f16, s in f16's normal range.
@@ -404,7 +430,7 @@ Value KernelBuilder::fastSiluTest(DType t, Value x, Value s) {
       arith::ShLIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
                             cI32(shift)),
       cI32(int32_t((k - half) << shift)));
-  Value accept = andI(cmp(P::OGE, x, cF32(kFastSiluMinX)),
+  Value accept = andI(geMin ? geMin : cmp(P::OGE, x, cF32(kFastSiluMinX)),
                       cmpI(arith::CmpIPredicate::ugt, low,
                            cI32(int32_t((2 * k) << shift))));
   if (t == DType::F16) // f16's subnormals round at another bit

@@ -142,6 +142,9 @@ private:
   /// f32 of a half of a bf16 pair from the pair's word; null where `x` is
   /// not one (or the program is not channels-first).
   Value widenPairHalf(Value x);
+  /// The bf16 pair (vector<2xbf16>) whose half `half` widenPairHalf
+  /// widened to `x`; null where `x` is not such a half.
+  Value widenedPair(Value x, int &half);
   Value emitRound(const ExprNode *n, Value x);
   // ---- One-byte storage dtypes (EmitByteTypes.cpp): dsl/Float8.h's
   // conversions; an i8 Value holds float8 bits or an int8.
@@ -172,8 +175,13 @@ private:
   std::vector<Value> emitFastSilu(const ExprNode *n, const Access &acc);
   /// silu's exact chain `chain` (its div_rn node) on one element's x.
   Value exactSilu(const ExprNode *chain, const ExprNode *xNode, Value x);
-  /// Whether the fast SiLU value s of x is taken (fastSiluAccepts).
-  Value fastSiluTest(dsl::DType t, Value x, Value s);
+  /// Whether the fast SiLU value s of x is taken (fastSiluAccepts);
+  /// `geMin`, where given, is x >= kFastSiluMinX already tested.
+  Value fastSiluTest(dsl::DType t, Value x, Value s, Value geMin = Value());
+  /// Per element of `xs`, x >= kFastSiluMinX as one setp.ge.bf16x2 per
+  /// pair where two adjacent xs are the halves of one bf16 pair (sm_90+),
+  /// null elsewhere.
+  std::vector<Value> pairedSiluMinTests(llvm::ArrayRef<Value> xs);
   /// `body` on every element's values (lists[j][i], j over the lists):
   /// a loop over the elements with one copy of `body` where
   /// rewrites.fallbackLoops, else one copy per element.

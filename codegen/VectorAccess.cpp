@@ -206,6 +206,28 @@ Value KernelBuilder::widenPairHalf(Value x) {
   return arith::BitcastOp::create(b, loc, f32, wide);
 }
 
+Value KernelBuilder::widenedPair(Value x, int &half) {
+  // widenPairHalf's pattern: bitcast(shl(w, 16)) for the low half,
+  // bitcast(and(w, 0xffff0000)) for the high one, w the pair's word.
+  auto cast = x.getDefiningOp<arith::BitcastOp>();
+  Operation *op = cast ? cast.getIn().getDefiningOp() : nullptr;
+  if (!op || !llvm::isa<arith::ShLIOp, arith::AndIOp>(op))
+    return Value();
+  auto k = op->getOperand(1).getDefiningOp<arith::ConstantOp>();
+  auto word = op->getOperand(0).getDefiningOp<LLVM::BitcastOp>();
+  if (!k || !word)
+    return Value();
+  half = llvm::isa<arith::AndIOp>(op);
+  const uint32_t want = half ? 0xffff0000u : 16u;
+  if (uint32_t(llvm::cast<IntegerAttr>(k.getValue()).getInt()) != want)
+    return Value();
+  Value pair = word.getArg();
+  auto vecTy = llvm::dyn_cast<VectorType>(pair.getType());
+  if (!vecTy || vecTy.getNumElements() != 2 || !vecTy.getElementType().isBF16())
+    return Value();
+  return pair;
+}
+
 std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
   auto key = std::make_pair(operand, acc.id);
   auto it = loads.find(key);

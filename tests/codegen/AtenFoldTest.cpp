@@ -544,6 +544,26 @@ TEST(ChannelsFirstGathered, Bf16PairsStayPackedFromRoundingToWidening) {
   }
 }
 
+TEST(ChannelsFirstGathered, TheSiluLowerBoundIsOneBf16x2ComparePerPair) {
+  // SiLU's x = round(v + bias) is a bf16 pair (add.rn.bf16x2): its test
+  // x >= -80 is one setp.ge.bf16x2 of the pair (exact: x and -80 are
+  // bf16 values) where sm_90 has it, an f32 setp per element on sm_80.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
+  ASSERT_TRUE(st.def);
+  for (int o : {1, 2, 4}) {
+    std::string p = ptxOf(st, TileConfig{32 * o, 4, 1, false, o});
+    EXPECT_EQ(countOf(p, "setp.ge.bf16x2"), 24u * o / 2) << o;
+  }
+  CompileOptions sm80;
+  sm80.emitCubin = false;
+  sm80.arch = "sm_80";
+  auto k = compile(*st.def, st.shape, TileConfig{64, 4, 1, false, 2}, sm80);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ(countOf(k->ptx, "setp.ge.bf16x2"), 0u);
+  EXPECT_GE(countOf(k->ptx, "0fC2A00000"), 48u); // -80 as f32, per element
+}
+
 TEST(ChannelsFirstOneSpatial, OperandsOfOneSDivideThePixelIndexOnce) {
   // Dense operands share S (ShapeSpec::oneSpatial, ".s1"): x and the
   // output take one pixel offset, one integer division; without the fact
