@@ -19,7 +19,6 @@ Exit status 1 if any case differs from eager, falls back, or is slower
 patched than unpatched.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -27,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "torch"))
 from glm_image_blocks import build, inputs  # noqa: E402
-from wan_vae import interleaved_ms  # noqa: E402
+from _patched_model import counts, finish, interleaved_ms  # noqa: E402
 
 CONFIGS = [  # name, heads, head_dim, latent_hw, text_len
     ("small", 4, 32, 32, 16),
@@ -54,15 +53,13 @@ def case(name, heads, head_dim, latent_hw, text_len, reps, seed=0):
         torch.cuda.synchronize()
         stats = bt.stats()
         bt.unpatch(model)
-    fallbacks = {f"{op}: {why}": n for op, s in stats.items()
-                 for why, n in s["fallbacks"].items()}
+    launches, fallbacks, reasons = counts(stats)
     return {"config": name, "hidden": heads * head_dim, "heads": heads,
             "head_dim": head_dim, "tokens": (latent_hw // 2) ** 2 + text_len,
             "torch_equal": bool(torch.equal(out, eager)),
             "ms_unpatched": round(t_plain, 3), "ms_patched": round(t_patched, 3),
             "patched_sites": len(patched),
-            "launches": sum(s["launches"] for s in stats.values()),
-            "fallbacks": sum(fallbacks.values()), "fallback_reasons": fallbacks}
+            "launches": launches, "fallbacks": fallbacks, "fallback_reasons": reasons}
 
 
 def table(rows, args):
@@ -94,17 +91,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     configs = CONFIGS[:2] if args.small else CONFIGS
     rows = [case(*c, reps=args.reps) for c in configs]
-    with open(os.path.join(args.out, "glm_image.json"), "w") as f:
-        json.dump(rows, f, indent=1)
-    md = table(rows, args)
-    with open(os.path.join(args.out, "glm_image.md"), "w") as f:
-        f.write(md)
-    print(md)
-    bad = [r["config"] for r in rows
-           if not r["torch_equal"] or r["fallbacks"] or r["ms_patched"] > r["ms_unpatched"]]
-    if bad:
-        raise SystemExit(f"not equal, falling back or slower patched: {bad}")
-
+    finish(args.out, "glm_image", rows, table(rows, args), "config")
 
 if __name__ == "__main__":
     main()

@@ -21,12 +21,11 @@ fallbacks: bitfold.torch's stats() over one forward after the timed ones. Exit s
 differs from eager, falls back, or is slower patched than unpatched.
 """
 import argparse
-import json
 import os
-import statistics
-import time
 
 import torch
+
+from _patched_model import counts, finish, interleaved_ms
 
 
 def build(seed, channels_last):
@@ -38,28 +37,6 @@ def build(seed, channels_last):
             if isinstance(m, torch.nn.Conv3d):
                 m.weight.data = m.weight.data.contiguous(memory_format=torch.channels_last_3d)
     return vae
-
-
-def one_ms(fn):
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3
-
-
-def interleaved_ms(fwd, vae, reps):
-    """Median ms of an unpatched and a patched forward, alternated rep by
-    rep (unpatch, time, patch, time), so a drift of the host or the GPU
-    over the run (clocks, other load, the allocator) falls on both alike."""
-    import bitfold.torch as bt
-    plain, patched = [], []
-    for _ in range(reps):
-        bt.unpatch(vae)
-        plain.append(one_ms(fwd))
-        bt.patch(vae, verify="off")
-        patched.append(one_ms(fwd))
-    return statistics.median(plain), statistics.median(patched)
 
 
 def profile_table(fwd, rows=40):
@@ -120,17 +97,13 @@ def case(frames, hw, reps, channels_last, seed=0, profile_dir=None):
                 f.write("\n".join(text) + "\n")
         else:
             bt.unpatch(vae)
-    fallbacks = {}
-    for op, s in stats.items():
-        for why, n in s["fallbacks"].items():
-            fallbacks[f"{op}: {why}"] = n
+    launches, fallbacks, reasons = counts(stats)
     return {"layout": "channels_last_3d" if channels_last else "NCDHW",
             "video": list(x.shape), "output": list(out.shape),
             "torch_equal": bool(torch.equal(out, eager)),
             "ms_unpatched": round(t_eager, 2), "ms_patched": round(t_bitfold, 2),
             "patched_sites": len(patched),
-            "launches": sum(s["launches"] for s in stats.values()),
-            "fallbacks": sum(fallbacks.values()), "fallback_reasons": fallbacks}
+            "launches": launches, "fallbacks": fallbacks, "fallback_reasons": reasons}
 
 
 def table(rows, args):
@@ -169,17 +142,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     rows = [case(args.frames, args.hw, args.reps, lay == "channels_last_3d",
                  profile_dir=args.out if args.profile else None) for lay in layouts]
-    with open(os.path.join(args.out, "wan_vae.json"), "w") as f:
-        json.dump(rows, f, indent=1)
-    md = table(rows, args)
-    with open(os.path.join(args.out, "wan_vae.md"), "w") as f:
-        f.write(md)
-    print(md)
-    bad = [r["layout"] for r in rows
-           if not r["torch_equal"] or r["fallbacks"] or r["ms_patched"] > r["ms_unpatched"]]
-    if bad:
-        raise SystemExit(f"not equal, falling back or slower patched: {bad}")
-
+    finish(args.out, "wan_vae", rows, table(rows, args), "layout")
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,51 @@
+"""What the whole-model benches (wan_vae.py, glm_image.py) share: a forward
+timed patched and unpatched in turns, stats() summed, and the results
+written and judged the same way."""
+import json
+import os
+import statistics
+import time
+
+import torch
+
+
+def one_ms(fn):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def interleaved_ms(fwd, model, reps):
+    """Median ms of an unpatched and a patched forward, alternated rep by
+    rep (unpatch, time, patch, time), so a drift of the host or the GPU
+    over the run (clocks, other load, the allocator) falls on both alike."""
+    import bitfold.torch as bt
+    plain, patched = [], []
+    for _ in range(reps):
+        bt.unpatch(model)
+        plain.append(one_ms(fwd))
+        bt.patch(model, verify="off")
+        patched.append(one_ms(fwd))
+    return statistics.median(plain), statistics.median(patched)
+
+
+def counts(stats):
+    """Kernel launches, fallbacks and {"op: reason": n} of a stats()."""
+    reasons = {f"{op}: {why}": n for op, s in stats.items() for why, n in s["fallbacks"].items()}
+    return sum(s["launches"] for s in stats.values()), sum(reasons.values()), reasons
+
+
+def finish(out_dir, stem, rows, md, name):
+    """Writes out_dir/stem.json and .md, prints md; exits 1 naming the rows
+    (by their `name` field) that differ, fall back or are slower patched."""
+    with open(os.path.join(out_dir, stem + ".json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    with open(os.path.join(out_dir, stem + ".md"), "w") as f:
+        f.write(md)
+    print(md)
+    bad = [r[name] for r in rows
+           if not r["torch_equal"] or r["fallbacks"] or r["ms_patched"] > r["ms_unpatched"]]
+    if bad:
+        raise SystemExit(f"not equal, falling back or slower patched: {bad}")
