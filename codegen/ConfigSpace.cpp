@@ -419,6 +419,7 @@ unsigned sharedMemory(const KernelDef &def, const Plan &plan) {
     if (plan.folds[f].needsShared())
       smem += R * P * unsigned(plan.folds[f].k) * F * 4;
   }
+  smem += columnTableBytes(def, plan);
   if (plan.config.sharedRow) // EmitOutputs' staged rows, one per operand
     for (int i : sharedRowOperands(def))
       smem += R * unsigned(plan.cols) *

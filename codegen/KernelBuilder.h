@@ -51,6 +51,9 @@ struct Access {
   /// (copy) e % pixels of parts[e / pixels], so a channel's pixels are
   /// adjacent elements (their roundings pair, as their store wants them).
   int pixels = 1;
+  /// Where >= 0: the column is the thread's lane p plus this constant (a
+  /// one-element access of an unrolled phase): a column table's slot.
+  int64_t laneOffset = -1;
   /// The copy that element e of this access computes in (-1: the current).
   int copyOf(int e) const { return pixels > 1 ? e % pixels : -1; }
 };
@@ -262,6 +265,15 @@ private:
   /// the access's column before clamping.
   Value sharedRowAddr(int operand, const Access &acc, int start,
                       bool unclamped = false);
+  /// columnTableOperands (Plan.h): each table filled from global memory,
+  /// every thread a share of the columns, before the folds.
+  void stageColumnTables();
+  /// The shared address of `acc`'s column in `operand`'s table, or null
+  /// where the access has no slot there (not one element at p + P * j).
+  Value columnTableAddr(int operand, const Access &acc);
+  std::set<int> columnTables;
+  /// The folds' barrier is behind: the output phase may read the tables.
+  bool columnTablesReady = false;
   /// Channels-first, o > 1 pixels per thread: `operand` is an image whose
   /// loads and stores move the o pixels of a column at once (element e of
   /// an access, pixel q at e * o + q of its loaded values).

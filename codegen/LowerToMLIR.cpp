@@ -563,6 +563,7 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
     LLVM::ReturnOp::create(b, loc, ValueRange{});
     return owned;
   }
+  stageColumnTables();
   std::vector<Access> mapping;
   if (plan.config.sharedRow) {
     stagedOperands = sharedRowOperands(def);
@@ -604,6 +605,7 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
       newPhase();
     mapping = outputAccesses(0, plan.outChunks);
   }
+  columnTablesReady = true; // behind the folds' barrier (lanesAcrossWarps)
   emitOutputs(gatherOutputs(mapping));
   LLVM::ReturnOp::create(b, loc, ValueRange{});
   return owned;

@@ -138,6 +138,15 @@ bool isRolled(const dsl::KernelDef &def, const keys::TileConfig &config);
 /// pixel, a warp apart (Plan::lanesAcrossWarps).
 bool lanesAcrossWarps(const dsl::KernelDef &def,
                       const keys::TileConfig &config);
+/// Lanes across warps with a fold, one group: the per-column inputs the
+/// outputs load, staged once per CTA in shared memory with lane p's
+/// columns p + P * j at p * ceil(C / P) + j (KernelBuilder::
+/// stageColumnTables), so a thread reads its channels as one vector per
+/// gathered group instead of one 2-byte load per channel. The fold's barrier
+/// orders the staging: only the output phase reads the tables.
+std::set<int> columnTableOperands(const dsl::KernelDef &def, const Plan &plan);
+/// Shared bytes of columnTableOperands' tables.
+unsigned columnTableBytes(const dsl::KernelDef &def, const Plan &plan);
 /// Registers a rolled plan needs per thread (a conservative estimate).
 int rolledRegisters(const dsl::KernelDef &def, const Plan &plan);
 /// The config space of a channels-first program (rows per CTA; unrolled

@@ -159,6 +159,35 @@ bool codegen::lanesAcrossWarps(const dsl::KernelDef &def, const TileConfig &c) {
   return c.threadsPerRow > 1 && dsl::isChannelsFirst(def);
 }
 
+std::set<int> codegen::columnTableOperands(const dsl::KernelDef &def,
+                                           const Plan &plan) {
+  std::set<int> out;
+  // One group: a CTA's rows may span groups whose tables would differ.
+  if (!plan.lanesAcrossWarps || plan.folds.empty() || plan.rolled ||
+      def.groups != 1)
+    return out;
+  std::set<int> outLoads;
+  for (const dsl::OperandDecl &o : def.operands)
+    if (o.isOutput)
+      for (const dsl::Expr &v : dsl::outputValues(o))
+        loadsOf(def, v.get(), outLoads);
+  for (int i : outLoads)
+    if (def.operands[i].map == dsl::IndexMap::PerColumn &&
+        !def.operands[i].isOutput)
+      out.insert(i);
+  return out;
+}
+
+unsigned codegen::columnTableBytes(const dsl::KernelDef &def,
+                                   const Plan &plan) {
+  const int64_t P = plan.config.threadsPerRow;
+  const int64_t J = (plan.cols + P - 1) / P;
+  unsigned bytes = 0;
+  for (int i : columnTableOperands(def, plan))
+    bytes += unsigned(P * J * int64_t(dsl::dtypeBytes(def.operands[i].dtype)));
+  return bytes;
+}
+
 int codegen::rolledRegisters(const dsl::KernelDef &def, const Plan &plan) {
   // The lanes' accumulators live across the loop; an iteration's loads
   // and push temporaries, the row's addresses and the outputs' values

@@ -72,6 +72,8 @@ std::vector<Access> KernelBuilder::foldAccesses(const FoldPlan &fp,
             makeAccess(id, fp.access, col,
                        cs + maxShift + maxHead + int64_t(chunk) * (fp.Pf - 1),
                        idle, active, reach));
+        if (chunk == 1 && !shift && !fp.headTail)
+          accs.back().laneOffset = cs;
       }
   return accs;
 }
@@ -104,6 +106,8 @@ std::vector<Access> KernelBuilder::outputAccesses(int64_t jBegin, int64_t jEnd,
     accs.push_back(makeAccess(int(j - jBegin), W, col,
                               cs + maxShift + int64_t(W) * (P - 1), false,
                               Value()));
+    if (W == 1 && !shift)
+      accs.back().laneOffset = cs;
   }
   return accs;
 }
@@ -138,6 +142,73 @@ Value KernelBuilder::sharedRowAddr(int operand, const Access &acc, int start,
     col = arith::AddIOp::create(b, loc, col, cIdx(start));
   Value at = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, toIdx(rowInCta), cIdx(D)), col);
+  return LLVM::GEPOp::create(b, loc, ptrShared, elemTy, buf, ValueRange{at});
+}
+
+void KernelBuilder::stageColumnTables() {
+  // Column c at (c % P) * J + c / P: thread p's columns p + P * j are then
+  // adjacent, so LLVM loads a gathered group's channels as one vector.
+  // Threads past C store nothing; reads come after the fold's barrier.
+  columnTables = columnTableOperands(def, plan);
+  if (columnTables.empty())
+    return;
+  AtLoc at(*this, structLoc("column tables"), /*structure=*/true);
+  const int64_t P = plan.config.threadsPerRow, C = plan.cols;
+  const int64_t J = (C + P - 1) / P, threads = plan.config.ctaThreads();
+  const int logP = std::countr_zero(uint64_t(P));
+  for (int op : columnTables) {
+    Type elemTy = storageType(def.operands[op].dtype);
+    const std::string name = "bf_cols_" + std::to_string(op);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      LLVM::GlobalOp::create(b, loc, LLVM::LLVMArrayType::get(elemTy, P * J),
+                             /*isConstant=*/false, LLVM::Linkage::Internal,
+                             name, Attribute(), /*alignment=*/16,
+                             /*addrSpace=*/3);
+    }
+  }
+  for (int64_t first = 0; first < C; first += threads) {
+    Value c = toIdx(arith::AddIOp::create(b, loc, tid, cI32(first)));
+    OpBuilder::InsertionGuard guard(b);
+    if (first + threads > C) {
+      auto in = scf::IfOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::ult, c, cIdx(C)), false);
+      b.setInsertionPoint(in.thenBlock()->getTerminator());
+    }
+    Value slot = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(
+            b, loc, arith::AndIOp::create(b, loc, c, cIdx(P - 1)), cIdx(J)),
+        arith::ShRUIOp::create(b, loc, c, cIdx(logP)));
+    for (int op : columnTables) {
+      const dsl::DType t = def.operands[op].dtype;
+      Type elemTy = storageType(t);
+      const int bytes = int(dsl::dtypeBytes(t));
+      Value from = LLVM::GEPOp::create(b, loc, ptrGlobal, elemTy, base[op],
+                                       ValueRange{c});
+      Value buf = LLVM::AddressOfOp::create(b, loc, ptrShared,
+                                            "bf_cols_" + std::to_string(op));
+      Value to =
+          LLVM::GEPOp::create(b, loc, ptrShared, elemTy, buf, ValueRange{slot});
+      LLVM::StoreOp::create(
+          b, loc, LLVM::LoadOp::create(b, loc, elemTy, from, bytes), to, bytes);
+    }
+  }
+}
+
+Value KernelBuilder::columnTableAddr(int operand, const Access &acc) {
+  const int64_t P = plan.config.threadsPerRow;
+  if (!columnTablesReady || !columnTables.count(operand) || acc.width != 1 ||
+      acc.inRange || acc.laneOffset < 0 || acc.laneOffset % P)
+    return Value();
+  const int64_t J = (plan.cols + P - 1) / P;
+  Type elemTy = storageType(def.operands[operand].dtype);
+  Value buf = LLVM::AddressOfOp::create(b, loc, ptrShared,
+                                        "bf_cols_" + std::to_string(operand));
+  Value at = arith::AddIOp::create(b, loc,
+                                   arith::MulIOp::create(b, loc, pIdx, cIdx(J)),
+                                   cIdx(acc.laneOffset / P));
   return LLVM::GEPOp::create(b, loc, ptrShared, elemTy, buf, ValueRange{at});
 }
 
@@ -248,6 +319,10 @@ std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {
   // global memory has the same bits and no race).
   const bool staged = stagedOperands.count(operand);
   std::vector<Value> out;
+  if (Value at = columnTableAddr(operand, acc)) {
+    out.push_back(LLVM::LoadOp::create(b, loc, elemTy, at, bytes));
+    return loads[key] = std::move(out);
+  }
   for (int start = 0; start < acc.width; start += piece) {
     Value addr, stageAt;
     if (staged && rowStage == RowStage::Load && !acc.inRange)

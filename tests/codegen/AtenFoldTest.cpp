@@ -564,6 +564,36 @@ TEST(ChannelsFirstGathered, TheSiluLowerBoundIsOneBf16x2ComparePerPair) {
   EXPECT_GE(countOf(k->ptx, "0fC2A00000"), 48u); // -80 as f32, per element
 }
 
+TEST(ChannelsFirstColumnTables,
+     GammaAndBiasAreStagedOncePerCtaAndReadAsVectors) {
+  // Lanes across warps: gamma and bias (per column) go to shared memory
+  // once per CTA, lane p's channels p + 4j adjacent, one 2-byte global
+  // load per table and thread (96 columns, 128 threads); each gathered
+  // group then reads its channels as one shared vector: 8 channels (o = 1,
+  // 16 bytes), 4 (o = 2, v4.b16), 2 (o = 4, v2.b16). One thread per pixel
+  // (no barrier to order the staging) keeps its global loads.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
+  ASSERT_TRUE(st.def);
+  const struct {
+    int o;
+    const char *vector;
+    unsigned vectors, xLoads;
+  } rows[] = {{1, "ld.shared.v4.b32", 6, 24},
+              {2, "ld.shared.v4.b16", 12, 0},
+              {4, "ld.shared.v2.b16", 24, 0}};
+  for (const auto &r : rows) {
+    std::string p = ptxOf(st, TileConfig{32 * r.o, 4, 1, false, r.o});
+    EXPECT_EQ(countOf(p, ".shared .align 16 .b8 bf_cols_"), 2u) << r.o;
+    EXPECT_EQ(countOf(p, "st.shared.b16"), 2u) << r.o;
+    EXPECT_EQ(countOf(p, "ld.global.b16"), 2u + r.xLoads) << r.o;
+    EXPECT_EQ(countOf(p, r.vector), r.vectors) << r.o;
+  }
+  std::string t1 = ptxOf(st, TileConfig{32, 1, 1, false});
+  EXPECT_EQ(countOf(t1, "bf_cols_"), 0u);
+  EXPECT_EQ(countOf(t1, "ld.global.b16"), 3u * 96);
+}
+
 TEST(ChannelsFirstOneSpatial, OperandsOfOneSDivideThePixelIndexOnce) {
   // Dense operands share S (ShapeSpec::oneSpatial, ".s1"): x and the
   // output take one pixel offset, one integer division; without the fact
