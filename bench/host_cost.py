@@ -159,7 +159,18 @@ def user_op(bt):
     return bt.op_from_source(p, "host_cost::silu_and_mul")
 
 
+def warm_up(fn, seconds=1.0):
+    """Calls fn for a while first: the GPU starts a process at its idle
+    clock, and the first row timed was 2-3 us slower than the same call
+    timed later (bench/results/2026-12-03-s12-gpu-session.md, call 5)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        fn()
+    sync()
+
+
 def measure_rows(bt, rows, t):
+    warm_up(rows[0][1])
     out = []
     for name, direct, op, eager in rows:
         if direct == "inference":
