@@ -7,7 +7,7 @@ outputs' allocation and the prepared launch (or a remembered refusal's
 chain), with no Python frame between the op's own function and the
 driver. The Python path (_ops.call) stays the reference: it registers
 here, after its own checked launch, only sites whose launch it can state
-as argument positions and fresh contiguous outputs; everything else (out=,
+as argument positions and fresh dense outputs; everything else (out=,
 verify=, mode=, copies of operands, other layouts, grad, graph captures,
 a rejected launch) reaches it as before.
 
