@@ -129,7 +129,7 @@ def _same_view(t):
 def launch_site(op, a, out, aux, launch, verified, counts):
     """(key, site) of the C part of the launcher site of op's call on
     arguments a (and out=); None where its launch is not argument positions
-    and outputs that are fresh and contiguous or arguments. The op's alloc
+    and outputs that are fresh and dense or arguments. The op's alloc
     runs once more, on a distinct view of each tensor argument, so that an
     argument passed twice (x, x) still has one position per operand. The
     views keep every stride (view_as would recompute a size-1 dim's), so
