@@ -31,10 +31,16 @@ def interleaved_ms(fwd, model, reps):
     return statistics.median(plain), statistics.median(patched)
 
 
-def counts(stats):
-    """Kernel launches, fallbacks and {"op: reason": n} of a stats()."""
+def measured(out, eager, ms, patched, stats, digits=2):
+    """The fields every row shares: torch.equal, the two medians (ms:
+    unpatched, patched), the patched sites, and stats()' kernel launches,
+    fallbacks and {"op: reason": n}."""
     reasons = {f"{op}: {why}": n for op, s in stats.items() for why, n in s["fallbacks"].items()}
-    return sum(s["launches"] for s in stats.values()), sum(reasons.values()), reasons
+    return {"torch_equal": bool(torch.equal(out, eager)),
+            "ms_unpatched": round(ms[0], digits), "ms_patched": round(ms[1], digits),
+            "patched_sites": len(patched),
+            "launches": sum(s["launches"] for s in stats.values()),
+            "fallbacks": sum(reasons.values()), "fallback_reasons": reasons}
 
 
 def finish(out_dir, stem, rows, md, name):

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "torch"))
 from glm_image_blocks import build, inputs  # noqa: E402
-from _patched_model import counts, finish, interleaved_ms  # noqa: E402
+from _patched_model import finish, interleaved_ms, measured  # noqa: E402
 
 CONFIGS = [  # name, heads, head_dim, latent_hw, text_len
     ("small", 4, 32, 32, 16),
@@ -53,13 +53,9 @@ def case(name, heads, head_dim, latent_hw, text_len, reps, seed=0):
         torch.cuda.synchronize()
         stats = bt.stats()
         bt.unpatch(model)
-    launches, fallbacks, reasons = counts(stats)
     return {"config": name, "hidden": heads * head_dim, "heads": heads,
             "head_dim": head_dim, "tokens": (latent_hw // 2) ** 2 + text_len,
-            "torch_equal": bool(torch.equal(out, eager)),
-            "ms_unpatched": round(t_plain, 3), "ms_patched": round(t_patched, 3),
-            "patched_sites": len(patched),
-            "launches": launches, "fallbacks": fallbacks, "fallback_reasons": reasons}
+            **measured(out, eager, (t_plain, t_patched), patched, stats, digits=3)}
 
 
 def table(rows, args):

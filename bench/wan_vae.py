@@ -25,7 +25,7 @@ import os
 
 import torch
 
-from _patched_model import counts, finish, interleaved_ms
+from _patched_model import finish, interleaved_ms, measured
 
 
 def build(seed, channels_last):
@@ -97,13 +97,9 @@ def case(frames, hw, reps, channels_last, seed=0, profile_dir=None):
                 f.write("\n".join(text) + "\n")
         else:
             bt.unpatch(vae)
-    launches, fallbacks, reasons = counts(stats)
     return {"layout": "channels_last_3d" if channels_last else "NCDHW",
             "video": list(x.shape), "output": list(out.shape),
-            "torch_equal": bool(torch.equal(out, eager)),
-            "ms_unpatched": round(t_eager, 2), "ms_patched": round(t_bitfold, 2),
-            "patched_sites": len(patched),
-            "launches": launches, "fallbacks": fallbacks, "fallback_reasons": reasons}
+            **measured(out, eager, (t_eager, t_bitfold), patched, stats)}
 
 
 def table(rows, args):
