@@ -8,8 +8,11 @@ each config compared against the default config's.
     ... steady_configs.py wan_rmsnorm_silu 1,96,4,480,832 --params form=x,bias=0 \
         [--ncdhw]   (the Wan norm channels-last, or contiguous NCDHW: the
                      channels-first kernel, layout/outvec params added)
+    ... steady_configs.py conv_bias 1,96,4,480,832 \
+        --params residual=1,residual_layout=channels_first
 
-Configs come from `bitfold compile TEMPLATE --shape S --list-configs`.
+Configs come from `bitfold compile TEMPLATE --shape S --list-configs`, or
+--configs a,b,... (a host without the CLI).
 Writes DIR/steady-configs-TEMPLATE.md (-rolled.md with
 BITFOLD_ROLLED_ROWS=1: the two-pass configs then run their rows as loops,
 codegen/EmitRolledRows.cpp).
@@ -35,10 +38,27 @@ def wan_operands(shape, ncdhw, gamma_amp):
     return [x, bk.rnd((c,), gamma_amp), y], [c ** 0.5], y, 4 * x.numel() + 2 * c
 
 
-def operands(template, dims, ncdhw=False, gamma_amp=1.0):
+def conv_operands(shape, params):
+    """conv_bias as bench_kernels' conv rows make it: a channels-last conv
+    output, its bias, the residual (channels-first with
+    residual_layout=channels_first, the Wan VAE's shortcut)."""
+    fmt = torch.channels_last_3d if len(shape) == 5 else torch.channels_last
+    x = bk.rnd(shape).contiguous(memory_format=fmt)
+    tensors = [x, bk.rnd((shape[1],))]
+    if "residual=1" in params:
+        h = bk.rnd(shape)
+        tensors.append(h if "residual_layout=channels_first" in params
+                       else h.contiguous(memory_format=fmt))
+    y = torch.empty_like(x)
+    return tensors + [y], [], y, 2 * len(tensors) * x.numel()
+
+
+def operands(template, dims, ncdhw=False, gamma_amp=1.0, params=""):
     """(tensors, scalars, output tensor, bytes) on fresh data."""
     if template == "wan_rmsnorm_silu":
         return wan_operands(dims, ncdhw, gamma_amp)
+    if template == "conv_bias":
+        return conv_operands(dims, params)
     b, s, d = dims
     x = bk.rnd((b, s, d))
     if template == "ln_modulate":
@@ -69,6 +89,9 @@ def main():
                     help="wan_rmsnorm_silu: contiguous NCDHW (channels-first kernel)")
     ap.add_argument("--gamma-amp", type=float, default=1.0,
                     help="wan_rmsnorm_silu: gamma's standard deviation")
+    ap.add_argument("--configs", default="",
+                    help="comma-separated configs (default: every legal one, from "
+                         "`bitfold compile ... --list-configs`)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     dims = tuple(int(v) for v in args.shape.split(","))
@@ -76,15 +99,18 @@ def main():
         spatial = dims[2] * dims[3] * dims[4]
         ovs = 4 if spatial % 4 == 0 else 2 if spatial % 2 == 0 else 1
         args.params += f"{',' if args.params else ''}layout=channels_first,outvec={ovs}"
-    listed = subprocess.run(["bitfold", "compile", args.template, "--shape", args.shape,
-                             "--params", args.params, "--list-configs"],
-                            capture_output=True, text=True, check=True)
-    configs = [c for c in listed.stdout.split() if c.startswith("r")]
+    if args.configs:
+        configs = args.configs.split(",")
+    else:
+        listed = subprocess.run(["bitfold", "compile", args.template, "--shape", args.shape,
+                                 "--params", args.params, "--list-configs"],
+                                capture_output=True, text=True, check=True)
+        configs = [c for c in listed.stdout.split() if c.startswith("r")]
     rt = bk.bitfold.torch.Runtime()
     kernel = rt.kernel(args.template, args.params)
-    first = operands(args.template, dims, args.ncdhw, args.gamma_amp)
+    first = operands(args.template, dims, args.ncdhw, args.gamma_amp, args.params)
     nbytes = first[3]
-    sets = [first] + [operands(args.template, dims, args.ncdhw, args.gamma_amp)
+    sets = [first] + [operands(args.template, dims, args.ncdhw, args.gamma_amp, args.params)
                       for _ in range(bk.steady_sets(nbytes) - 1)]
     kernel.set_config(None)
     kernel.launch(first[0], first[1])

@@ -1,8 +1,9 @@
-//===- codegen/Assemble.cpp - PTX -> cubin: nvJitLink, driver hook, ptxas -===//
+//===- codegen/Assemble.cpp - PTX -> cubin: PTX Compiler, nvJitLink, ... -===//
 //
-// nvJitLink is loaded with dlopen (no link-time dependency on the CUDA
-// toolkit); ptxas runs as a subprocess. The runtime may install a driver
-// linker (cuLink*) through setDriverLinker.
+// The PTX Compiler API (libbitfold-ptxc.so) and nvJitLink are loaded with
+// dlopen (no link-time dependency on the CUDA toolkit); ptxas runs as a
+// subprocess. The runtime may install a driver linker (cuLink*) through
+// setDriverLinker.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,6 +130,112 @@ llvm::Expected<AssembledCubin> viaNvJitLink(llvm::StringRef ptx,
   return out;
 }
 
+/// libbitfold-ptxc.so (PtxCompilerShim.cpp): NVIDIA's PTX Compiler API,
+/// which compiles whole-program (nvJitLink's ptxas runs with -c and spends
+/// more registers). Loaded with dlopen from ptxcCandidates().
+struct PtxCompiler {
+  using Sink = void (*)(void *ctx, int what, const char *data, size_t n);
+  int (*compile)(const char *, size_t, int, const char *const *, Sink,
+                 void *) = nullptr;
+  int (*version)(unsigned *, unsigned *) = nullptr;
+  const char *(*id)() = nullptr; ///< the library's build, e.g. its wheel
+  bool ok = false;
+  std::string path;
+  std::string why;
+};
+
+/// Where libbitfold-ptxc.so may be, in order: $BITFOLD_PTXC_LIBRARY; next
+/// to the object that holds this code (libbitfold.so, libbitfold-jit.so),
+/// or in ../lib from an executable; the build tree; the loader's search.
+std::vector<std::string> ptxcCandidates() {
+  std::vector<std::string> out;
+  if (const char *env = std::getenv("BITFOLD_PTXC_LIBRARY"); env && *env)
+    out.push_back(env);
+  // dladdr names a shared library by its path but the main program by
+  // argv[0] (no directory when run from PATH), so the main program's own
+  // path comes next.
+  void *self = reinterpret_cast<void *>(&ptxcCandidates);
+  llvm::SmallVector<std::string, 2> holders;
+  Dl_info info;
+  if (dladdr(self, &info) && info.dli_fname &&
+      llvm::StringRef(info.dli_fname).contains('/'))
+    holders.push_back(info.dli_fname);
+  holders.push_back(llvm::sys::fs::getMainExecutable(nullptr, self));
+  for (const std::string &holder : holders) {
+    if (holder.empty())
+      continue;
+    llvm::SmallString<256> dir(holder);
+    llvm::sys::path::remove_filename(dir);
+    out.push_back((dir + "/libbitfold-ptxc.so.0").str());
+    out.push_back((dir + "/../lib/libbitfold-ptxc.so.0").str());
+  }
+#ifdef BITFOLD_PTXC_BUILD_PATH
+  out.push_back(BITFOLD_PTXC_BUILD_PATH);
+#endif
+  out.push_back("libbitfold-ptxc.so.0");
+  return out;
+}
+
+const PtxCompiler &ptxCompiler() {
+  static PtxCompiler lib;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void *h = nullptr;
+    for (const std::string &path : ptxcCandidates()) {
+      // A path that is not there costs a failed open, not a search.
+      if (path.find('/') != std::string::npos &&
+          !llvm::sys::fs::exists(path))
+        continue;
+      h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (h) {
+        lib.path = path;
+        break;
+      }
+    }
+    if (!h) {
+      lib.why = "libbitfold-ptxc.so.0 not found";
+      return;
+    }
+    lib.compile = reinterpret_cast<decltype(lib.compile)>(
+        dlsym(h, "bitfold_ptxc_compile"));
+    lib.version = reinterpret_cast<decltype(lib.version)>(
+        dlsym(h, "bitfold_ptxc_version"));
+    lib.id = reinterpret_cast<decltype(lib.id)>(dlsym(h, "bitfold_ptxc_id"));
+    lib.ok = lib.compile && lib.version;
+    if (!lib.ok)
+      lib.why = lib.path + " lacks bitfold_ptxc_compile";
+  });
+  return lib;
+}
+
+llvm::Expected<AssembledCubin> viaPtxCompiler(llvm::StringRef ptx,
+                                              llvm::StringRef arch) {
+  const PtxCompiler &lib = ptxCompiler();
+  if (!lib.ok)
+    return fail("PTX Compiler API: " + lib.why);
+  std::string gpu = ("--gpu-name=" + arch).str();
+  const char *opts[] = {gpu.c_str(), "--verbose"};
+  struct Outputs {
+    AssembledCubin cubin;
+    std::string error;
+  } out;
+  out.cubin.tool = "ptxcompiler";
+  auto sink = [](void *ctx, int what, const char *data, size_t n) {
+    auto *o = static_cast<Outputs *>(ctx);
+    if (what == 0)
+      o->cubin.cubin.assign(data, data + n);
+    else
+      (what == 1 ? o->cubin.log : o->error).assign(data, n);
+  };
+  int rc = lib.compile(ptx.data(), ptx.size(), 2, opts, sink, &out);
+  if (rc != 0)
+    return fail(llvm::formatv("PTX Compiler API failed ({0}): {1}", rc,
+                              out.error));
+  if (out.cubin.cubin.empty())
+    return fail("PTX Compiler API returned no cubin");
+  return std::move(out.cubin);
+}
+
 CubinLinker &driverLinker() {
   static CubinLinker linker;
   return linker;
@@ -208,6 +315,10 @@ llvm::Expected<AssembledCubin> bitfold::codegen::assemble(llvm::StringRef ptx,
     return assembleWithPtxas(ptx, arch);
   if (tool == "nvJitLink")
     return viaNvJitLink(ptx, arch);
+  if (tool == "ptxcompiler")
+    return viaPtxCompiler(ptx, arch);
+  if (tool.empty() && ptxCompiler().ok)
+    return viaPtxCompiler(ptx, arch);
   if (tool == "driver" || (tool.empty() && !nvJitLink().ok && driverLinker())) {
     if (!driverLinker())
       return fail("no driver linker installed (runtime's setDriverLinker)");
@@ -221,7 +332,7 @@ llvm::Expected<AssembledCubin> bitfold::codegen::assemble(llvm::StringRef ptx,
   }
   if (!tool.empty())
     return fail("unknown cubin tool '" + tool +
-                "' (nvJitLink, ptxas or driver)");
+                "' (ptxcompiler, nvJitLink, ptxas or driver)");
   if (nvJitLink().ok)
     return viaNvJitLink(ptx, arch);
   return assembleWithPtxas(ptx, arch);
@@ -265,10 +376,13 @@ std::string bitfold::codegen::toolchainFingerprint() {
      << "\n";
   // PATH is not here: findPtxas()'s answer (its file identity) is.
   for (const char *var : {"BITFOLD_PTXAS", "BITFOLD_CUBIN_TOOL",
-                          "LD_LIBRARY_PATH"}) {
+                          "BITFOLD_PTXC_LIBRARY", "LD_LIBRARY_PATH"}) {
     const char *v = std::getenv(var);
     os << var << "=" << (v ? v : "(unset)") << "\n";
   }
+  for (const std::string &path : ptxcCandidates())
+    if (path.find('/') != std::string::npos)
+      os << fileIdentity(path) << "\n";
   const char *lib = "libnvJitLink.so.13";
   os << fileIdentity(std::string(BITFOLD_CUDA_LIBRARY_DIR) + "/" + lib)
      << "\n";
@@ -289,10 +403,19 @@ std::string bitfold::codegen::assemblerVersion() {
   static std::string v = [] {
     const NvJitLink &lib = nvJitLink();
     std::string s;
+    // The PTX Compiler API, when it loads, is the default tool: first.
+    if (const PtxCompiler &pc = ptxCompiler(); pc.ok) {
+      unsigned maj = 0, min = 0;
+      pc.version(&maj, &min);
+      s += llvm::formatv("PTX Compiler API {0}.{1}", maj, min).str();
+      if (pc.id)
+        s += (llvm::Twine(" (") + pc.id() + ")").str();
+    }
     if (lib.ok) {
       unsigned maj = 0, min = 0;
       lib.version(&maj, &min);
-      s += llvm::formatv("nvJitLink {0}.{1}", maj, min).str();
+      s += (s.empty() ? "" : "; ") +
+           llvm::formatv("nvJitLink {0}.{1}", maj, min).str();
     }
     std::string ptxas = findPtxas();
     if (!ptxas.empty()) {

@@ -2,9 +2,10 @@
 //
 // Public so the runtime can install the driver's linker and tests can ask
 // for ptxas by name. Tool choice for compile(): CompileOptions::cubinTool,
-// else $BITFOLD_CUBIN_TOOL, else nvJitLink (dlopen libnvJitLink.so.13), else
-// an installed driver linker, else ptxas ($BITFOLD_PTXAS, the CUDA bin dir
-// found at configure time, PATH).
+// else $BITFOLD_CUBIN_TOOL, else the PTX Compiler API (dlopen
+// libbitfold-ptxc.so.0: whole-program, the fewest registers), else nvJitLink
+// (dlopen libnvJitLink.so.13), else an installed driver linker, else ptxas
+// ($BITFOLD_PTXAS, the CUDA bin dir found at configure time, PATH).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_CODEGEN_ASSEMBLE_H

@@ -36,17 +36,19 @@ void countIRFacts(const llvm::Module &m, int64_t &fmaCalls,
 
 struct AssembledCubin {
   std::vector<char> cubin;
-  std::string tool; ///< "nvJitLink", "driver" or "ptxas".
+  std::string tool; ///< "ptxcompiler", "nvJitLink", "driver" or "ptxas".
   std::string log;  ///< the assembler's verbose output (ptxas -v).
 };
 
-/// PTX -> cubin. `tool` empty: nvJitLink when libnvJitLink.so.13 loads,
+/// PTX -> cubin. `tool` empty: the PTX Compiler API when
+/// libbitfold-ptxc.so.0 loads, else nvJitLink when libnvJitLink.so.13 loads,
 /// else the driver hook when set, else ptxas.
 llvm::Expected<AssembledCubin> assemble(llvm::StringRef ptx,
                                         llvm::StringRef arch,
                                         llvm::StringRef tool);
 
-/// "nvJitLink 13.0" or "ptxas <version line>" (cached).
+/// Every tool found, the default first: "PTX Compiler API 13.0 (<its
+/// build>); nvJitLink 13.0; ptxas <version line>" (cached).
 std::string assemblerVersion();
 
 } // namespace bitfold::codegen

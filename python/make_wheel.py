@@ -81,6 +81,8 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--header")
     ap.add_argument("--fast", help="_bitfold_fast.abi3.so (bitfold.torch's warm call in C)")
+    ap.add_argument("--ptxc", help="libbitfold-ptxc.so.0 (the PTX Compiler API; codegen's "
+                    "default cubin tool, found next to libbitfold.so)")
     ap.add_argument("--print-version", action="store_true")
     a = ap.parse_args()
     if a.print_version:
@@ -93,6 +95,8 @@ def main():
     entries.append(("bitfold/lib/libbitfold.so", open(a.lib, "rb").read(), 0o755))
     if a.fast:
         entries.append(("bitfold/lib/_bitfold_fast.abi3.so", open(a.fast, "rb").read(), 0o755))
+    if a.ptxc:
+        entries.append(("bitfold/lib/libbitfold-ptxc.so.0", open(a.ptxc, "rb").read(), 0o755))
     if a.header:
         entries.append(("bitfold/include/bitfold.h", open(a.header, "rb").read(), 0o644))
     entries.append((f"{dist}/METADATA", metadata().encode(), 0o644))

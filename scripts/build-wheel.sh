@@ -45,21 +45,28 @@ if [[ -z $fast ]]; then  # the same build's python/ (lib is <build>/runtime/...)
   fast=$(dirname "$(dirname "$lib")")/python/_bitfold_fast.abi3.so
   [[ -f $fast ]] || fast=
 fi
+# The PTX Compiler API's library (codegen's default cubin tool), built
+# beside libbitfold.so when the build found it; the wheel works without it
+# (nvJitLink then).
+ptxc=$(dirname "$lib")/libbitfold-ptxc.so.0
+[[ -f $ptxc ]] && ptxc=$(readlink -f "$ptxc") || ptxc=
 arch=$(uname -m)
-# The names of the versions and libraries the library needs are the strings
-# of its .dynstr section; read them with Python so binutils is not needed.
-read -r glibc others < <(python3 - "$lib" <<'PY'
+# The names of the versions and libraries the libraries need are the strings
+# of their .dynstr sections; read them with Python so binutils is not needed.
+read -r glibc others < <(python3 - "$lib" $ptxc <<'PY'
 import re, struct, sys
-data = open(sys.argv[1], "rb").read()
-shoff, = struct.unpack_from("<Q", data, 0x28)
-shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-sections = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
-names = sections[shstrndx]
-def name(sec):
-    start = names[4] + sec[0]
-    return data[start:data.index(b"\0", start)]
-dynstr = next(s for s in sections if name(s) == b".dynstr")
-strings = set(data[dynstr[4]:dynstr[4] + dynstr[5]].split(b"\0"))
+def dynstr(path):
+    data = open(path, "rb").read()
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names = sections[shstrndx]
+    def name(sec):
+        start = names[4] + sec[0]
+        return data[start:data.index(b"\0", start)]
+    sec = next(s for s in sections if name(s) == b".dynstr")
+    return set(data[sec[4]:sec[4] + sec[5]].split(b"\0"))
+strings = set().union(*(dynstr(p) for p in sys.argv[1:]))
 allowed = {b"libc.so.6", b"libm.so.6", b"libpthread.so.0", b"libdl.so.2",
            b"librt.so.1", b"ld-linux-x86-64.so.2", b"ld-linux-aarch64.so.1"}
 glibc = [int(m.group(1)) for s in strings for m in [re.fullmatch(rb"GLIBC_2\.([0-9]+)(\.[0-9]+)?", s)] if m]
@@ -74,10 +81,16 @@ if [[ $others == - ]]; then
 else
   plat=linux_$arch
 fi
-echo "build-wheel: $lib: newest GLIBC_2.$glibc, outside the manylinux allow-list: $others -> $plat" >&2
+echo "build-wheel: $lib${ptxc:+ and $ptxc}: newest GLIBC_2.$glibc, outside the manylinux allow-list: $others -> $plat" >&2
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp "$lib" "$stage/libbitfold.so"
 strip --strip-unneeded "$stage/libbitfold.so" 2>/dev/null || true
+if [[ -n $ptxc ]]; then
+  cp "$ptxc" "$stage/libbitfold-ptxc.so.0"
+  strip --strip-unneeded "$stage/libbitfold-ptxc.so.0" 2>/dev/null || true
+  ptxc=$stage/libbitfold-ptxc.so.0
+fi
 python3 "$root/python/make_wheel.py" --lib "$stage/libbitfold.so" ${fast:+--fast "$fast"} \
+  ${ptxc:+--ptxc "$ptxc"} \
   --plat "$plat" --out "$out" --header "$root/runtime/bitfold.h"

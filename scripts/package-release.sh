@@ -3,6 +3,8 @@
 # docs/design.md) and packs what a GPU host needs into pkg/ (git-ignored):
 #   pkg/bitfold-release.tar.xz   bin/bitfold, bin/launch_latency,
 #                                lib/libbitfold.so (+ .so.0 link),
+#                                lib/libbitfold-ptxc.so.0 (the PTX
+#                                Compiler API, about 10 MiB of the xz),
 #                                lib/_bitfold_fast.abi3.so (bitfold.torch's
 #                                warm call in C), include/
 #                                (BITFOLD_PACKAGE_COMPILE_LATENCY=1: also
@@ -38,6 +40,13 @@ if [[ -f $build/runtime/libbitfold.so ]]; then
   cp "$build/runtime/libbitfold.so" "$stage/lib/"
   ln -s libbitfold.so "$stage/lib/libbitfold.so.0"
   cp "$root/runtime/bitfold.h" "$stage/include/" 2>/dev/null || true
+fi
+# The PTX Compiler API (codegen's default cubin tool; libbitfold.so and
+# bin/bitfold find it next to themselves or in ../lib), when the build has it.
+ptxc=$build/runtime/libbitfold-ptxc.so.0
+if [[ -f $ptxc ]]; then
+  cp "$(readlink -f "$ptxc")" "$stage/lib/libbitfold-ptxc.so.0"
+  python3 "$root/release/check-glibc.py" "$stage/lib/libbitfold-ptxc.so.0" --max 2.28
 fi
 fast=$build/python/_bitfold_fast.abi3.so
 if [[ -f $fast ]]; then cp "$fast" "$stage/lib/"; fi

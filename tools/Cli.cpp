@@ -138,7 +138,7 @@ cl::opt<std::string>
 cl::opt<bool> ptxOnly("ptx-only", cl::desc("stop at PTX"),
                       cl::sub(compileCmd), cl::cat(category));
 cl::opt<std::string> cubinTool("cubin-tool", cl::value_desc("TOOL"),
-                               cl::desc("nvJitLink, ptxas or driver"),
+                               cl::desc("ptxcompiler, nvJitLink, ptxas or driver"),
                                cl::sub(compileCmd), cl::cat(category));
 cl::opt<bool> pdl("pdl",
                   cl::desc("for programmatic dependent launch (sm_90+: "

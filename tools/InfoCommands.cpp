@@ -3,6 +3,7 @@
 #include "tools/Commands.h"
 
 #include "bitfold/Config.h"
+#include "codegen/Backend.h"
 #include "dsl/ApproxModels.h"
 #include "dsl/Interp.h"
 #include "tools/NpyDump.h"
@@ -38,6 +39,8 @@ int tools::versionCommand(llvm::raw_ostream &out) {
   out << "bitfold " << BITFOLD_VERSION << "\n";
   out << "LLVM " << LLVM_VERSION_STRING << " (NVPTX backend, MLIR)\n";
   out << "CUDA toolkit (build) " << BITFOLD_CUDA_TOOLKIT_VERSION << "\n";
+  // The tools found, the default first ($BITFOLD_CUBIN_TOOL picks another).
+  out << "PTX -> cubin: " << codegen::assemblerVersion() << "\n";
   printDriverInfo(out);
   return kOk;
 }

@@ -408,11 +408,10 @@ TEST(ChannelsFirstPixels, TheMostPixelsPerThreadCompileWithoutSpillsTheDefaultIs
           l.vectorElems == def.vectorElems && rank(l) > rank(d))
         d = l;
     EXPECT_EQ(d.pixelsPerThread, o) << label(c) << " most pixels " << d.str();
-    // Assembled as the tuner's compiles are (compile()'s default tool:
-    // nvJitLink where it loads). ptxas as a process, of the same CUDA 13.0,
-    // chooses otherwise at the edge: the conv_bias=1 .o4 kernel at C = 96,
-    // one pixel offset for x and y (ShapeSpec::oneSpatial), takes 151
-    // registers from nvJitLink and 128 plus 128 spilled bytes from ptxas.
+    // Assembled as the tuner's compiles are (compile()'s default tool).
+    // Without the kernel's .minnctapersm 1, whole-program allocation (the
+    // PTX Compiler API, ptxas) held the conv_bias=1 .o4 kernel at C = 96 to
+    // 128 registers and spilled 112 bytes; with it, 142 and none.
     CompileOptions opts;
     if (!ptxas)
       opts.emitCubin = false;
@@ -760,10 +759,10 @@ TEST_P(HeadTailConfigs, EveryConfigPushesEveryRowPhaseInTheInterpretersOrder) {
 }
 
 TEST_P(HeadTailConfigs, EveryConfigCompilesAuditedWithoutSpills) {
-  // Assembled by the tool the runtime picks (nvJitLink where it loads):
-  // standalone ptxas 13.0 spills 20 bytes at 56 registers on some of these
-  // configs (and on rows of 4100 columns at v1 without a head or tail),
-  // where nvJitLink takes 112 registers and none.
+  // Assembled by the tool the runtime picks (the PTX Compiler API where it
+  // loads). Whole-program allocation spilled 20-46 bytes at 56 registers on
+  // some of these configs until kernels declared .minnctapersm 1 (now 112-
+  // 142 registers and none, as nvJitLink's relocatable allocation).
   if (findPtxas().empty())
     GTEST_SKIP() << "ptxas not found: PTX is not assembled (set BITFOLD_PTXAS)";
   ShapedTemplate st = shapedCase(GetParam());

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Assemble.h"
+#include "codegen/Backend.h"
 #include "codegen/Codegen.h"
 #include "codegen/ExactRewrites.h"
 #include "tools/ShapedTemplate.h"
@@ -375,6 +376,70 @@ TEST(Codegen, NvJitLinkWhenAvailable) {
   EXPECT_EQ(k->cubinTool, "nvJitLink");
   EXPECT_GT(k->cubin.size(), 1000u);
   EXPECT_EQ(parsePtxasLog(k->assemblerLog).spillBytes, 0);
+}
+
+/// The channels-last Wan norm's default at its seed shape through `tool`,
+/// or why it cannot.
+llvm::Expected<CompiledKernel> wanThrough(llvm::StringRef tool) {
+  ShapedTemplate st = shaped(req("wan_rmsnorm_silu", {1, 96, 4, 480, 832}));
+  CompileOptions opts;
+  opts.cubinTool = tool.str();
+  return compile(*st.def, st.shape, defaultConfig(*st.def, st.shape), opts);
+}
+
+TEST(Codegen, ThePtxCompilerApiIsTheDefaultAndCompilesWholeProgram) {
+  llvm::Expected<CompiledKernel> pc = wanThrough("ptxcompiler");
+  if (!pc) {
+    std::string e = llvm::toString(pc.takeError());
+    if (e.find("not found") != std::string::npos)
+      GTEST_SKIP() << e << " (a build without cmake/PtxCompiler.cmake's library)";
+    FAIL() << e;
+  }
+  EXPECT_EQ(pc->cubinTool, "ptxcompiler");
+  EXPECT_EQ(llvm::StringRef(pc->cubin.data(), 4), "\x7f" "ELF");
+  EXPECT_NE(assemblerVersion().find("PTX Compiler API 13."), std::string::npos)
+      << assemblerVersion();
+  // The default when it loads.
+  llvm::Expected<CompiledKernel> dflt = wanThrough("");
+  ASSERT_TRUE(bool(dflt)) << llvm::toString(dflt.takeError());
+  EXPECT_EQ(dflt->cubinTool, "ptxcompiler");
+  EXPECT_EQ(dflt->cubin, pc->cubin);
+  PtxasUsage u = parsePtxasLog(pc->assemblerLog);
+  EXPECT_EQ(u.spillBytes, 0);
+  // Whole-program: the registers of ptxas without -c (56 with CUDA 13.0),
+  // fewer than nvJitLink's relocatable allocation (65).
+  EXPECT_LE(u.registers, 60) << pc->assemblerLog;
+  if (!findPtxas().empty()) {
+    llvm::Expected<CompiledKernel> px = wanThrough("ptxas");
+    ASSERT_TRUE(bool(px)) << llvm::toString(px.takeError());
+    EXPECT_EQ(parsePtxasLog(px->assemblerLog).registers, u.registers);
+  }
+  if (llvm::Expected<CompiledKernel> jl = wanThrough("nvJitLink"))
+    EXPECT_GT(parsePtxasLog(jl->assemblerLog).registers, u.registers);
+  else
+    llvm::consumeError(jl.takeError());
+}
+
+TEST(Codegen, BadPtxReachesThePtxCompilerApiAndComesBackAsItsError) {
+  llvm::Expected<CompiledKernel> pc = wanThrough("ptxcompiler");
+  if (!pc) {
+    GTEST_SKIP() << llvm::toString(pc.takeError());
+  }
+  llvm::Expected<AssembledCubin> bad =
+      assemble(".version 8.0\n.target sm_90\n.address_size 64\n"
+               ".visible .entry k() { bogus.op; }\n",
+               "sm_90", "ptxcompiler");
+  ASSERT_FALSE(bool(bad));
+  std::string e = llvm::toString(bad.takeError());
+  EXPECT_NE(e.find("PTX Compiler API failed"), std::string::npos) << e;
+  EXPECT_NE(e.find("bogus"), std::string::npos) << e;
+  llvm::Expected<AssembledCubin> none = assemble("", "sm_90", "ptxcompiler");
+  EXPECT_FALSE(bool(none));
+  llvm::consumeError(none.takeError());
+  llvm::Expected<AssembledCubin> tool = assemble("", "sm_90", "ptxcompilr");
+  ASSERT_FALSE(bool(tool));
+  EXPECT_NE(llvm::toString(tool.takeError()).find("ptxcompiler, nvJitLink"),
+            std::string::npos);
 }
 
 TEST(Codegen, ErrorsNameTheStageAndDumpsHoldEveryStage) {
