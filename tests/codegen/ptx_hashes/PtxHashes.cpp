@@ -90,6 +90,9 @@ llvm::Expected<tools::ShapedTemplate> specialise(const Variant &v,
 /// default, printed since the registry declares them) leaves the list equal
 /// when the generated code is.
 bool maskKernelHash = false;
+/// --drop-line TEXT (repeatable): lines equal to TEXT removed before
+/// hashing, for a change that adds one directive and nothing else.
+std::vector<std::string> dropLines;
 
 std::string sha256(llvm::StringRef text) {
   std::array<uint8_t, 32> h = llvm::SHA256::hash(
@@ -115,6 +118,10 @@ void emit(llvm::raw_ostream &os, llvm::StringRef prefix,
     for (size_t at = ptx.find(h); at != std::string::npos; at = ptx.find(h, at))
       ptx.replace(at, h.size(), "HASH");
   }
+  for (const std::string &line : dropLines)
+    for (size_t at = ptx.find("\n" + line + "\n"); at != std::string::npos;
+         at = ptx.find("\n" + line + "\n", at))
+      ptx.erase(at, line.size() + 1);
   os << sha256(ptx) << '\n';
 }
 
@@ -122,9 +129,17 @@ void emit(llvm::raw_ostream &os, llvm::StringRef prefix,
 
 int main(int argc, char **argv) {
   int first = 1;
-  if (argc > 1 && llvm::StringRef(argv[1]) == "--mask-kernel-hash") {
-    maskKernelHash = true;
-    first = 2;
+  for (;;) {
+    llvm::StringRef a = argc > first ? argv[first] : "";
+    if (a == "--mask-kernel-hash") {
+      maskKernelHash = true;
+      first += 1;
+    } else if (a == "--drop-line" && argc > first + 1) {
+      dropLines.push_back(argv[first + 1]);
+      first += 2;
+    } else {
+      break;
+    }
   }
   llvm::StringRef only = argc > first ? argv[first] : "";
   llvm::raw_ostream &os = llvm::outs();
