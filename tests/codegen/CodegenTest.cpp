@@ -420,6 +420,51 @@ TEST(Codegen, ThePtxCompilerApiIsTheDefaultAndCompilesWholeProgram) {
     llvm::consumeError(jl.takeError());
 }
 
+TEST(Codegen, ThePtxCompilerApiCompilesFromManyThreadsAtOnce) {
+  // The runtime's compile pool and `bitfold prebuild -j` call it
+  // concurrently: every thread's cubin must equal the serial one.
+  llvm::Expected<CompiledKernel> probe = wanThrough("ptxcompiler");
+  if (!probe) {
+    GTEST_SKIP() << llvm::toString(probe.takeError());
+  }
+  std::vector<std::string> ptx;
+  for (const char *name : {"ln_modulate", "residual_gate", "hf_rmsnorm"}) {
+    ShapedTemplate st = shaped(req(name, {1, 1024, 2048}));
+    CompileOptions opts;
+    opts.emitCubin = false;
+    llvm::Expected<CompiledKernel> k =
+        compile(*st.def, st.shape, defaultConfig(*st.def, st.shape), opts);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    ptx.push_back(k->ptx);
+  }
+  ptx.push_back(probe->ptx);
+  std::vector<std::vector<char>> serial;
+  for (const std::string &p : ptx) {
+    llvm::Expected<AssembledCubin> c = assemble(p, "sm_90", "ptxcompiler");
+    ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+    serial.push_back(c->cubin);
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < ptx.size(); ++i) {
+        size_t j = (i + t) % ptx.size();
+        llvm::Expected<AssembledCubin> c =
+            assemble(ptx[j], "sm_90", "ptxcompiler");
+        if (!c) {
+          llvm::consumeError(c.takeError());
+          ++mismatches;
+        } else if (c->cubin != serial[j]) {
+          ++mismatches;
+        }
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
 TEST(Codegen, BadPtxReachesThePtxCompilerApiAndComesBackAsItsError) {
   llvm::Expected<CompiledKernel> pc = wanThrough("ptxcompiler");
   if (!pc) {
