@@ -49,8 +49,9 @@ if(BITFOLD_PTX_COMPILER)
     message(STATUS "bitfold: PTX Compiler API ${BITFOLD_PTX_COMPILER_ID} (${lib})")
   else()
     message(WARNING "bitfold: no PTX Compiler API (libnvptxcompiler_static.a): "
-      "kernels are assembled by nvJitLink, with more registers. Put the library "
-      "under ${BITFOLD_PTX_COMPILER_ROOT}/lib (pip download nvidia-nvptxcompiler=="
-      "${BITFOLD_PTX_COMPILER_VERSION}) or pass -DBITFOLD_PTX_COMPILER=OFF.")
+      "kernels are assembled by nvJitLink, with more registers. Where pip can "
+      "reach PyPI, reconfigure; else unpack the wheel nvidia-nvptxcompiler=="
+      "${BITFOLD_PTX_COMPILER_VERSION} (its nvidia/cu13/lib and include) into "
+      "${BITFOLD_PTX_COMPILER_ROOT}, or pass -DBITFOLD_PTX_COMPILER=OFF.")
   endif()
 endif()
