@@ -260,7 +260,8 @@ FoldOrder folds::aten_reduce_outer(int64_t cols, int64_t outputs,
     o.finalStages = o.stages; // the last CTA: block_y_reduce only
   // From outputs / outputVec >= 32 on, block.x is a whole warp and block.y
   // no longer depends on the output count; the CTA split then stops once
-  // the grid exceeds the target (section 9).
+  // the grid exceeds the target (section 9). Below, block.x is
+  // lastPow2(outputs / outputVec) threads: one class per power of two.
   const int64_t maxThreads = 512 / outputVec;
   const int64_t bh = std::min(
       cols < maxThreads ? lastPow2(cols) : maxThreads, maxThreads / 32);
@@ -271,11 +272,31 @@ FoldOrder folds::aten_reduce_outer(int64_t cols, int64_t outputs,
     const int64_t target = int64_t(numSMs) * (maxThreadsPerSM / maxThreads);
     minRows = (bw * target + 1) * outputVec;
   }
-  if (outputs >= minRows && o.ctas == 1)
+  o.minRows = o.maxRows = outputs;
+  if (outputs >= minRows && o.ctas == 1) {
     o.minRows = minRows;
-  else
-    o.minRows = o.maxRows = outputs;
+    o.maxRows = INT64_MAX;
+    return o;
+  }
+  if (outputs >= 32 * int64_t(outputVec))
+    return o;
+  // A small image class [lo, 2 lo - 1]: one order where both ends agree.
+  const int64_t lo = aten_reduce_outer_row_class(outputs, outputVec);
+  AtenReduceConfig end = aten_reduce_outer_config(cols, 2 * lo - 1, outputVec,
+                                                  numSMs, maxThreadsPerSM);
+  AtenReduceConfig start = aten_reduce_outer_config(cols, lo, outputVec,
+                                                    numSMs, maxThreadsPerSM);
+  if (start.blockHeight == c.blockHeight && start.ctas == c.ctas &&
+      end.blockHeight == c.blockHeight && end.ctas == c.ctas) {
+    o.minRows = lo;
+    o.maxRows = 2 * lo - 1;
+  }
   return o;
+}
+
+int64_t folds::aten_reduce_outer_row_class(int64_t outputs, int outputVec) {
+  const int64_t dim0 = std::max<int64_t>(outputs / outputVec, 1);
+  return (dim0 >= 32 ? 32 : lastPow2(dim0)) * outputVec;
 }
 
 int folds::aten_output_vec_size(int64_t spatial) {

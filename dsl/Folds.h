@@ -96,10 +96,19 @@ AtenReduceConfig aten_reduce_outer_config(int64_t cols, int64_t outputs,
 /// (FoldOrder::outputVec): lane y + bh*c pushes elements y + bh*c, + L, ...
 /// round-robin into vt0 accumulators, then block_y_reduce (and the global
 /// reduce when ctas > 1). The row range is `outputs`.. where the block
-/// shape stops depending on the output count, else exactly `outputs`.
+/// shape stops depending on the output count; below 32 * outputVec,
+/// `outputs`'s class (aten_reduce_outer_row_class) where the order is one
+/// over it; else exactly `outputs`.
 FoldOrder aten_reduce_outer(int64_t cols, int64_t outputs, int outputVec,
                             AtenReduceKernel kernel, int numSMs = 132,
                             int maxThreadsPerSM = 2048);
+
+/// The class of `outputs` pixels within which aten's order for a reduction
+/// over a non-fastest dim cannot change: 32 * outputVec for every count
+/// from there on (block.x a whole warp; the order's own row range then
+/// says where CTA splits start), else lastPow2(outputs / outputVec) *
+/// outputVec (block.x threads, which set block.y's). Its smallest count.
+int64_t aten_reduce_outer_row_class(int64_t outputs, int outputVec);
 
 /// aten's output_vec_size for S spatial positions of a base aligned to 4
 /// elements (the largest of 4, 2, 1 dividing S).

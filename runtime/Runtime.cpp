@@ -113,7 +113,7 @@ llvm::Expected<std::shared_ptr<const KernelDef>>
 Kernel::defFor(int64_t cols, int64_t rows) {
   if (fixedDef)
     return fixedDef;
-  const std::pair<int64_t, int64_t> key{cols, desc->rowClass(rows)};
+  const std::pair<int64_t, int64_t> key{cols, desc->rowClass(params, rows)};
   {
     std::shared_lock<std::shared_mutex> lock(mu);
     auto it = defsByCols.find(key);
@@ -166,6 +166,25 @@ Kernel::LastLaunch Kernel::lastSpecialisation() const {
   return l;
 }
 
+namespace {
+
+/// The default config, or UNSUPPORTED where no config at all can run the
+/// definition at this shape (a channels-first fold of more lanes a pixel
+/// than a CTA holds): refused before any compile.
+llvm::Expected<keys::TileConfig> runnableDefault(const Compiler &comp,
+                                                 const KernelDef &def,
+                                                 const keys::ShapeSpec &shape,
+                                                 const std::string &name) {
+  keys::TileConfig config = comp.defaultConfig(def, shape);
+  if (llvm::Error e = comp.checkConfig(def, shape, config))
+    return runtimeError(BITFOLD_ERROR_UNSUPPORTED,
+                        name + ": no tile config can run it at " +
+                            shape.str() + ": " + llvm::toString(std::move(e)));
+  return config;
+}
+
+} // namespace
+
 llvm::Expected<keys::TileConfig>
 Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
                      const SpecKey &key, const std::string &arch,
@@ -186,10 +205,13 @@ Kernel::chooseConfig(const std::shared_ptr<const KernelDef> &def,
                               llvm::toString(std::move(e)));
     return *pin;
   }
+  auto fallback = runnableDefault(comp, *def, shape, templateName);
+  if (!fallback)
+    return fallback.takeError();
   ConfigSource *source = rt.configSource();
   if (!source) {
     entry.configFrom = "default";
-    return comp.defaultConfig(*def, shape);
+    return *fallback;
   }
   auto gpu = rt.gpuName(key.device);
   if (!gpu)

@@ -150,16 +150,22 @@ KernelDescriptor::signature(const ParamValues &values) const {
   return build(values, 0);
 }
 
-int64_t KernelDescriptor::rowClass(int64_t rows) const {
-  return buildForRows ? dsl::folds::aten_reduce_row_class(std::max<int64_t>(rows, 1))
-                      : 0;
+int64_t KernelDescriptor::rowClass(const ParamValues &params,
+                                   int64_t rows) const {
+  if (!buildForRows)
+    return 0;
+  rows = std::max<int64_t>(rows, 1);
+  return classifyRows ? classifyRows(params, rows)
+                      : dsl::folds::aten_reduce_row_class(rows);
 }
 
 llvm::Expected<KernelDefRef>
 KernelDescriptor::definition(const ParamValues &values, int64_t cols,
                              int64_t rows) const {
+  // rows <= 0: the class of every large row count.
   if (buildForRows)
-    return buildForRows(values, cols, rows > 0 ? rowClass(rows) : 16);
+    return buildForRows(values, cols,
+                        rowClass(values, rows > 0 ? rows : int64_t(1) << 40));
   return build(values, cols);
 }
 

@@ -80,9 +80,12 @@ struct KernelDescriptor {
   std::function<llvm::Expected<KernelDefRef>(const ParamValues &,
                                              int64_t cols, int64_t rows)>
       buildForRows;
+  /// With buildForRows, where the classes are not aten_reduce_row_class's
+  /// (the channels-first layout's: pixel counts, aten_reduce_outer_row_class).
+  std::function<int64_t(const ParamValues &, int64_t rows)> classifyRows;
   /// The row class `rows` belongs to: 0 when the definition does not depend
   /// on the row count, else the smallest row count of its class.
-  int64_t rowClass(int64_t rows) const;
+  int64_t rowClass(const ParamValues &params, int64_t rows) const;
   /// The definition for a launch of `rows` rows of `cols` columns (rows
   /// <= 0: for 16 rows and more).
   llvm::Expected<KernelDefRef> definition(const ParamValues &params,

@@ -296,14 +296,23 @@ KernelDescriptor wanRmsNormSiluKernel() {
     o.convBias = v.flag("conv_bias");
     o.cols = cols ? cols : 96; // the signature: any C's
     o.layout = layoutOf(v);
-    // Channels-first: the order aten takes for every pixel count from its
-    // row range on (a large count; the range says where it starts).
-    o.rows = o.layout == Layout::ChannelsFirst ? int64_t(1) << 30 : rows;
     o.outputVec = int(v.choice("outvec")[0] - '0');
+    // `rows` is a class (classifyRows). Channels-first from 32 * outvec
+    // pixels on: the order aten takes for every count from its row range
+    // on (built for a large count; the range says where it starts).
+    o.rows = rows;
+    if (o.layout == Layout::ChannelsFirst && rows >= 32 * o.outputVec)
+      o.rows = int64_t(1) << 30;
     return atenWanRmsNormSilu(o);
   };
+  d.classifyRows = [](const ParamValues &v, int64_t rows) {
+    if (layoutOf(v) != Layout::ChannelsFirst)
+      return dsl::folds::aten_reduce_row_class(rows);
+    return dsl::folds::aten_reduce_outer_row_class(
+        rows, int(v.choice("outvec")[0] - '0'));
+  };
   d.build = [f = d.buildForRows](const ParamValues &v, int64_t cols) {
-    return f(v, cols, 16);
+    return f(v, cols, int64_t(1) << 30); // every large row count's
   };
   // C ** 0.5, as the float opmath sees it.
   d.shapeScalars["scale"] = [](const ProblemShape &s) {

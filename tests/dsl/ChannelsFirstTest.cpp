@@ -198,11 +198,40 @@ TEST(AtenReduceOuter, OneOrderServesItsWholeRowRange) {
         EXPECT_EQ(c.blockHeight, o.threads) << "C " << C << " R " << R;
         EXPECT_EQ(c.ctas, 1) << "C " << C << " R " << R;
       }
-      // Below the range the order is built for exactly one row count.
-      FoldOrder below = folds::aten_reduce_outer(
-          C, o.minRows - ovs, ovs, folds::aten_norm_kernel(DType::F32));
-      EXPECT_EQ(below.minRows, below.maxRows);
+      // Below a CTA-split range the order is built for exactly one count.
+      if (o.minRows > 32 * ovs) {
+        FoldOrder below = folds::aten_reduce_outer(
+            C, o.minRows - ovs, ovs, folds::aten_norm_kernel(DType::F32));
+        EXPECT_EQ(below.minRows, below.maxRows);
+      }
     }
+}
+
+TEST(AtenReduceOuter, BelowThirtyTwoVectorsOfPixelsTheOrderDependsOnTheClassOnly) {
+  // Images of fewer than 32 * ovs pixels: block.x is lastPow2(R / ovs)
+  // threads, so one order per class serves every count in it (where the
+  // class's ends agree), and the class's range says which.
+  int ranged = 0, exact = 0;
+  for (int ovs : {1, 2, 4})
+    for (int64_t C = 2; C <= 1100; C += (C < 64 ? 1 : 7))
+      for (int64_t R = ovs; R < 32 * ovs; R += ovs) {
+        const int64_t cls = folds::aten_reduce_outer_row_class(R, ovs);
+        ASSERT_LE(cls, R);
+        ASSERT_GT(2 * cls, R);
+        FoldOrder o = folds::aten_reduce_outer(C, cls, ovs,
+                                               folds::aten_norm_kernel(DType::F32));
+        ASSERT_EQ(o.minRows, cls) << "C " << C << " R " << R;
+        if (o.maxRows == cls && R != cls)
+          continue; // served by exactly its own count only
+        ++(o.maxRows > cls ? ranged : exact);
+        ASSERT_LE(R, o.maxRows);
+        folds::AtenReduceConfig c = folds::aten_reduce_outer_config(C, R, ovs);
+        EXPECT_EQ(c.blockHeight, o.threads) << "C " << C << " R " << R;
+        EXPECT_EQ(c.ctas, o.ctas) << "C " << C << " R " << R;
+      }
+  EXPECT_GT(ranged, 1000); // almost every class is one order
+  // The classes of the smallest images (R < 2 ovs) are single counts.
+  EXPECT_GT(exact, 0);
 }
 
 /// Reduce.cuh's outer path for one output, thread by thread: block.y
@@ -267,10 +296,47 @@ std::shared_ptr<const KernelDef> accumulatorProgram(const FoldOrder &order,
   return *def;
 }
 
-TEST(AtenReduceOuter, InterpreterOnNcsDataMatchesTheTranscription) {
-  std::mt19937 rng(7);
+/// The interpreter runs `o` (aten's order for N*S pixels, or for their
+/// class) on N images of C x S random values: every pixel's state equals
+/// the transcription's for N*S outputs, bit for bit.
+void expectInterpreterMatchesTranscription(const FoldOrder &o, int64_t N,
+                                           int64_t C, int64_t S,
+                                           std::mt19937 &rng) {
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int> exponent(-8, 7);
+  const int64_t R = N * S;
+  const int ovs = folds::aten_output_vec_size(S);
+  for (bool norm : {false, true}) {
+    auto def = accumulatorProgram(o, norm);
+    ASSERT_TRUE(def);
+    std::vector<float> x(size_t(R * C)), y(x.size(), NAN);
+    for (float &v : x)
+      v = std::ldexp(normal(rng), exponent(rng));
+    Binding b;
+    b.cols = C;
+    b.groupRows = {R};
+    HostTensor tx{DType::F32, x.data(), R, C * S, S};
+    HostTensor ty{DType::F32, y.data(), R, C * S, S};
+    b.tensors = {{tx, ty}};
+    ASSERT_FALSE(bool(interpret(*def, b))) << o.name;
+    for (int64_t r = 0; r < R; ++r) {
+      std::vector<float> col(C);
+      for (int64_t c = 0; c < C; ++c)
+        col[c] = x[size_t(tx.offset(r, c))];
+      float want = transcribedOuter(col, R, ovs, norm);
+      float got = y[size_t(ty.offset(r, 0))];
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+          << o.name << (norm ? " norm" : " sum") << " N " << N << " C " << C
+          << " S " << S << " pixel " << r;
+      for (int64_t c = 1; c < C; ++c) // every column of the pixel
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(ty.offset(r, c))]),
+                  std::bit_cast<uint32_t>(got));
+    }
+  }
+}
+
+TEST(AtenReduceOuter, InterpreterOnNcsDataMatchesTheTranscription) {
+  std::mt19937 rng(7);
   struct Case { int64_t N, C, S; };
   // Splits across block.y (C = 96, 384 at ovs 4; 384 at ovs 2, 1), one
   // thread per output (C = 12, odd S), CTA groups (C = 1024, S = 128).
@@ -284,38 +350,33 @@ TEST(AtenReduceOuter, InterpreterOnNcsDataMatchesTheTranscription) {
     for (int64_t S : {128, 129})
       cases.push_back(Case{1, C, S});
   for (Case k : cases) {
-    const int64_t R = k.N * k.S;
     const int ovs = folds::aten_output_vec_size(k.S);
-    for (bool norm : {false, true}) {
-      FoldOrder o = folds::aten_reduce_outer(k.C, R, ovs,
-                                             folds::aten_norm_kernel(DType::F32));
-      auto def = accumulatorProgram(o, norm);
-      ASSERT_TRUE(def);
-      std::vector<float> x(size_t(R * k.C)), y(x.size(), NAN);
-      for (float &v : x)
-        v = std::ldexp(normal(rng), exponent(rng));
-      Binding b;
-      b.cols = k.C;
-      b.groupRows = {R};
-      HostTensor tx{DType::F32, x.data(), R, k.C * k.S, k.S};
-      HostTensor ty{DType::F32, y.data(), R, k.C * k.S, k.S};
-      b.tensors = {{tx, ty}};
-      ASSERT_FALSE(bool(interpret(*def, b))) << o.name;
-      for (int64_t r = 0; r < R; ++r) {
-        std::vector<float> col(k.C);
-        for (int64_t c = 0; c < k.C; ++c)
-          col[c] = x[size_t(tx.offset(r, c))];
-        float want = transcribedOuter(col, R, ovs, norm);
-        float got = y[size_t(ty.offset(r, 0))];
-        ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
-            << o.name << (norm ? " norm" : " sum") << " N " << k.N << " C "
-            << k.C << " S " << k.S << " pixel " << r;
-        for (int64_t c = 1; c < k.C; ++c) // every column of the pixel
-          ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(ty.offset(r, c))]),
-                    std::bit_cast<uint32_t>(got));
-      }
-    }
+    FoldOrder o = folds::aten_reduce_outer(k.C, k.N * k.S, ovs,
+                                           folds::aten_norm_kernel(DType::F32));
+    expectInterpreterMatchesTranscription(o, k.N, k.C, k.S, rng);
   }
+}
+
+TEST(AtenReduceOuter, SmallImagesFoldInTheOrderOfTheirClass) {
+  // Below 32 * ovs pixels the order built for the class's smallest count
+  // is aten's at every count of its range (block.y lanes 1 .. 256).
+  std::mt19937 rng(11);
+  int served = 0;
+  for (int64_t C : {33, 96, 192, 256, 384, 1000})
+    for (int64_t S : {2, 3, 4, 6, 8, 9, 12, 20, 36, 60, 100})
+      for (int64_t N : {1, 2}) {
+        const int ovs = folds::aten_output_vec_size(S);
+        if (N * S >= 32 * ovs)
+          continue;
+        FoldOrder o = folds::aten_reduce_outer(
+            C, folds::aten_reduce_outer_row_class(N * S, ovs), ovs,
+            folds::aten_norm_kernel(DType::F32));
+        if (N * S > o.maxRows)
+          continue; // the class's ends disagree: its own count only
+        ++served;
+        expectInterpreterMatchesTranscription(o, N, C, S, rng);
+      }
+  EXPECT_GT(served, 60);
 }
 
 TEST(ChannelsFirst, TextRoundTripsWithTheLayoutAndOutputVector) {

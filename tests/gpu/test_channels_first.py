@@ -284,24 +284,76 @@ def test_wan_channels_first_rows_split_across_ctas_are_refused_not_wrong(rt, c, 
     expect_refused(k, ts, [c ** 0.5], ["rows"])
 
 
-@pytest.mark.parametrize("shape", [(1, 96, 1, 4, 8), (2, 96, 3, 4, 4), (1, 192, 1, 2, 3)])
-def test_wan_channels_first_images_below_32_ovs_pixels_fall_back_with_eager_bits(rt, shape):
+def outer_lanes(c, pixels, ovs):
+    """aten's block.y lanes per pixel for a reduction over dim 1 of
+    `pixels` pixels (docs/aten-reduce.md section 9)."""
+    def last_pow2(n):
+        return 1 << (n.bit_length() - 1)
+    mnt, dim0 = 512 // ovs, pixels // ovs
+    d0 = last_pow2(dim0) if dim0 < mnt else mnt
+    d1 = last_pow2(c) if c < mnt else mnt
+    bw = min(d0, 32)
+    bh = min(d1, mnt // bw)
+    return bh if (c >= bh * 16 or c >= 256) else 1
+
+
+def small_image_cases():
+    # Every class below 32 * ovs pixels at each ovs (1, 2, 4), one lane
+    # (C < 256) and block.y splits of 8..64 lanes (C >= 256); N > 1 too.
+    cases = []
+    for c in (12, 33, 96, 97, 192, 256, 384, 512):
+        for sp in [(1, 1, 2), (1, 1, 3), (1, 2, 2), (1, 2, 3), (1, 2, 4), (1, 3, 3),
+                   (1, 4, 4), (3, 2, 2), (1, 4, 6), (1, 5, 5), (2, 4, 4), (1, 6, 8),
+                   (1, 7, 9), (2, 5, 10)]:
+            for n in (1, 2):
+                s = sp[0] * sp[1] * sp[2]
+                if n * s < 32 * outvec((1, c) + sp):
+                    cases.append((n, c) + sp)
+    return cases
+
+
+@pytest.mark.parametrize("shape", small_image_cases())
+def test_wan_channels_first_small_images(rt, shape):
     # Below 32 * output_vec_size pixels aten's block shape depends on the
-    # pixel count (docs/aten-reduce.md section 9): the binding refuses them
-    # ("rows"), and bitfold.torch answers with the eager chain, counted.
+    # pixel count's class (lastPow2(pixels / ovs), docs/aten-reduce.md
+    # section 9): a kernel per class, equal to eager in both forms. Orders
+    # of more lanes than any CTA plan holds are refused before a compile.
+    n, c = shape[0], shape[1]
+    pixels = n * shape[2] * shape[3] * shape[4]
+    lanes = outer_lanes(c, pixels, outvec(shape))
+    for form in ("x", "f32"):
+        gen = torch.Generator(device="cuda").manual_seed(c + pixels)
+        x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, c % 2 == 0, 1.0, gen, None)
+        k = rt.kernel("wan_rmsnorm_silu", wan_params("bf16", form, "bf16", True, c % 2 == 0,
+                                                     shape))
+        if lanes >= 256:
+            ts = [t for t in (x, g, b, cb) if t is not None] + [torch.empty_like(x)]
+            expect_refused(k, ts, [c ** 0.5], ["no tile config"])
+            continue
+        check("wan_rmsnorm_silu", wan_launch(k, x, g, b, cb, x.dtype),
+              wan_eager(x, g, b, cb, form), f"small image {shape} ({lanes} lanes) {form}")
+
+
+@pytest.mark.parametrize("shape", [(1, 96, 1, 4, 8), (2, 384, 1, 2, 3), (1, 1024, 1, 1, 2)])
+def test_wan_channels_first_small_images_through_bitfold_torch(rt, shape):
+    # bitfold.torch serves the small images (a launch, no fallback) where a
+    # plan holds the order's lanes, and answers with the eager chain
+    # (counted, same bits) where none does: C = 1024 at 2 pixels, 256 lanes.
     import bitfold.torch as bt
     gen = torch.Generator(device="cuda").manual_seed(shape[1] + shape[-1])
     x, g, b, _ = wan_operands(shape, "bf16", "bf16", True, False, 1.0, gen, None)
     c = shape[1]
-    k = rt.kernel("wan_rmsnorm_silu", wan_params("bf16", "x", "bf16", True, False, shape))
-    expect_refused(k, [x, g, b, torch.empty_like(x)], [c ** 0.5], ["rows"])
     bt.reset_stats()
     bt.configure(mode="auto", verify="off")
     for _ in range(2):
         y = bt.wan_rmsnorm_silu(x, g.view(c, 1, 1, 1), b, None, "x")
         check("wan_rmsnorm_silu", y, wan_eager(x, g, b, None, "x"), f"small image {shape}")
     s = bt.stats()["wan_rmsnorm_silu"]
-    assert sum(s["fallbacks"].values()) == 2 and s["launches"] == 0, s
+    pixels = shape[0] * shape[2] * shape[3] * shape[4]
+    if outer_lanes(c, pixels, outvec(shape)) >= 256:
+        assert sum(s["fallbacks"].values()) == 2 and s["launches"] == 0, s
+    else:
+        assert sum(s["fallbacks"].values()) == 0 and s["launches"] == 2, s
 
 
 def test_channels_first_refuses_other_layouts(rt):

@@ -14,6 +14,7 @@
 
 #include "runtime/Status.h"
 #include "runtime/TensorBinding.h"
+#include "templates/Registry.h"
 
 #include "TemplateDef.h"
 #include "tests/runtime/HostTensor.h"
@@ -231,9 +232,40 @@ TEST(ChannelsFirstBinding, WanRefusesAMisalignedXAndFewPixels) {
   // x one element off a 4-element boundary: aten's vector size would shrink.
   EXPECT_EQ(bindWan(p, Tensor{{1, 96, 4, 8, 8}, {}, 0x1000002}, 0x9000000, msg),
             BITFOLD_ERROR_ALIGNMENT);
-  // 16 pixels: below the row range of the order (block.x is not a warp).
+  // 16 pixels: below the row range of the order for 32 * ovs pixels and
+  // more (block.x is not a warp); their class has its own definition.
   EXPECT_EQ(bindWan(p, Tensor{{1, 96, 1, 4, 4}, {}, 0x1000000}, 0x9000000, msg),
             BITFOLD_ERROR_SHAPE);
+}
+
+TEST(ChannelsFirstBinding, ASmallImageBindsToTheDefinitionOfItsPixelClass) {
+  auto desc = templates::Registry::global().lookup("wan_rmsnorm_silu");
+  ASSERT_TRUE(bool(desc));
+  auto values = (*desc)->parseParams("layout=channels_first,bias=0,outvec=4");
+  ASSERT_TRUE(bool(values));
+  // 16..31 pixels at ovs 4 are one class (block.x = 4 threads).
+  EXPECT_EQ((*desc)->rowClass(*values, 20), 16);
+  EXPECT_EQ((*desc)->rowClass(*values, 31), 16);
+  EXPECT_EQ((*desc)->rowClass(*values, 128), 128);
+  EXPECT_EQ((*desc)->rowClass(*values, 1 << 20), 128);
+  auto def = (*desc)->definition(*values, 96, 20);
+  ASSERT_TRUE(bool(def)) << llvm::toString(def.takeError());
+  auto bind = [&](Tensor x, std::string &msg) {
+    Tensor gamma{{96}, {}, 0x7000000};
+    Tensor y{x.shape, {}, 0x9000000};
+    const DLTensor *ts[] = {x.get(), gamma.get(), y.get()};
+    LaunchBinding b;
+    return takeStatus(bindTensors(**def, ts, 3, b), msg);
+  };
+  std::string msg;
+  EXPECT_EQ(bind(Tensor{{1, 96, 1, 4, 4}, {}, 0x1000000}, msg), BITFOLD_SUCCESS)
+      << msg;
+  EXPECT_EQ(bind(Tensor{{1, 96, 1, 4, 7}, {}, 0x1000000}, msg), BITFOLD_SUCCESS)
+      << msg;
+  // 32 pixels are the next class: not this definition's order.
+  EXPECT_EQ(bind(Tensor{{2, 96, 1, 4, 4}, {}, 0x1000000}, msg),
+            BITFOLD_ERROR_SHAPE);
+  EXPECT_NE(msg.find("rows"), std::string::npos) << msg;
 }
 
 TEST(ChannelsFirstBinding, WanOutputOverItsInputIsRefused) {

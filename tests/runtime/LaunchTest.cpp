@@ -365,6 +365,53 @@ TEST_F(Launch, ChannelsFirstOperandsOfOneSAreASpecialisationOfTheirOwn) {
   EXPECT_EQ(fake::fakeCompiles, compiles + 2);
 }
 
+TEST_F(Launch, ChannelsFirstSmallImagesTakeTheDefinitionOfTheirPixelClass) {
+  Kernel *k = kernel("wan_rmsnorm_silu", "layout=channels_first,bias=0,outvec=4");
+  auto keyFor = [&](std::vector<int64_t> shape) {
+    Tensor x(shape, 0x10000000), gamma({96}, 0x20000000), y(shape, 0x40000000);
+    llvm::Error e = launch(k, {&x, &gamma, &y}, {9.8f});
+    EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
+    return k->lastSpecialisation().keyText;
+  };
+  int compiles = fake::fakeCompiles;
+  // 16..31 pixels (block.x 4 threads), 32..63, and 128 and more.
+  std::string k16 = keyFor({1, 96, 1, 4, 4}), k32 = keyFor({2, 96, 1, 4, 4}),
+              big = keyFor({1, 96, 4, 8, 8});
+  EXPECT_EQ(fake::fakeCompiles, compiles + 3);
+  EXPECT_NE(k16, k32);
+  EXPECT_NE(k16, big);
+  EXPECT_NE(k32, big);
+  EXPECT_EQ(keyFor({1, 96, 1, 4, 6}), k16);
+  EXPECT_EQ(keyFor({1, 96, 1, 4, 12}), k32);
+  EXPECT_EQ(keyFor({1, 96, 8, 16, 16}), big);
+  EXPECT_EQ(fake::fakeCompiles, compiles + 3);
+}
+
+TEST(LaunchNoConfig, ADefinitionNoConfigCanRunIsRefusedBeforeACompile) {
+  ASSERT_TRUE(fakeDriver);
+  RuntimeOptions o;
+  o.compiler = fake::fakeCompiler();
+  o.compiler->checkConfig = [](const dsl::KernelDef &, const keys::ShapeSpec &,
+                               const keys::TileConfig &) -> llvm::Error {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "no tile config is legal");
+  };
+  o.cache.disk = false;
+  Runtime rt(std::move(o));
+  auto k = rt.findKernel("hf_rmsnorm", "");
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  Tensor x({1, 2, 64}, 0x10000000), w({64}, 0x20000000),
+      y({1, 2, 64}, 0x40000000);
+  const DLTensor *ts[] = {&x.t, &w.t, &y.t};
+  const float eps = 1e-6f;
+  const int compiles = fake::fakeCompiles;
+  std::string msg;
+  EXPECT_EQ(takeStatus((*k)->launch(ts, 3, &eps, 1, nullptr), msg),
+            BITFOLD_ERROR_UNSUPPORTED);
+  EXPECT_NE(msg.find("no tile config can run it"), std::string::npos) << msg;
+  EXPECT_EQ(fake::fakeCompiles, compiles);
+}
+
 // q and k views of a fused (B, S, 3 * H * D) projection launch in place:
 // the row-stride slot holds D, the heads per token and the token stride
 // are the class's (compiled in), so contiguous and strided launches never
