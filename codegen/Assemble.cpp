@@ -34,6 +34,26 @@ llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
+/// The first of `paths` that dlopen loads (its path in *loaded), or null.
+/// A path with a '/' that is not there costs a failed stat, not a search.
+void *openFirst(llvm::ArrayRef<std::string> paths, std::string *loaded) {
+  for (const std::string &path : paths) {
+    if (path.find('/') != std::string::npos && !llvm::sys::fs::exists(path))
+      continue;
+    if (void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      *loaded = path;
+      return h;
+    }
+  }
+  return nullptr;
+}
+
+/// fn = the library's `name`; whether it has one.
+template <typename Fn> bool symbol(void *h, Fn *&fn, const char *name) {
+  fn = reinterpret_cast<Fn *>(dlsym(h, name));
+  return fn != nullptr;
+}
+
 /// The nvJitLink entry points we use (CUDA 13 versioned symbols).
 struct NvJitLink {
   using Handle = void *;
@@ -56,34 +76,25 @@ const NvJitLink &nvJitLink() {
   static NvJitLink lib;
   static std::once_flag once;
   std::call_once(once, [] {
-    std::string dir = BITFOLD_CUDA_LIBRARY_DIR;
-    void *h = nullptr;
-    for (std::string path : {dir + "/libnvJitLink.so.13",
-                             std::string("libnvJitLink.so.13")}) {
-      h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (h)
-        break;
-    }
+    const std::string dir = BITFOLD_CUDA_LIBRARY_DIR;
+    std::string loaded;
+    void *h = openFirst({dir + "/libnvJitLink.so.13", "libnvJitLink.so.13"},
+                        &loaded);
     if (!h) {
       lib.why = "libnvJitLink.so.13 not found";
       return;
     }
-    auto sym = [&](auto &fn, const char *name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-          dlsym(h, name));
-      return fn != nullptr;
-    };
-    lib.ok = sym(lib.create, "__nvJitLinkCreate_13_0") &&
-             sym(lib.destroy, "__nvJitLinkDestroy_13_0") &&
-             sym(lib.addData, "__nvJitLinkAddData_13_0") &&
-             sym(lib.complete, "__nvJitLinkComplete_13_0") &&
-             sym(lib.cubinSize, "__nvJitLinkGetLinkedCubinSize_13_0") &&
-             sym(lib.cubin, "__nvJitLinkGetLinkedCubin_13_0") &&
-             sym(lib.errorLogSize, "__nvJitLinkGetErrorLogSize_13_0") &&
-             sym(lib.errorLog, "__nvJitLinkGetErrorLog_13_0") &&
-             sym(lib.infoLogSize, "__nvJitLinkGetInfoLogSize_13_0") &&
-             sym(lib.infoLog, "__nvJitLinkGetInfoLog_13_0") &&
-             sym(lib.version, "nvJitLinkVersion");
+    lib.ok = symbol(h, lib.create, "__nvJitLinkCreate_13_0") &&
+             symbol(h, lib.destroy, "__nvJitLinkDestroy_13_0") &&
+             symbol(h, lib.addData, "__nvJitLinkAddData_13_0") &&
+             symbol(h, lib.complete, "__nvJitLinkComplete_13_0") &&
+             symbol(h, lib.cubinSize, "__nvJitLinkGetLinkedCubinSize_13_0") &&
+             symbol(h, lib.cubin, "__nvJitLinkGetLinkedCubin_13_0") &&
+             symbol(h, lib.errorLogSize, "__nvJitLinkGetErrorLogSize_13_0") &&
+             symbol(h, lib.errorLog, "__nvJitLinkGetErrorLog_13_0") &&
+             symbol(h, lib.infoLogSize, "__nvJitLinkGetInfoLogSize_13_0") &&
+             symbol(h, lib.infoLog, "__nvJitLinkGetInfoLog_13_0") &&
+             symbol(h, lib.version, "nvJitLinkVersion");
     if (!lib.ok)
       lib.why = "libnvJitLink.so.13 lacks the CUDA 13 entry points";
   });
@@ -180,28 +191,14 @@ const PtxCompiler &ptxCompiler() {
   static PtxCompiler lib;
   static std::once_flag once;
   std::call_once(once, [] {
-    void *h = nullptr;
-    for (const std::string &path : ptxcCandidates()) {
-      // A path that is not there costs a failed open, not a search.
-      if (path.find('/') != std::string::npos &&
-          !llvm::sys::fs::exists(path))
-        continue;
-      h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (h) {
-        lib.path = path;
-        break;
-      }
-    }
+    void *h = openFirst(ptxcCandidates(), &lib.path);
     if (!h) {
       lib.why = "libbitfold-ptxc.so.0 not found";
       return;
     }
-    lib.compile = reinterpret_cast<decltype(lib.compile)>(
-        dlsym(h, "bitfold_ptxc_compile"));
-    lib.version = reinterpret_cast<decltype(lib.version)>(
-        dlsym(h, "bitfold_ptxc_version"));
-    lib.id = reinterpret_cast<decltype(lib.id)>(dlsym(h, "bitfold_ptxc_id"));
-    lib.ok = lib.compile && lib.version;
+    symbol(h, lib.id, "bitfold_ptxc_id"); // optional
+    lib.ok = symbol(h, lib.compile, "bitfold_ptxc_compile") &&
+             symbol(h, lib.version, "bitfold_ptxc_version");
     if (!lib.ok)
       lib.why = lib.path + " lacks bitfold_ptxc_compile";
   });
