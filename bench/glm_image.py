@@ -11,7 +11,8 @@ a forward both ways.
 
 Method: the models and inputs of examples/torch/glm_image_blocks.py. Times
 are medians of `reps` unpatched and `reps` patched forwards, alternated one
-by one (so a drift over the run falls on both alike), after warm ones,
+by one (so a drift over the run falls on both alike), after warm ones
+and one untimed forward after each switch (bench/_patched_model.py),
 each between torch.cuda.synchronize() calls; the example's own timing (a
 mean of sequential runs, eager first) is for reading, not for claims.
 Launches and fallbacks: stats() over one forward after the timed ones.

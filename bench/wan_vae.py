@@ -16,7 +16,8 @@ Method: random weights (seeded), bf16, a video [1, 3, frames, hw, hw]
 vae(video, sample_posterior=False): encode, then decode of the posterior's
 mode. Times: medians of `reps` unpatched and `reps` patched forwards,
 alternated one by one (so a drift over the run falls on both alike), after
-warm ones, each between torch.cuda.synchronize() calls. Launches and
+warm ones and one untimed forward after each switch
+(bench/_patched_model.py), each between torch.cuda.synchronize() calls. Launches and
 fallbacks: bitfold.torch's stats() over one forward after the timed ones. Exit status 1 if any case
 differs from eager, falls back, or is slower patched than unpatched.
 """

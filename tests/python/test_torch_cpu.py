@@ -44,6 +44,23 @@ class TorchFallback(unittest.TestCase):
         self.assertEqual(self.bt.stats()["ln_modulate"]["fallbacks"], {"device": 2})
         self.assertEqual(sum("eager fallback (device)" in str(m.message) for m in w), 1)
 
+    def test_a_patched_attention_processor_class_is_made_once(self):
+        """patch() swaps GLM's attention processor for an instance of a
+        subclass; patching again (or another model) reuses that subclass,
+        keeps the processor's state and does not pile up classes."""
+        from bitfold.torch import _patch
+
+        class Processor:
+            def __init__(self):
+                self.backend = "native"
+
+        a = _patch._bitfold_processor(Processor(), owner="a")
+        b = _patch._bitfold_processor(Processor(), owner="b")
+        self.assertIs(type(a), type(b))
+        self.assertTrue(issubclass(type(a), Processor))
+        self.assertEqual((a.backend, a._bitfold_owner, b._bitfold_owner),
+                         ("native", "a", "b"))
+
     def test_the_fallback_is_the_eager_chain_of_the_moment(self):
         """The ops look their chain up in _eager per fallback, so replacing
         it (as the GPU verify test does) is what they run and compare with."""

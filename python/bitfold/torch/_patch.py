@@ -180,11 +180,19 @@ def _glm_attn_call(self, attn, hidden_states, encoder_hidden_states, attention_m
     return hidden_states, encoder_hidden_states
 
 
+_PROCESSOR_CLASSES = {}
+
+
 def _bitfold_processor(original, owner):
     """An instance of a subclass of original's class whose __call__ is
-    _glm_attn_call (attention backend and parallel config carried over)."""
+    _glm_attn_call (attention backend and parallel config carried over).
+    One subclass per class, made once: a new class at every patch() would
+    pile up and start each patched model's forward cold."""
     cls = type(original)
-    sub = type("Bitfold" + cls.__name__, (cls,), {"__call__": _glm_attn_call})
+    sub = _PROCESSOR_CLASSES.get(cls)
+    if sub is None:
+        sub = type("Bitfold" + cls.__name__, (cls,), {"__call__": _glm_attn_call})
+        _PROCESSOR_CLASSES[cls] = sub
     proc = sub.__new__(sub)
     proc.__dict__.update(original.__dict__)
     proc._bitfold_owner = owner
