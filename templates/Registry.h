@@ -87,7 +87,7 @@ struct KernelDescriptor {
   /// on the row count, else the smallest row count of its class.
   int64_t rowClass(const ParamValues &params, int64_t rows) const;
   /// The definition for a launch of `rows` rows of `cols` columns (rows
-  /// <= 0: for 16 rows and more).
+  /// <= 0: the class of every large row count).
   llvm::Expected<KernelDefRef> definition(const ParamValues &params,
                                           int64_t cols, int64_t rows) const;
   /// Shapes (comma-separated dims, see shapeFromDims) the kernel is known
