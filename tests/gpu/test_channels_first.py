@@ -12,7 +12,9 @@ several images, partial last CTAs and odd C; bitfold.torch serves NCDHW
 without a fallback at every C, and the frames-major layout (a contiguous
 (N, T, C, H, W) seen as (N, C, T, H, W)) as its N*T images; a channels-
 last x (and y) with a residual that is dense images (residual_layout=
-channels_first: the Wan VAE's shortcut under channels_last_3d convs).
+channels_first: the Wan VAE's shortcut under channels_last_3d convs);
+images below 32 * output_vec_size pixels, whose order is their pixel
+class's.
 """
 import random
 
@@ -299,7 +301,7 @@ def outer_lanes(c, pixels, ovs):
 
 def small_image_cases():
     # Every class below 32 * ovs pixels at each ovs (1, 2, 4), one lane
-    # (C < 256) and block.y splits of 8..64 lanes (C >= 256); N > 1 too.
+    # (C < 256) and block.y splits of 8..256 lanes (C >= 256); N > 1 too.
     cases = []
     for c in (12, 33, 96, 97, 192, 256, 384, 512):
         for sp in [(1, 1, 2), (1, 1, 3), (1, 2, 2), (1, 2, 3), (1, 2, 4), (1, 3, 3),
