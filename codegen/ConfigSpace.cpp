@@ -266,19 +266,35 @@ void planStages(const dsl::FoldOrder &o, FoldPlan &fp, bool acrossWarps) {
   }
 }
 
+/// FoldPlan::split for fold f under `c`: every accumulator of a lane a
+/// virtual lane where a one-pass channels-first config has more threads
+/// per pixel than the order has lanes (they lie a warp apart and meet in
+/// the gathered tree), and the order's lanes push single round-robin
+/// columns. Otherwise 1 (a thread holds whole lanes).
+int accumulatorSplit(const KernelDef &def, size_t f, const TileConfig &c) {
+  const dsl::FoldOrder &o = def.folds[f].order;
+  if (c.twoPass || !lanesAcrossWarps(def, c) || c.threadsPerRow <= o.threads ||
+      o.vector != 1 || o.accumulators < 2 ||
+      o.accumulatorMap != dsl::FoldOrder::AccumulatorMap::RoundRobin)
+    return 1;
+  return o.accumulators;
+}
+
 /// Fold f's lanes on the config's threads (Plan.h).
 llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
                                   const TileConfig &c, int64_t D,
                                   llvm::ArrayRef<keys::RowLevels> levels) {
   const dsl::FoldOrder &o = def.folds[f].order;
   const int P = c.threadsPerRow, W = c.vectorElems;
-  if (!c.twoPass && P > o.threads)
+  const int split = accumulatorSplit(def, f, c);
+  if (!c.twoPass && P > o.threads * split)
     return illegal(c, llvm::formatv("one pass keeps the row in the {0} "
                                     "threads of fold {1}; {2} threads per "
                                     "row would idle (use two passes)",
-                                    o.threads, f, P));
+                                    o.threads * split, f, P));
   FoldPlan fp;
-  fp.T = o.threads;
+  fp.T = o.threads * split;
+  fp.split = split;
   fp.V = o.vector;
   fp.headTail = o.alignedVectors && D % o.vector != 0;
   if (fp.headTail)
@@ -312,7 +328,7 @@ llvm::Expected<FoldPlan> planFold(const KernelDef &def, size_t f,
                                     D, fp.access));
   int64_t vectors = (D + fp.V - 1) / fp.V;
   fp.reps = (vectors + fp.T - 1) / fp.T;
-  fp.acc = o.accumulators;
+  fp.acc = o.accumulators / split;
   fp.byElement =
       o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::VectorElement;
   planStages(o, fp, lanesAcrossWarps(def, c));
@@ -844,10 +860,15 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // r4.t32.v1.p2 (its 32 lanes) and 36.6 at r1.t128.v1.p2 (32 elements a
   // thread); bench/results/2026-12-02-s10-gpu-session.md, call 5.
   const int64_t headTailLanes = headTailLaneCount(def, D);
+  const int orderLanes = def.folds.empty() ? 1 : def.folds[0].order.threads;
   auto score = [&](const TileConfig &c) {
     int s = 0;
     const int o = c.pixelsPerThread;
-    if (dsl::isChannelsFirst(def) && c.threadsPerRow > 1)
+    // Split accumulators (more threads than the order's lanes, FoldPlan::
+    // split) are the tuner's to pick, not yet the default.
+    if (dsl::isChannelsFirst(def) && c.threadsPerRow > orderLanes)
+      s -= 2000000;
+    else if (dsl::isChannelsFirst(def) && c.threadsPerRow > 1)
       s += 1000000 * c.threadsPerRow + (c.rowsPerCta == 32 * o ? 1000 : 0);
     s -= std::abs(o - pixelsWanted(c)) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;

@@ -326,14 +326,19 @@ void KernelBuilder::runGatheredTree(size_t f, Value exchange) {
   auto slot = [&](Value thread, int L, int field) {
     return gatherSlot(f, exchange, thread, L, field);
   };
-  // Virtual lane t = p + Pf * L (one lane per access, A = 1).
+  // Virtual lane t = p + Pf * L (one lane per access, A = 1); with split
+  // accumulators, tree lane t first merges lanes t + T0 * g serially.
   LaneStates all(fp.T);
   for (int t = 0; t < fp.T; ++t)
     for (int i = 0; i < F; ++i)
       all[t].push_back(LLVM::LoadOp::create(
           b, loc, f32, slot(cI32(t % fp.Pf), t / fp.Pf, i), 4));
+  const int T0 = fp.treeLanes();
+  for (int t = 0; t < T0; ++t)
+    for (int g = 1; g < fp.split; ++g)
+      combineInto(cb, all[t], all[t + T0 * g], Value());
   for (const StagePlan &sp : fp.stages)
-    for (int t = 0; t + sp.offset < fp.T; ++t)
+    for (int t = 0; t + sp.offset < T0; ++t)
       if (!(t & sp.offset))
         combineInto(cb, all[t], all[t + sp.offset], Value());
   foldResults[f] = evalBody(cb.finishBody(), all[0]);

@@ -70,21 +70,40 @@ Known evalKnown(const dsl::State &body, const Known &args) {
 bool updated(int t, int o, int T) { return !(t & o) && t + o < T; }
 
 /// live[s][t]: lane t's state before stage s still reaches lane 0's final
-/// state (live[stages]: after the last stage).
+/// state (live[stages]: after the last stage). The stages run over the
+/// tree's lanes; with split accumulators (FoldPlan::split) live[0] is the
+/// state after the pushes, where lane t + T0 * g merges into tree lane t.
 std::vector<std::vector<bool>> liveness(const FoldPlan &fp) {
   const size_t n = fp.stages.size();
+  const int T0 = fp.treeLanes();
   std::vector<std::vector<bool>> live(n + 1, std::vector<bool>(fp.T));
   live[n][0] = true;
   for (size_t si = n; si-- > 0;) {
     int o = fp.stages[si].offset;
-    for (int t = 0; t < fp.T; ++t)
+    for (int t = 0; t < T0; ++t)
       if (live[si + 1][t]) {
         live[si][t] = true;
-        if (updated(t, o, fp.T))
+        if (updated(t, o, T0))
           live[si][t + o] = true;
       }
   }
+  for (int t = T0; t < fp.T; ++t)
+    live[0][t] = live[0][t % T0];
   return live;
+}
+
+/// Split accumulators (FoldPlan::split): tree lane t's state is the serial
+/// merge of lanes t, t + T0, ...; the lanes past T0 are then unused.
+void mergeSplitLanes(const FoldPlan &fp, const dsl::Combiner &cb,
+                     std::vector<Known> &known) {
+  const int T0 = fp.treeLanes();
+  for (int t = 0; t < T0; ++t)
+    for (int g = 1; g < fp.split; ++g) {
+      Known args = known[t];
+      args.insert(args.end(), known[t + T0 * g].begin(),
+                  known[t + T0 * g].end());
+      known[t] = evalKnown(cb.combineBody(), args);
+    }
 }
 
 int laneOf(const FoldPlan &fp, int p, int L) {
@@ -190,6 +209,10 @@ FoldFacts codegen::analyseFold(const FoldPlan &fp, const dsl::Combiner &cb,
   std::vector<std::vector<bool>> live = liveness(fp);
   std::vector<Known> known = pushedStatesOfEveryRow(fp, cb, cols);
   facts.constants.push_back(constantsAt(fp, known, live[0], F));
+  if (fp.split > 1) {
+    mergeSplitLanes(fp, cb, known);
+    std::fill(live[0].begin() + fp.treeLanes(), live[0].end(), false);
+  }
   for (size_t si = 0; si < fp.stages.size(); ++si) {
     const StagePlan &sp = fp.stages[si];
     std::vector<bool> keep(fp.k, false);
@@ -202,8 +225,8 @@ FoldFacts codegen::analyseFold(const FoldPlan &fp, const dsl::Combiner &cb,
     facts.keep.push_back(std::move(keep));
     // The interpreter's stage on the static knowledge.
     std::vector<Known> next = known;
-    for (int t = 0; t < fp.T; ++t)
-      if (updated(t, sp.offset, fp.T)) {
+    for (int t = 0; t < fp.treeLanes(); ++t)
+      if (updated(t, sp.offset, fp.treeLanes())) {
         Known args = known[t];
         args.insert(args.end(), known[t + sp.offset].begin(),
                     known[t + sp.offset].end());

@@ -14,7 +14,8 @@
 // offset o is a register merge when o < A or o >= A * Pf, otherwise a merge
 // with thread p + o / A: a shuffle when o / A < 32, shared memory beyond.
 // A lane with several accumulators (aten's generic reduction) keeps them
-// all in the thread that holds the lane; they never cross threads.
+// all in the thread that holds the lane, except where channels-first lanes
+// across warps split them over threads (FoldPlan::split).
 //
 //===----------------------------------------------------------------------===//
 #ifndef BITFOLD_CODEGEN_PLAN_H
@@ -56,8 +57,18 @@ struct FoldPlan {
   /// through a loop, loopStep of them per iteration; the rest are unrolled
   /// after it. 0: no loop.
   int64_t loopReps = 0, loopStep = 0;
+  /// Channels-first lanes across warps with more threads per pixel than
+  /// the order has lanes (planFold): each of the order's T0 = T / split
+  /// lanes is split into its `split` round-robin accumulators. Lane t's
+  /// m-th column t + T0 * m goes to accumulator m % split, so accumulator
+  /// g is the one-accumulator lane t + T0 * g of T lanes, pushing columns
+  /// (t + T0 * g) + T * j in order. Before the tree, lane t merges them
+  /// serially, ((a0 + a1) + a2) + ..., as aten does: the same DAG.
+  int split = 1;
   std::vector<StagePlan> stages;
   bool needsShared() const;
+  /// The lanes the tree stages run over (the order's).
+  int treeLanes() const { return T / split; }
 };
 
 struct Plan {

@@ -123,7 +123,12 @@ std::vector<Push> plannedPushes(const FoldPlan &fp, int64_t cols) {
             int64_t col =
                 (int64_t(fp.A) * (p + int64_t(fp.Pf) * hi) + fp.T * m) * fp.V +
                 lo * fp.V + e;
-            if (col < cols)
+            // Split accumulators: virtual lane t + T0 * g is the order's
+            // lane t, accumulator g.
+            const int64_t T0 = fp.treeLanes();
+            if (col < cols && fp.split > 1)
+              out.push_back({lane % T0, int(lane / T0), col});
+            else if (col < cols)
               out.push_back(
                   {lane, fp.byElement ? e : int(m % fp.acc), col});
           }
@@ -167,7 +172,7 @@ TEST_P(AtenConfigs, EveryConfigPushesEachColumnIntoTheOrdersState) {
   for (const TileConfig &c : configs) {
     llvm::Expected<Plan> p = makePlan(*st.def, st.shape, c);
     ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
-    EXPECT_EQ(p->folds[0].acc, o.accumulators);
+    EXPECT_EQ(p->folds[0].acc * p->folds[0].split, o.accumulators);
     auto got = byState(plannedPushes(p->folds[0], st.shape.cols));
     EXPECT_EQ(got, want) << label(GetParam()) << " shape "
                          << st.shape.str() << " config " << c.str()
@@ -315,11 +320,55 @@ TEST(ChannelsFirstLanes, CtasOfPartialWarpsOfPixelsAreIllegal) {
   EXPECT_NE(llvm::toString(std::move(e)).find("multiple of 32 pixels"),
             std::string::npos);
   EXPECT_FALSE(bool(checkConfig(*st.def, st.shape, TileConfig{32, 4, 1, false})));
-  // No more threads than lanes, no vectors, no rolled lanes.
-  for (TileConfig bad : {TileConfig{32, 8, 1, false}, TileConfig{32, 4, 2, false},
+  // No more threads than the lanes' accumulators (4 lanes x 4), no
+  // vectors, no rolled lanes.
+  for (TileConfig bad : {TileConfig{32, 32, 1, false}, TileConfig{32, 4, 2, false},
                          TileConfig{32, 4, 1, true}})
     EXPECT_TRUE(llvm::errorToBool(checkConfig(*st.def, st.shape, bad)))
         << bad.str();
+}
+
+TEST(ChannelsFirstLanes, MoreThreadsThanLanesSplitTheAccumulators) {
+  // Wan C = 96 at ovs 4: 4 lanes of 4 round-robin accumulators. With 8 or
+  // 16 threads a pixel each accumulator is a virtual lane (FoldPlan::split;
+  // EveryConfigPushesEachColumnIntoTheOrdersState checks the columns), the
+  // tree merges a lane's four serially first; at ovs 1 (one lane) 2 and 4
+  // threads a pixel split it the same way. Compiled without spills; the
+  // default keeps the order's lanes.
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,30,52"});
+  ASSERT_TRUE(st.def);
+  for (auto [cfg, split, k] : {std::tuple{TileConfig{32, 16, 1, false}, 4, 1},
+                               std::tuple{TileConfig{128, 16, 1, false, 4}, 4, 1},
+                               std::tuple{TileConfig{64, 8, 1, false, 2}, 4, 2},
+                               std::tuple{TileConfig{32, 4, 1, false}, 1, 1}}) {
+    llvm::Expected<Plan> p = makePlan(*st.def, st.shape, cfg);
+    ASSERT_TRUE(bool(p)) << cfg.str() << ": " << llvm::toString(p.takeError());
+    const FoldPlan &fp = p->folds[0];
+    EXPECT_EQ(fp.split, split) << cfg.str();
+    EXPECT_EQ(fp.treeLanes(), 4) << cfg.str();
+    EXPECT_EQ(fp.k, k) << cfg.str();
+    EXPECT_EQ(fp.acc, 4 / split) << cfg.str();
+    if (split == 1)
+      continue;
+    llvm::Expected<CompiledKernel> kern =
+        compile(*st.def, st.shape, cfg, CompileOptions{});
+    ASSERT_TRUE(bool(kern)) << cfg.str() << ": "
+                            << llvm::toString(kern.takeError());
+    EXPECT_FALSE(bool(auditPtx(*kern, allowancesOf(*st.def))));
+    if (!findPtxas().empty()) {
+      EXPECT_EQ(parsePtxasLog(kern->assemblerLog).spillBytes, 0) << cfg.str();
+    }
+  }
+  EXPECT_EQ(defaultConfig(*st.def, st.shape).threadsPerRow, 4);
+  ShapedTemplate one = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=1", "1,96,4,30,52"});
+  ASSERT_TRUE(one.def);
+  ASSERT_EQ(one.def->folds[0].order.threads, 1);
+  llvm::Expected<Plan> p = makePlan(*one.def, one.shape, TileConfig{32, 4, 1, false});
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->folds[0].split, 4);
+  EXPECT_EQ(defaultConfig(*one.def, one.shape).threadsPerRow, 1);
 }
 
 TEST(ChannelsFirstPixels, AdjacentPixelsPerThreadAreLegalWhereTheBindingGuaranteesThem) {

@@ -126,6 +126,9 @@ def test_wan_rmsnorm_silu_channels_first(rt, shape, dt, form, gdt, bias, conv_bi
     ((1, 96, 4, 480, 832), "x", False, False), ((1, 96, 4, 480, 832), "x", True, False),
     ((1, 96, 4, 480, 832), "f32", False, False), ((1, 96, 4, 480, 832), "f32", True, False),
     ((1, 96, 4, 480, 832), "x", True, True),
+    # Odd S (ovs 1): one lane of four accumulators, split over 2 or 4
+    # threads by the t2 / t4 configs (FoldPlan::split).
+    ((1, 96, 3, 13, 17), "x", True, False),
     # Rolled only (no unrolled config holds the row), the Wan VAE's widths.
     ((1, 192, 3, 64, 64), "x", True, True), ((1, 384, 3, 32, 32), "f32", False, True),
     ((1, 333, 2, 15, 13), "x", True, False), ((1, 512, 1, 30, 52), "f32", True, True)])
