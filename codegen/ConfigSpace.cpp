@@ -428,6 +428,8 @@ unsigned sharedMemory(const KernelDef &def, const Plan &plan) {
     unsigned F = unsigned(def.folds[f].combiner->numFields());
     if (plan.lanesAcrossWarps) { // EmitFold.cpp's gathered tree
       smem += R * P * unsigned(plan.folds[f].k) * F * 4;
+      if (plan.folds[f].split > 1) // runOwnedTrees' states
+        smem += R * F * 4;
       continue;
     }
     if (P > 32)

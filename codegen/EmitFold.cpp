@@ -282,12 +282,51 @@ void KernelBuilder::emitFold(size_t f, const std::vector<Access> &accs) {
   }
   if (plan.lanesAcrossWarps) {
     barrier();
-    for (int q = 0; q < copies(); ++q) {
-      selectCopy(q);
-      runGatheredTree(f, exchange);
+    if (fp.split > 1) {
+      runOwnedTrees(f, exchange);
+    } else {
+      for (int q = 0; q < copies(); ++q) {
+        selectCopy(q);
+        runGatheredTree(f, exchange);
+      }
     }
   }
   selectCopy(0);
+}
+
+// Split accumulators give a pixel P * k virtual lanes (FoldPlan::split): a
+// tree in every thread would read all of them P times over. Pixel copy q's
+// tree runs in the threads of lane q % P only (a warp-uniform branch: a
+// warp holds one lane), which store its state; after a second barrier every
+// thread reads its pixels' states and finishes them.
+void KernelBuilder::runOwnedTrees(size_t f, Value exchange) {
+  const dsl::Combiner &cb = *def.folds[f].combiner;
+  const int F = facts[f].fields, R = plan.config.rowsPerCta;
+  const int P = plan.config.threadsPerRow;
+  Value result = sharedArray("bf_tree_" + std::to_string(f), int64_t(R) * F);
+  auto at = [&](int i) {
+    return sharedAddr(result,
+                      arith::AddIOp::create(b, loc, slotRow, cI32(i * R)));
+  };
+  for (int q = 0; q < copies(); ++q) {
+    selectCopy(q);
+    auto owner = scf::IfOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::eq, laneInRow, cI32(q % P)),
+        /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(owner.thenBlock()->getTerminator());
+    std::vector<Value> state = gatheredTreeState(f, exchange);
+    for (int i = 0; i < F; ++i)
+      LLVM::StoreOp::create(b, loc, state[i], at(i), 4);
+  }
+  barrier();
+  for (int q = 0; q < copies(); ++q) {
+    selectCopy(q);
+    std::vector<Value> state;
+    for (int i = 0; i < F; ++i)
+      state.push_back(LLVM::LoadOp::create(b, loc, f32, at(i), 4));
+    foldResults[f] = evalBody(cb.finishBody(), state);
+  }
 }
 
 // Every thread of the row stores its lanes, then after one barrier each
@@ -320,6 +359,11 @@ void KernelBuilder::storeGatheredLanes(size_t f, LaneStates &st,
 }
 
 void KernelBuilder::runGatheredTree(size_t f, Value exchange) {
+  const dsl::Combiner &cb = *def.folds[f].combiner;
+  foldResults[f] = evalBody(cb.finishBody(), gatheredTreeState(f, exchange));
+}
+
+std::vector<Value> KernelBuilder::gatheredTreeState(size_t f, Value exchange) {
   const FoldPlan &fp = plan.folds[f];
   const dsl::Combiner &cb = *def.folds[f].combiner;
   const int F = facts[f].fields;
@@ -341,7 +385,7 @@ void KernelBuilder::runGatheredTree(size_t f, Value exchange) {
     for (int t = 0; t + sp.offset < T0; ++t)
       if (!(t & sp.offset))
         combineInto(cb, all[t], all[t + sp.offset], Value());
-  foldResults[f] = evalBody(cb.finishBody(), all[0]);
+  return all[0];
 }
 
 void KernelBuilder::emitFoldTree(size_t f, LaneStates &st) {

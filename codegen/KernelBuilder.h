@@ -306,6 +306,10 @@ private:
   /// after the barrier, the whole tree and finish.
   void storeGatheredLanes(size_t f, LaneStates &st, Value &exchange);
   void runGatheredTree(size_t f, Value exchange);
+  /// Lane 0's state after the gathered tree (the virtual lanes merged).
+  std::vector<Value> gatheredTreeState(size_t f, Value exchange);
+  /// Split accumulators: each pixel's tree in one thread of it, then shared.
+  void runOwnedTrees(size_t f, Value exchange);
   Value gatherSlot(size_t f, Value exchange, Value thread, int L, int field);
   void emitStage(size_t f, size_t si, LaneStates &st, Value exchange);
   void emitSharedStage(size_t f, const StagePlan &sp, LaneStates &st,
