@@ -280,7 +280,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--only", default="",
-                    help="comma-separated substrings: time only the cases named so")
+                    help="substrings separated by commas, or by '|' when one holds a "
+                         "comma: time only the cases named so")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
@@ -289,7 +290,7 @@ def main():
     rows = []
     builds = builders(rt)
     if args.only:
-        keys = args.only.split(",")
+        keys = args.only.split("|" if "|" in args.only else ",")
         names = [b()[0] for b in builds]
         builds = [b for b, n in zip(builds, names) if any(k in n for k in keys)]
     # All cases on their tensors first, as the flushed timings always ran;

@@ -819,6 +819,28 @@ int64_t headTailLaneCount(const KernelDef &def, int64_t cols) {
   }
   return 0;
 }
+/// Threads a channels-first pixel gets by default: one per lane of the
+/// order, a warp apart; where a lane would then hold more than 24 channels
+/// of a row of 64 or more, split accumulators (FoldPlan::split) until a
+/// thread holds 24. On the H200 (steady, bench/results/2026-12-03-s15-gpu-
+/// session.md) Wan C = 192 at ovs 4 ran r64.t8.v1.p1.o2 in 101 us against
+/// r32.t4.v1.p1's 114, C = 384 r64.t16.v1.p1.o2 40 against 42, and C = 96
+/// at ovs 1 (one lane) r64.t4.v1.p1 217 against the rolled
+/// r256.t1.v1.p2's 258; at C = 96, ovs 4 (24 channels a lane) every split
+/// config lost (211-319 us against r64.t4.v1.p1.o2's 181).
+int pixelThreads(const KernelDef &def, int64_t D) {
+  if (!dsl::isChannelsFirst(def) || def.folds.empty())
+    return 1;
+  const dsl::FoldOrder &o = def.folds[0].order;
+  const bool splits =
+      o.vector == 1 && o.accumulators > 1 &&
+      o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::RoundRobin;
+  const int most = splits ? o.threads * o.accumulators : o.threads;
+  int P = o.threads;
+  while (D >= 64 && P < most && D / P > 24)
+    P *= 2;
+  return P;
+}
 } // namespace
 
 TileConfig codegen::defaultConfig(const KernelDef &def,
@@ -863,15 +885,18 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // thread); bench/results/2026-12-02-s10-gpu-session.md, call 5.
   const int64_t headTailLanes = headTailLaneCount(def, D);
   const int orderLanes = def.folds.empty() ? 1 : def.folds[0].order.threads;
+  const int wantP = pixelThreads(def, D);
   auto score = [&](const TileConfig &c) {
     int s = 0;
-    const int o = c.pixelsPerThread;
-    // Split accumulators (more threads than the order's lanes, FoldPlan::
-    // split) are the tuner's to pick, not yet the default.
-    if (dsl::isChannelsFirst(def) && c.threadsPerRow > orderLanes)
-      s -= 2000000;
-    else if (dsl::isChannelsFirst(def) && c.threadsPerRow > 1)
-      s += 1000000 * c.threadsPerRow + (c.rowsPerCta == 32 * o ? 1000 : 0);
+    const int o = c.pixelsPerThread, P = c.threadsPerRow;
+    // 32 pixels of threads a CTA; with split accumulators at least 256
+    // threads (Wan C = 96 at ovs 1: r64.t4.v1.p1 217 us, r32.t4.v1.p1 257).
+    if (dsl::isChannelsFirst(def) && P > 1)
+      s += 1000000 * (P <= wantP ? P : -P) +
+           ((P > orderLanes ? c.ctaThreads() == std::max(256, 32 * P)
+                            : c.rowsPerCta == 32 * o)
+                ? 1000
+                : 0);
     s -= std::abs(o - pixelsWanted(c)) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += c.vectorElems * 1000; // 16-byte accesses first
