@@ -822,12 +822,16 @@ int64_t headTailLaneCount(const KernelDef &def, int64_t cols) {
 /// Threads a channels-first pixel gets by default: one per lane of the
 /// order, a warp apart; where a lane would then hold more than 24 channels
 /// of a row of 64 or more, split accumulators (FoldPlan::split) until a
-/// thread holds 24. On the H200 (steady, bench/results/2026-12-03-s15-gpu-
-/// session.md) Wan C = 192 at ovs 4 ran r64.t8.v1.p1.o2 in 101 us against
-/// r32.t4.v1.p1's 114, C = 384 r64.t16.v1.p1.o2 40 against 42, and C = 96
-/// at ovs 1 (one lane) r64.t4.v1.p1 217 against the rolled
-/// r256.t1.v1.p2's 258; at C = 96, ovs 4 (24 channels a lane) every split
-/// config lost (211-319 us against r64.t4.v1.p1.o2's 181).
+/// thread holds 24 or a pixel has 8 threads. On the H200 (steady, equal
+/// bits, bench/results/2026-12-03-s15-gpu-session.md), Wan NCDHW:
+///   C = 192, ovs 4: r64.t8.v1.p1.o2 101 / 107 us (forms x / f32) against
+///     r32.t4.v1.p1's 114 / 114;
+///   C = 384, ovs 4: r32.t8.v1.p1 38 / 36 against 42 / 41; 16 threads
+///     (r64.t16.v1.p1.o2) 40 / 42;
+///   C = 96, ovs 1 and 2 (one lane): r64.t4.v1.p1 217 against the rolled
+///     r64.t1.v1.p2's 319, r128.t4.v1.p1.o2 128 against 200;
+///   C = 96, ovs 4 (24 channels a lane): every split config lost (211-319
+///     against r64.t4.v1.p1.o2's 181).
 int pixelThreads(const KernelDef &def, int64_t D) {
   if (!dsl::isChannelsFirst(def) || def.folds.empty())
     return 1;
@@ -835,7 +839,9 @@ int pixelThreads(const KernelDef &def, int64_t D) {
   const bool splits =
       o.vector == 1 && o.accumulators > 1 &&
       o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::RoundRobin;
-  const int most = splits ? o.threads * o.accumulators : o.threads;
+  const int most =
+      splits ? std::min(o.threads * o.accumulators, std::max(o.threads, 8))
+             : o.threads;
   int P = o.threads;
   while (D >= 64 && P < most && D / P > 24)
     P *= 2;

@@ -335,7 +335,8 @@ TEST(ChannelsFirstLanes, MoreThreadsThanLanesSplitTheAccumulators) {
   // tree merges a lane's four serially first; at ovs 1 (one lane) 2 and 4
   // threads a pixel split it the same way. Compiled without spills. The
   // default splits where a lane would hold more than 24 channels
-  // (pixelThreads): not at C = 96, ovs 4; at ovs 1 four threads, 64 pixels.
+  // (pixelThreads), at most 8 threads a pixel: not at C = 96, ovs 4; at
+  // ovs 1 four threads, 64 pixels.
   ShapedTemplate st = shapedCase(AtenCase{
       "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,30,52"});
   ASSERT_TRUE(st.def);
@@ -371,8 +372,8 @@ TEST(ChannelsFirstLanes, MoreThreadsThanLanesSplitTheAccumulators) {
   EXPECT_EQ(p->folds[0].split, 4);
   EXPECT_EQ(defaultConfig(*one.def, one.shape).str(), "r64.t4.v1.p1");
   for (auto [shape, dflt] : {std::pair{"1,192,4,240,416", "r64.t8.v1.p1.o2"},
-                             std::pair{"1,384,2,120,208", "r64.t16.v1.p1.o2"},
-                             std::pair{"1,512,1,30,52", "r32.t16.v1.p1"},
+                             std::pair{"1,384,2,120,208", "r32.t8.v1.p1"},
+                             std::pair{"1,512,1,30,52", "r32.t8.v1.p1"},
                              std::pair{"1,48,4,30,52", "r64.t1.v1.p1"}}) {
     ShapedTemplate w = shapedCase(AtenCase{
         "wan_rmsnorm_silu", "layout=channels_first,outvec=4", shape});
@@ -436,17 +437,17 @@ TEST(ChannelsFirstPixels, TheMostPixelsPerThreadCompileWithoutSpillsTheDefaultIs
   // register estimate and a thread's unroll bound. The default takes two
   // pixels where a pixel's lanes are on several threads and a thread then
   // holds at most 48 elements (C = 96 ran 13% faster on the H200; C = 192
-  // and 384 split their accumulators to 24 channels a thread, so two
-  // pixels), else one; the most pixels legal at the default's threads must
-  // still compile without spills for the tuner.
+  // splits its accumulators to 24 channels a thread, so two pixels; C =
+  // 384 to 48), else one; the most pixels legal at the default's threads
+  // must still compile without spills for the tuner.
   const bool ptxas = !findPtxas().empty();
   for (const auto &[params, shape, o, dflt] :
        {std::tuple<const char *, const char *, int, int>{
             "layout=channels_first,outvec=4", "1,96,4,480,832", 4, 2},
         {"layout=channels_first,outvec=4,conv_bias=1", "1,96,4,480,832", 4, 2},
         {"layout=channels_first,outvec=4,form=f32", "1,192,4,240,416", 4, 2},
-        {"layout=channels_first,outvec=4", "1,384,2,120,208", 2, 2},
-        {"layout=channels_first,outvec=4,conv_bias=1", "1,384,2,120,208", 2, 2},
+        {"layout=channels_first,outvec=4", "1,384,2,120,208", 4, 1},
+        {"layout=channels_first,outvec=4,conv_bias=1", "1,384,2,120,208", 2, 1},
         {"layout=channels_first,outvec=4", "1,32,4,30,52", 2, 1},
         {"layout=channels_first,outvec=4", "1,12,4,30,52", 4, 1},
         {"layout=channels_first,outvec=4", "1,48,4,30,52", 1, 1},
