@@ -271,11 +271,15 @@ void planStages(const dsl::FoldOrder &o, FoldPlan &fp, bool acrossWarps) {
 /// per pixel than the order has lanes (they lie a warp apart and meet in
 /// the gathered tree), and the order's lanes push single round-robin
 /// columns. Otherwise 1 (a thread holds whole lanes).
+bool splitsAccumulators(const dsl::FoldOrder &o) {
+  return o.vector == 1 && o.accumulators > 1 &&
+         o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::RoundRobin;
+}
+
 int accumulatorSplit(const KernelDef &def, size_t f, const TileConfig &c) {
   const dsl::FoldOrder &o = def.folds[f].order;
   if (c.twoPass || !lanesAcrossWarps(def, c) || c.threadsPerRow <= o.threads ||
-      o.vector != 1 || o.accumulators < 2 ||
-      o.accumulatorMap != dsl::FoldOrder::AccumulatorMap::RoundRobin)
+      !splitsAccumulators(o))
     return 1;
   return o.accumulators;
 }
@@ -836,11 +840,8 @@ int pixelThreads(const KernelDef &def, int64_t D) {
   if (!dsl::isChannelsFirst(def) || def.folds.empty())
     return 1;
   const dsl::FoldOrder &o = def.folds[0].order;
-  const bool splits =
-      o.vector == 1 && o.accumulators > 1 &&
-      o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::RoundRobin;
   const int most =
-      splits ? std::min(o.threads * o.accumulators, std::max(o.threads, 8))
+      splitsAccumulators(o) ? std::min(o.threads * o.accumulators, std::max(o.threads, 8))
              : o.threads;
   int P = o.threads;
   while (D >= 64 && P < most && D / P > 24)
