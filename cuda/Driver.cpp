@@ -92,6 +92,14 @@ std::vector<EntryPoint> entryPoints(DriverApi &a) {
       BF_ENTRY(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
       BF_ENTRY(cuMemsetD8, "cuMemsetD8_v2"),
       BF_ENTRY(cuStreamSynchronize, "cuStreamSynchronize"),
+      {"cuStreamCreate", "cuStreamCreate", reinterpret_cast<void **>(&a.cuStreamCreate), /*optional=*/true},
+      {"cuStreamDestroy", "cuStreamDestroy_v2", reinterpret_cast<void **>(&a.cuStreamDestroy), /*optional=*/true},
+      {"cuStreamBeginCapture", "cuStreamBeginCapture_v2", reinterpret_cast<void **>(&a.cuStreamBeginCapture), /*optional=*/true},
+      {"cuStreamEndCapture", "cuStreamEndCapture", reinterpret_cast<void **>(&a.cuStreamEndCapture), /*optional=*/true},
+      {"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", reinterpret_cast<void **>(&a.cuGraphInstantiateWithFlags), /*optional=*/true},
+      {"cuGraphLaunch", "cuGraphLaunch", reinterpret_cast<void **>(&a.cuGraphLaunch), /*optional=*/true},
+      {"cuGraphExecDestroy", "cuGraphExecDestroy", reinterpret_cast<void **>(&a.cuGraphExecDestroy), /*optional=*/true},
+      {"cuGraphDestroy", "cuGraphDestroy", reinterpret_cast<void **>(&a.cuGraphDestroy), /*optional=*/true},
       BF_ENTRY(cuLinkCreate, "cuLinkCreate_v2"),
       BF_ENTRY(cuLinkAddData, "cuLinkAddData_v2"),
       BF_ENTRY(cuLinkComplete, "cuLinkComplete"),
@@ -485,6 +493,84 @@ llvm::Expected<float> Event::elapsedSince(const Event &start) const {
           "cuEventElapsedTime"))
     return std::move(e);
   return ms;
+}
+
+// ---- LaunchGraph -------------------------------------------------------------
+
+bool LaunchGraph::available() {
+  auto api = driver();
+  if (!api) {
+    llvm::consumeError(api.takeError());
+    return false;
+  }
+  return api->cuStreamCreate && api->cuStreamDestroy &&
+         api->cuStreamBeginCapture && api->cuStreamEndCapture &&
+         api->cuGraphInstantiateWithFlags && api->cuGraphLaunch &&
+         api->cuGraphExecDestroy && api->cuGraphDestroy;
+}
+
+llvm::Expected<LaunchGraph>
+LaunchGraph::capture(llvm::function_ref<llvm::Error(CUstream)> enqueue) {
+  if (!available())
+    return driverError("the CUDA driver has no stream capture or graphs");
+  const DriverApi &a = loaded().api;
+  LaunchGraph g;
+  if (llvm::Error e = checkCuda(a.cuStreamCreate(&g.strm, CU_STREAM_DEFAULT),
+                                "cuStreamCreate"))
+    return std::move(e);
+  // Thread-local: compiles on other threads may load modules meanwhile.
+  if (llvm::Error e = checkCuda(a.cuStreamBeginCapture(
+                                    g.strm, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                                "cuStreamBeginCapture"))
+    return std::move(e);
+  llvm::Error enqueued = enqueue(g.strm);
+  // Capture ends whatever enqueue said, so the stream is usable (and
+  // destroyable) again; the first error wins.
+  CUresult ended = a.cuStreamEndCapture(g.strm, &g.graph);
+  if (enqueued)
+    return std::move(enqueued);
+  if (llvm::Error e = checkCuda(ended, "cuStreamEndCapture"))
+    return std::move(e);
+  if (llvm::Error e = checkCuda(a.cuGraphInstantiateWithFlags(&g.exec, g.graph, 0),
+                                "cuGraphInstantiateWithFlags"))
+    return std::move(e);
+  return std::move(g);
+}
+
+LaunchGraph::LaunchGraph(LaunchGraph &&other) noexcept
+    : strm(other.strm), graph(other.graph), exec(other.exec) {
+  other.strm = nullptr;
+  other.graph = nullptr;
+  other.exec = nullptr;
+}
+
+LaunchGraph &LaunchGraph::operator=(LaunchGraph &&other) noexcept {
+  if (this != &other) {
+    reset();
+    std::swap(strm, other.strm);
+    std::swap(graph, other.graph);
+    std::swap(exec, other.exec);
+  }
+  return *this;
+}
+
+LaunchGraph::~LaunchGraph() { reset(); }
+
+void LaunchGraph::reset() {
+  const DriverApi &a = loaded().api;
+  if (exec)
+    a.cuGraphExecDestroy(exec);
+  if (graph)
+    a.cuGraphDestroy(graph);
+  if (strm)
+    a.cuStreamDestroy(strm);
+  exec = nullptr;
+  graph = nullptr;
+  strm = nullptr;
+}
+
+llvm::Error LaunchGraph::launch() const {
+  return checkCuda(loaded().api.cuGraphLaunch(exec, strm), "cuGraphLaunch");
 }
 
 // ---- DeviceBuffer ----------------------------------------------------------

@@ -28,6 +28,7 @@
 #include <cudaTypedefs.h>
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
@@ -80,6 +81,16 @@ struct DriverApi {
   PFN_cuMemcpyDtoH_v3020 cuMemcpyDtoH = nullptr;
   PFN_cuMemsetD8_v3020 cuMemsetD8 = nullptr;
   PFN_cuStreamSynchronize_v2000 cuStreamSynchronize = nullptr;
+  /// Optional (CUDA 11.4+): streams, stream capture and graphs, for timing
+  /// launches back to back without the host between them (LaunchGraph).
+  PFN_cuStreamCreate_v2000 cuStreamCreate = nullptr;
+  PFN_cuStreamDestroy_v4000 cuStreamDestroy = nullptr;
+  PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture = nullptr;
+  PFN_cuStreamEndCapture_v10000 cuStreamEndCapture = nullptr;
+  PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiateWithFlags = nullptr;
+  PFN_cuGraphLaunch_v10000 cuGraphLaunch = nullptr;
+  PFN_cuGraphExecDestroy_v10000 cuGraphExecDestroy = nullptr;
+  PFN_cuGraphDestroy_v10000 cuGraphDestroy = nullptr;
   PFN_cuLinkCreate_v6050 cuLinkCreate = nullptr;
   PFN_cuLinkAddData_v6050 cuLinkAddData = nullptr;
   PFN_cuLinkComplete_v5050 cuLinkComplete = nullptr;
@@ -185,6 +196,32 @@ public:
 
 private:
   CUevent ev = nullptr;
+};
+
+/// Launches captured once into a CUDA graph on a stream of its own, then
+/// replayed: what the host costs per launch stays out of the replay. The
+/// stream synchronises with the legacy default stream, so work enqueued
+/// there before a replay finishes first.
+class LaunchGraph {
+public:
+  /// Whether the driver has streams, stream capture and graphs.
+  static bool available();
+  /// Captures what `enqueue(stream)` launches on a fresh stream.
+  static llvm::Expected<LaunchGraph>
+  capture(llvm::function_ref<llvm::Error(CUstream)> enqueue);
+  LaunchGraph() = default;
+  LaunchGraph(LaunchGraph &&other) noexcept;
+  LaunchGraph &operator=(LaunchGraph &&other) noexcept;
+  ~LaunchGraph();
+  /// Enqueues one replay on stream().
+  llvm::Error launch() const;
+  CUstream stream() const { return strm; }
+
+private:
+  void reset();
+  CUstream strm = nullptr;
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
 };
 
 /// Device memory in the current context (for tests, tools and examples).

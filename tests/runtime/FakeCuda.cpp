@@ -4,7 +4,8 @@
 // exports only cuGetProcAddress_v2 (as a real driver resolves everything
 // through it) plus fake_cuda_* hooks the tests reach with dlopen(NOLOAD).
 // Two devices (sm_90); contexts are a per-thread stack of fake handles;
-// "device memory" is host memory; cuLaunchKernel records what it was given.
+// "device memory" is host memory; cuLaunchKernel records what it was given;
+// stream capture and graphs count what they capture and replay.
 //
 // fake_cuda_expect_params(n) makes the next launch record n parameters.
 // Knobs (environment): FAKE_CUDA_INIT_RESULT (cuInit's result),
@@ -202,10 +203,22 @@ CUresult recordLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   expectedParams = 0; // one launch only: the next kernel may take fewer
   return CUresult(envInt("FAKE_CUDA_LAUNCH_RESULT", 0));
 }
+// Stream capture: a launch on the capturing stream joins the graph (counted
+// as "captured launch"); a graph replay counts "cuGraphLaunch" and each of
+// its launches as "replayed launch".
+thread_local CUstream capturing = nullptr;
+thread_local int captured = 0;
+void countCaptured(CUstream stream) {
+  if (capturing && stream == capturing) {
+    ++captured;
+    count("captured launch");
+  }
+}
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, unsigned smem,
                         CUstream stream, void **params, void **) {
   count("cuLaunchKernel");
+  countCaptured(stream);
   return recordLaunch(f, gx, gy, gz, bx, by, bz, smem, stream, params, -1);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f,
@@ -254,6 +267,50 @@ CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
   return CUDA_SUCCESS;
 }
 CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult cuStreamCreate(CUstream *s, unsigned) {
+  count("cuStreamCreate");
+  *s = reinterpret_cast<CUstream>(new int(0));
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy(CUstream s) {
+  count("cuStreamDestroy");
+  delete reinterpret_cast<int *>(s);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode) {
+  if (capturing)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  capturing = s;
+  captured = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
+  if (capturing != s)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  capturing = nullptr;
+  *g = reinterpret_cast<CUgraph>(new int(captured));
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g,
+                                     unsigned long long) {
+  *e = reinterpret_cast<CUgraphExec>(new int(*reinterpret_cast<int *>(g)));
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphLaunch(CUgraphExec e, CUstream) {
+  std::lock_guard<std::mutex> lock(mu);
+  ++counters["cuGraphLaunch"];
+  counters["replayed launch"] += *reinterpret_cast<int *>(e);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(CUgraphExec e) {
+  count("cuGraphExecDestroy");
+  delete reinterpret_cast<int *>(e);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphDestroy(CUgraph g) {
+  delete reinterpret_cast<int *>(g);
+  return CUDA_SUCCESS;
+}
 const char kLinked[] = "FAKE-LINKED-CUBIN";
 CUresult cuLinkCreate(unsigned, CUjit_option *, void **, CUlinkState *s) {
   *s = reinterpret_cast<CUlinkState>(uintptr_t(0x7000));
@@ -290,6 +347,9 @@ const Entry entries[] = {
     E(cuEventCreate), E(cuEventDestroy), E(cuEventRecord),
     E(cuEventSynchronize), E(cuEventElapsedTime), E(cuMemAlloc), E(cuMemFree),
     E(cuMemcpyHtoD), E(cuMemcpyDtoH), E(cuMemsetD8), E(cuStreamSynchronize),
+    E(cuStreamCreate), E(cuStreamDestroy), E(cuStreamBeginCapture),
+    E(cuStreamEndCapture), E(cuGraphInstantiateWithFlags), E(cuGraphLaunch),
+    E(cuGraphExecDestroy), E(cuGraphDestroy),
     E(cuLinkCreate), E(cuLinkAddData), E(cuLinkComplete), E(cuLinkDestroy),
 };
 #undef E

@@ -7,13 +7,18 @@
 // `tune` runs its whole path (configs compiled through the cache, the GPU
 // runner's upload and timing loop, the tune DB written): a budget spent
 // before the first measurement still leaves the shape measured (its
-// default config) and recorded.
+// default config) and recorded. Steady samples replay launches captured
+// once per config into a graph; flushed ones launch from the host.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CliSupport.h"
 
 #include "autotune/TuneDB.h"
+
+#include "../runtime/FakeCuda.h"
+
+#include <dlfcn.h>
 
 #include <gtest/gtest.h>
 
@@ -78,6 +83,55 @@ TEST(Tune, BudgetSpentBeforeTheFirstMeasurementStillRecordsTheDefault) {
   ASSERT_EQ(e->measurements.size(), 1u);
   EXPECT_EQ(e->measurements[0].config, e->defaultConfig);
   EXPECT_NE(o.out.find("skipped (budget)"), std::string::npos) << o.out;
+}
+
+/// A fake driver counter; 0 before the driver is first loaded.
+int fakeCount(const char *what) {
+  void *lib = dlopen(BITFOLD_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
+  if (!lib)
+    return 0;
+  auto count = reinterpret_cast<FakeCountFn>(dlsym(lib, "fake_cuda_count"));
+  EXPECT_NE(count, nullptr);
+  return count ? count(what) : 0;
+}
+
+TEST(Tune, SteadySamplesReplayACapturedGraphFlushedOnesDoNot) {
+  ASSERT_TRUE(fakeDriver);
+  TempDir dir;
+  std::string shapes = dir.write(
+      "shapes.json", R"([{"template": "residual_gate", "shape": "2,4,64",
+                          "params": {"dtype": "bf16"}}])");
+  auto tune = [&](const char *timing) {
+    std::vector<std::string> args = {"tune",     "--shapes", shapes,
+                                     "--out",    dir.file(timing),
+                                     "--devices", "0",       "--timing",
+                                     timing,     "--repetitions", "20"};
+    Output o = cli(args);
+    EXPECT_EQ(o.status, 0) << joined(args) << "\n" << o.out << o.err;
+    auto db = autotune::TuneDB::load(dir.file(timing) + "/tune-db.json");
+    EXPECT_TRUE(bool(db)) << llvm::toString(db.takeError());
+    return db ? db->all().front()->measurements.size() : size_t(0);
+  };
+  int graphs = fakeCount("cuGraphLaunch"), captured = fakeCount("captured launch");
+  int replayed = fakeCount("replayed launch"), streams = fakeCount("cuStreamCreate");
+  size_t configs = tune("steady");
+  ASSERT_GT(configs, 1u);
+  int newGraphs = fakeCount("cuGraphLaunch") - graphs;
+  int newStreams = fakeCount("cuStreamCreate") - streams;
+  // One graph per config timed, at least 8 launches in it, one replay per
+  // sample (20 repetitions); every stream made is destroyed again.
+  EXPECT_GE(newStreams, int(configs));
+  EXPECT_GE(newGraphs, 20 * int(configs));
+  EXPECT_GE(fakeCount("captured launch") - captured, 8 * newStreams);
+  EXPECT_GE(fakeCount("replayed launch") - replayed, 8 * newGraphs);
+  EXPECT_EQ(fakeCount("cuStreamDestroy"), fakeCount("cuStreamCreate"));
+  EXPECT_EQ(fakeCount("cuGraphExecDestroy"), fakeCount("cuStreamCreate"));
+
+  graphs = fakeCount("cuGraphLaunch");
+  streams = fakeCount("cuStreamCreate");
+  EXPECT_GT(tune("flushed"), 1u);
+  EXPECT_EQ(fakeCount("cuGraphLaunch"), graphs);
+  EXPECT_EQ(fakeCount("cuStreamCreate"), streams);
 }
 
 } // namespace
