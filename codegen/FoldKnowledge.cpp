@@ -69,10 +69,17 @@ Known evalKnown(const dsl::State &body, const Known &args) {
 
 bool updated(int t, int o, int T) { return !(t & o) && t + o < T; }
 
-/// live[s][t]: lane t's state before stage s still reaches lane 0's final
-/// state (live[stages]: after the last stage). The stages run over the
-/// tree's lanes; with split accumulators (FoldPlan::split) live[0] is the
-/// state after the pushes, where lane t + T0 * g merges into tree lane t.
+/// The combiner's merge of states a and b, on what is known of them.
+Known combineKnown(const dsl::Combiner &cb, const Known &a, const Known &b) {
+  Known args = a;
+  args.insert(args.end(), b.begin(), b.end());
+  return evalKnown(cb.combineBody(), args);
+}
+
+/// live[s][t]: tree lane t's state before stage s still reaches lane 0's
+/// final state (live[stages]: after the last stage). The stages run over
+/// the tree's lanes (FoldPlan::treeLanes); lanes past them, where
+/// accumulators split, are never live here (pushedLiveness).
 std::vector<std::vector<bool>> liveness(const FoldPlan &fp) {
   const size_t n = fp.stages.size();
   const int T0 = fp.treeLanes();
@@ -87,8 +94,17 @@ std::vector<std::vector<bool>> liveness(const FoldPlan &fp) {
           live[si][t + o] = true;
       }
   }
-  for (int t = T0; t < fp.T; ++t)
-    live[0][t] = live[0][t % T0];
+  return live;
+}
+
+/// Which lanes' states after the pushes reach lane 0's final state: with
+/// split accumulators (FoldPlan::split) lane t + T0 * g merges into tree
+/// lane t, so it lives where tree lane t does before the first stage.
+std::vector<bool> pushedLiveness(const FoldPlan &fp,
+                                 const std::vector<bool> &tree) {
+  std::vector<bool> live(fp.T);
+  for (int t = 0; t < fp.T; ++t)
+    live[t] = tree[t % fp.treeLanes()];
   return live;
 }
 
@@ -98,12 +114,8 @@ void mergeSplitLanes(const FoldPlan &fp, const dsl::Combiner &cb,
                      std::vector<Known> &known) {
   const int T0 = fp.treeLanes();
   for (int t = 0; t < T0; ++t)
-    for (int g = 1; g < fp.split; ++g) {
-      Known args = known[t];
-      args.insert(args.end(), known[t + T0 * g].begin(),
-                  known[t + T0 * g].end());
-      known[t] = evalKnown(cb.combineBody(), args);
-    }
+    for (int g = 1; g < fp.split; ++g)
+      known[t] = combineKnown(cb, known[t], known[t + T0 * g]);
 }
 
 int laneOf(const FoldPlan &fp, int p, int L) {
@@ -168,11 +180,8 @@ std::vector<Known> pushedStates(const FoldPlan &fp, const dsl::Combiner &cb,
         push(acc[fp.byElement ? e : int(m % fp.acc)]);
     if (t < tail)
       push(acc[0]);
-    for (int i = 1; i < fp.acc; ++i) {
-      Known args = acc[0];
-      args.insert(args.end(), acc[i].begin(), acc[i].end());
-      acc[0] = evalKnown(cb.combineBody(), args);
-    }
+    for (int i = 1; i < fp.acc; ++i)
+      acc[0] = combineKnown(cb, acc[0], acc[i]);
     known[t] = std::move(acc[0]);
   }
   return known;
@@ -208,11 +217,10 @@ FoldFacts codegen::analyseFold(const FoldPlan &fp, const dsl::Combiner &cb,
   facts.fields = F;
   std::vector<std::vector<bool>> live = liveness(fp);
   std::vector<Known> known = pushedStatesOfEveryRow(fp, cb, cols);
-  facts.constants.push_back(constantsAt(fp, known, live[0], F));
-  if (fp.split > 1) {
+  facts.constants.push_back(
+      constantsAt(fp, known, pushedLiveness(fp, live[0]), F));
+  if (fp.split > 1)
     mergeSplitLanes(fp, cb, known);
-    std::fill(live[0].begin() + fp.treeLanes(), live[0].end(), false);
-  }
   for (size_t si = 0; si < fp.stages.size(); ++si) {
     const StagePlan &sp = fp.stages[si];
     std::vector<bool> keep(fp.k, false);
@@ -226,12 +234,8 @@ FoldFacts codegen::analyseFold(const FoldPlan &fp, const dsl::Combiner &cb,
     // The interpreter's stage on the static knowledge.
     std::vector<Known> next = known;
     for (int t = 0; t < fp.treeLanes(); ++t)
-      if (updated(t, sp.offset, fp.treeLanes())) {
-        Known args = known[t];
-        args.insert(args.end(), known[t + sp.offset].begin(),
-                    known[t + sp.offset].end());
-        next[t] = evalKnown(cb.combineBody(), args);
-      }
+      if (updated(t, sp.offset, fp.treeLanes()))
+        next[t] = combineKnown(cb, known[t], known[t + sp.offset]);
     known = std::move(next);
     facts.constants.push_back(constantsAt(fp, known, live[si + 1], F));
   }
