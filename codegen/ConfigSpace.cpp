@@ -266,16 +266,18 @@ void planStages(const dsl::FoldOrder &o, FoldPlan &fp, bool acrossWarps) {
   }
 }
 
-/// FoldPlan::split for fold f under `c`: every accumulator of a lane a
-/// virtual lane where a one-pass channels-first config has more threads
-/// per pixel than the order has lanes (they lie a warp apart and meet in
-/// the gathered tree), and the order's lanes push single round-robin
-/// columns. Otherwise 1 (a thread holds whole lanes).
+/// Whether an order's accumulators may go to threads of their own: its
+/// lanes push single columns round-robin into two or more accumulators.
 bool splitsAccumulators(const dsl::FoldOrder &o) {
   return o.vector == 1 && o.accumulators > 1 &&
          o.accumulatorMap == dsl::FoldOrder::AccumulatorMap::RoundRobin;
 }
 
+/// FoldPlan::split for fold f under `c`: every accumulator of a lane a
+/// virtual lane where a one-pass channels-first config has more threads
+/// per pixel than the order has lanes (they lie a warp apart and meet in
+/// the gathered tree) and the order splits (splitsAccumulators).
+/// Otherwise 1 (a thread holds whole lanes).
 int accumulatorSplit(const KernelDef &def, size_t f, const TileConfig &c) {
   const dsl::FoldOrder &o = def.folds[f].order;
   if (c.twoPass || !lanesAcrossWarps(def, c) || c.threadsPerRow <= o.threads ||
@@ -823,6 +825,7 @@ int64_t headTailLaneCount(const KernelDef &def, int64_t cols) {
   }
   return 0;
 }
+
 /// Threads a channels-first pixel gets by default: one per lane of the
 /// order, a warp apart; where a lane would then hold more than 24 channels
 /// of a row of 64 or more, split accumulators (FoldPlan::split) until a
@@ -840,9 +843,10 @@ int pixelThreads(const KernelDef &def, int64_t D) {
   if (!dsl::isChannelsFirst(def) || def.folds.empty())
     return 1;
   const dsl::FoldOrder &o = def.folds[0].order;
-  const int most =
-      splitsAccumulators(o) ? std::min(o.threads * o.accumulators, std::max(o.threads, 8))
-             : o.threads;
+  const int most = splitsAccumulators(o)
+                       ? std::min(o.threads * o.accumulators,
+                                  std::max(o.threads, 8))
+                       : o.threads;
   int P = o.threads;
   while (D >= 64 && P < most && D / P > 24)
     P *= 2;

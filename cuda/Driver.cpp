@@ -57,6 +57,8 @@ std::vector<EntryPoint> entryPoints(DriverApi &a) {
   return {
 #define BF_ENTRY(field, exported)                                              \
   {#field, exported, reinterpret_cast<void **>(&a.field)}
+#define BF_OPTIONAL(field, exported)                                           \
+  {#field, exported, reinterpret_cast<void **>(&a.field), /*optional=*/true}
       BF_ENTRY(cuInit, "cuInit"),
       BF_ENTRY(cuDriverGetVersion, "cuDriverGetVersion"),
       BF_ENTRY(cuGetErrorName, "cuGetErrorName"),
@@ -79,8 +81,7 @@ std::vector<EntryPoint> entryPoints(DriverApi &a) {
       BF_ENTRY(cuModuleGetFunction, "cuModuleGetFunction"),
       BF_ENTRY(cuFuncGetAttribute, "cuFuncGetAttribute"),
       BF_ENTRY(cuLaunchKernel, "cuLaunchKernel"),
-      {"cuLaunchKernelEx", "cuLaunchKernelEx",
-       reinterpret_cast<void **>(&a.cuLaunchKernelEx), /*optional=*/true},
+      BF_OPTIONAL(cuLaunchKernelEx, "cuLaunchKernelEx"),
       BF_ENTRY(cuEventCreate, "cuEventCreate"),
       BF_ENTRY(cuEventDestroy, "cuEventDestroy_v2"),
       BF_ENTRY(cuEventRecord, "cuEventRecord"),
@@ -92,19 +93,20 @@ std::vector<EntryPoint> entryPoints(DriverApi &a) {
       BF_ENTRY(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
       BF_ENTRY(cuMemsetD8, "cuMemsetD8_v2"),
       BF_ENTRY(cuStreamSynchronize, "cuStreamSynchronize"),
-      {"cuStreamCreate", "cuStreamCreate", reinterpret_cast<void **>(&a.cuStreamCreate), /*optional=*/true},
-      {"cuStreamDestroy", "cuStreamDestroy_v2", reinterpret_cast<void **>(&a.cuStreamDestroy), /*optional=*/true},
-      {"cuStreamBeginCapture", "cuStreamBeginCapture_v2", reinterpret_cast<void **>(&a.cuStreamBeginCapture), /*optional=*/true},
-      {"cuStreamEndCapture", "cuStreamEndCapture", reinterpret_cast<void **>(&a.cuStreamEndCapture), /*optional=*/true},
-      {"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags", reinterpret_cast<void **>(&a.cuGraphInstantiateWithFlags), /*optional=*/true},
-      {"cuGraphLaunch", "cuGraphLaunch", reinterpret_cast<void **>(&a.cuGraphLaunch), /*optional=*/true},
-      {"cuGraphExecDestroy", "cuGraphExecDestroy", reinterpret_cast<void **>(&a.cuGraphExecDestroy), /*optional=*/true},
-      {"cuGraphDestroy", "cuGraphDestroy", reinterpret_cast<void **>(&a.cuGraphDestroy), /*optional=*/true},
+      BF_OPTIONAL(cuStreamCreate, "cuStreamCreate"),
+      BF_OPTIONAL(cuStreamDestroy, "cuStreamDestroy_v2"),
+      BF_OPTIONAL(cuStreamBeginCapture, "cuStreamBeginCapture_v2"),
+      BF_OPTIONAL(cuStreamEndCapture, "cuStreamEndCapture"),
+      BF_OPTIONAL(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags"),
+      BF_OPTIONAL(cuGraphLaunch, "cuGraphLaunch"),
+      BF_OPTIONAL(cuGraphExecDestroy, "cuGraphExecDestroy"),
+      BF_OPTIONAL(cuGraphDestroy, "cuGraphDestroy"),
       BF_ENTRY(cuLinkCreate, "cuLinkCreate_v2"),
       BF_ENTRY(cuLinkAddData, "cuLinkAddData_v2"),
       BF_ENTRY(cuLinkComplete, "cuLinkComplete"),
       BF_ENTRY(cuLinkDestroy, "cuLinkDestroy"),
 #undef BF_ENTRY
+#undef BF_OPTIONAL
   };
 }
 
