@@ -243,12 +243,14 @@ KernelBuilder::rowDivisors(const ExprNode *n, const Access &acc) {
 
 std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
                                                   const Access &acc,
-                                                  bool corrected) {
+                                                  RoundedDivision rounded) {
   // ExactRewrites.h: RN(x/d) by a per-row reciprocal and Markstein's
   // correction where x and d lie in the proven range, div.rn elsewhere. One
   // branch per access (not per element), so ptxas schedules the elements'
-  // following chains (SiLU) together. Without `corrected`, the fast values
-  // are RN(x y) only: right once rounded to bf16 (matchRoundedRowDivision).
+  // following chains (SiLU) together. Where the quotient is rounded to bf16
+  // (matchRoundedRowDivision) the fast values are RN(x y) only, Windowed
+  // ones where each lies far enough from a bf16 rounding midpoint.
+  const bool corrected = rounded == RoundedDivision::No;
   std::vector<Value> xs;
   for (int e = 0; e < acc.width; ++e)
     xs.push_back(elemValue(n->args[0].get(), acc, e));
@@ -271,22 +273,29 @@ std::vector<Value> KernelBuilder::emitRowDivision(const ExprNode *n,
     fast = andI(fast, bounded ? cmp(P::OGE, a, cF32(kRowDivMin))
                               : cmp(P::OLE, a, cF32(kRowDivMax)));
   }
+  // The windowed products come first: their bits decide the branch.
+  std::vector<Value> q0;
+  if (rounded == RoundedDivision::Windowed)
+    for (size_t e = 0; e < xs.size(); ++e) {
+      q0.push_back(arith::MulFOp::create(b, loc, xs[e], r.y[e % px]));
+      fast = andI(fast, farFromMidpointTest(q0.back(), 16, kRowDivWindow));
+    }
   llvm::SmallVector<Type> types(xs.size(), f32);
   auto ifOp = scf::IfOp::create(b, loc, types, fast, /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
-    llvm::SmallVector<Value> q;
-    for (size_t e = 0; e < xs.size(); ++e) {
+    llvm::SmallVector<Value> q(q0.begin(), q0.end());
+    for (size_t e = q.size(); e < xs.size(); ++e) {
       Value x = xs[e], y = r.y[e % px], d = r.d[e % px];
-      Value q0 = arith::MulFOp::create(b, loc, x, y);
+      Value p = arith::MulFOp::create(b, loc, x, y);
       if (!corrected) {
-        q.push_back(q0);
+        q.push_back(p);
         continue;
       }
       Value rem = LLVM::FMAOp::create(
-          b, loc, arith::NegFOp::create(b, loc, q0), d, x);
-      q.push_back(LLVM::FMAOp::create(b, loc, rem, y, q0));
+          b, loc, arith::NegFOp::create(b, loc, p), d, x);
+      q.push_back(LLVM::FMAOp::create(b, loc, rem, y, p));
       stats.fmaWritten += 2;
     }
     scf::YieldOp::create(b, loc, q);
@@ -418,21 +427,25 @@ std::vector<Value> KernelBuilder::pairedSiluMinTests(ArrayRef<Value> xs) {
   return out;
 }
 
+Value KernelBuilder::farFromMidpointTest(Value v, int dropped, uint32_t k) {
+  // farFromMidpoint (ExactRewrites.h) on v's bits.
+  const int shift = 32 - dropped;
+  const uint32_t half = 1u << (dropped - 1);
+  Value low = arith::AddIOp::create(
+      b, loc,
+      arith::ShLIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, v),
+                            cI32(shift)),
+      cI32(int32_t((k - half) << shift)));
+  return cmpI(arith::CmpIPredicate::ugt, low, cI32(int32_t((2 * k) << shift)));
+}
+
 Value KernelBuilder::fastSiluTest(DType t, Value x, Value s, Value geMin) {
   // fastSiluAccepts: |dropped - half| > K as (bits << shift) + C compared
   // unsigned (ptxas: one LEA and one ISETP), x >= kFastSiluMinX (false
   // for NaN) and, for f16, s in f16's normal range.
-  const int shift = 32 - fastSiluDroppedBits(t);
-  const uint32_t half = 1u << (fastSiluDroppedBits(t) - 1);
-  const uint32_t k = fastSiluMargin(t);
-  Value low = arith::AddIOp::create(
-      b, loc,
-      arith::ShLIOp::create(b, loc, arith::BitcastOp::create(b, loc, i32, s),
-                            cI32(shift)),
-      cI32(int32_t((k - half) << shift)));
   Value accept = andI(geMin ? geMin : cmp(P::OGE, x, cF32(kFastSiluMinX)),
-                      cmpI(arith::CmpIPredicate::ugt, low,
-                           cI32(int32_t((2 * k) << shift))));
+                      farFromMidpointTest(s, fastSiluDroppedBits(t),
+                                          fastSiluMargin(t)));
   if (t == DType::F16) // f16's subnormals round at another bit
     accept = andI(accept, cmp(P::OGE, LLVM::FAbsOp::create(b, loc, s),
                               cF32(0x1p-14f)));

@@ -156,13 +156,15 @@ bool codegen::rowBoundEnabled() {
   return envFlag("BITFOLD_ROW_BOUND", true);
 }
 
-bool codegen::matchRoundedRowDivision(
+RoundedDivision codegen::matchRoundedRowDivision(
     const ExprNode *n, const llvm::DenseSet<const ExprNode *> &rowDivision) {
   if (n->op != DOp::Round || n->roundTo != DType::BF16 ||
       !rowDivision.contains(n->args[0].get()))
-    return false;
+    return RoundedDivision::No;
   const ExprNode *d = n->args[0]->args[1].get();
-  return d->op == DOp::Extend && d->args[0]->type == DType::BF16;
+  return d->op == DOp::Extend && d->args[0]->type == DType::BF16
+             ? RoundedDivision::Plain
+             : RoundedDivision::Windowed;
 }
 
 bool codegen::roundedDivisionEnabled() {
@@ -242,8 +244,9 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
   // A second walk: the division below a round must be known first.
   if (roundedDivision)
     dsl::forEachNode(def, [&](const ExprNode &n) {
-      if (matchRoundedRowDivision(&n, r.rowDivision))
-        r.roundedRowDivision.insert(&n);
+      if (RoundedDivision m = matchRoundedRowDivision(&n, r.rowDivision);
+          m != RoundedDivision::No)
+        r.roundedRowDivision.try_emplace(&n, m);
     });
   return r;
 }
@@ -270,10 +273,17 @@ void codegen::printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,
     lines.push_back(names.lookup(n) +
                     ": its divisor is the row's norm of x -> d <= 2^59 "
                     "bounds every |x|, per element only |x| >= 2^-60");
-  for (const ExprNode *n : rewrites.roundedRowDivision)
-    lines.push_back(names.lookup(n) +
-                    ": round to bf16 of a row division by a bf16 value -> "
-                    "RN_bf16(RN(x * RN(1/d))) where x, d in [2^-60, 2^60]");
+  for (const auto &[n, m] : rewrites.roundedRowDivision)
+    lines.push_back(
+        names.lookup(n) +
+        (m == RoundedDivision::Plain
+             ? ": round to bf16 of a row division by a bf16 value -> "
+               "RN_bf16(RN(x * RN(1/d))) where x, d in [2^-60, 2^60]"
+             : ": round to bf16 of a row division -> RN_bf16(RN(x * "
+               "RN(1/d))) where d in [2^-60, 2^60] and the product lies "
+               "more than " +
+                   std::to_string(kRowDivWindow) +
+                   " patterns from a bf16 rounding midpoint"));
   for (const auto &[n, x] : rewrites.fastSilu)
     lines.push_back((names.lookup(n) + ": round to " +
                      dsl::dtypeName(n->roundTo) + " of silu(" +

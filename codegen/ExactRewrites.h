@@ -82,15 +82,35 @@ inline constexpr float kRowBoundMax = 0x1p59f;
 /// On unless BITFOLD_ROW_BOUND=0 (recorded in the cache key).
 bool rowBoundEnabled();
 
-/// `round_bf16(div_rn(x, d))` of a row division (matchRowDivision) whose d
-/// is a widened bf16 value too: in the same range, RN_bf16(RN(x y)) is the
-/// result without the correction step (a quotient of two 8-bit
-/// significands lies far enough from every bf16 rounding midpoint;
-/// docs/exact-division.md, "Rounded to bf16": scaling as above, and a CPU
-/// test runs all 2^14 significand pairs). `rowDivision` holds n's division.
-bool matchRoundedRowDivision(
+/// How `round_bf16(div_rn(x, d))` of a row division (matchRowDivision)
+/// skips the correction step (docs/exact-division.md, "Rounded to bf16"):
+///  - Plain: d is a widened bf16 value too. In the same range
+///    RN_bf16(RN(x y)) is the result (a quotient of two 8-bit significands
+///    lies far enough from every bf16 rounding midpoint; a CPU test runs all
+///    2^14 significand pairs, and every bf16 x below the range).
+///  - Windowed: any other (f32) d. q0 = RN(x y) is within two bit patterns
+///    of RN(x/d) for every x with |x| <= 2^60 (zeros and subnormals too), so
+///    RN_bf16(q0) is the result wherever q0's dropped 16 bits lie more than
+///    kRowDivWindow patterns from the rounding midpoint
+///    (roundedQuotientAccepts); elsewhere the access takes div.rn.
+enum class RoundedDivision { No, Plain, Windowed };
+RoundedDivision matchRoundedRowDivision(
     const dsl::ExprNode *n,
     const llvm::DenseSet<const dsl::ExprNode *> &rowDivision);
+/// Whether f32 bits keep more than k patterns from a rounding midpoint of
+/// their `dropped` low bits: |dropped - half| > k as (bits << shift) + C
+/// compared unsigned (ptxas: one LEA and one ISETP).
+inline bool farFromMidpoint(uint32_t bits, int dropped, uint32_t k) {
+  const int shift = 32 - dropped;
+  const uint32_t half = 1u << (dropped - 1);
+  return (bits << shift) + ((k - half) << shift) > (2 * k) << shift;
+}
+/// The windowed form's margin in f32 bit patterns: the proof needs 2.
+inline constexpr uint32_t kRowDivWindow = 4;
+/// Whether the windowed form takes q0 = RN(x RN(1/d)) (the lowering's test).
+inline bool roundedQuotientAccepts(float q0) {
+  return farFromMidpoint(std::bit_cast<uint32_t>(q0), 16, kRowDivWindow);
+}
 /// On unless BITFOLD_ROUNDED_DIVISION=0 (recorded in the cache key).
 bool roundedDivisionEnabled();
 
@@ -121,14 +141,10 @@ inline constexpr int fastSiluDroppedBits(dsl::DType t) {
 }
 /// Whether the fast path's s is taken for input x (the lowering's test).
 inline bool fastSiluAccepts(dsl::DType t, float x, float s) {
-  // |dropped - half| > K as a shift-add (one LEA) and an unsigned compare:
-  // the dropped bits moved to the top, K - half added there.
-  const int shift = 32 - fastSiluDroppedBits(t);
-  const uint32_t half = 1u << (fastSiluDroppedBits(t) - 1);
-  const uint32_t k = fastSiluMargin(t);
-  uint32_t low = (std::bit_cast<uint32_t>(s) << shift) + ((k - half) << shift);
   bool normal = t == dsl::DType::BF16 || std::fabs(s) >= 0x1p-14f;
-  return x >= kFastSiluMinX && normal && low > (2 * k) << shift;
+  return x >= kFastSiluMinX && normal &&
+         farFromMidpoint(std::bit_cast<uint32_t>(s), fastSiluDroppedBits(t),
+                         fastSiluMargin(t));
 }
 /// On unless BITFOLD_FAST_SILU=0 (recorded in the cache key); the H200
 /// oracle (tests/gpu/test_silu_exhaustive.py) ran it. Channels-first
@@ -151,9 +167,9 @@ struct Rewrites {
   llvm::DenseSet<const dsl::ExprNode *> rowDivision;
   /// Row divisions whose d bounds every |x| of the row (matchRowBound).
   llvm::DenseSet<const dsl::ExprNode *> rowBound;
-  /// round_bf16 nodes of such a division by a bf16 d
-  /// (matchRoundedRowDivision).
-  llvm::DenseSet<const dsl::ExprNode *> roundedRowDivision;
+  /// round_bf16 nodes of such a division -> how they skip the correction
+  /// (matchRoundedRowDivision: Plain or Windowed).
+  llvm::DenseMap<const dsl::ExprNode *, RoundedDivision> roundedRowDivision;
   /// round_t(silu(x)) nodes -> x's Extend node (matchFastSilu).
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> fastSilu;
   /// Their fallbacks as loops (fallbackLoopsEnabled).

@@ -155,10 +155,11 @@ private:
   Value roundByte(dsl::DType t, Value v);
   Value roundToI8(Value v);
   Value emitFma(const ExprNode *n, llvm::ArrayRef<Value> a);
-  /// A row division's quotients for every element of `acc`; without
-  /// `corrected`, RN(x y) where fast (matchRoundedRowDivision).
-  std::vector<Value> emitRowDivision(const ExprNode *n, const Access &acc,
-                                     bool corrected = true);
+  /// A row division's quotients for every element of `acc`; where
+  /// `rounded` (matchRoundedRowDivision), RN(x y) where fast.
+  std::vector<Value>
+  emitRowDivision(const ExprNode *n, const Access &acc,
+                  RoundedDivision rounded = RoundedDivision::No);
   /// |v| in the row division's fast range [2^-60, max] (max: 2^60, or
   /// kRowBoundMax for a divisor that bounds its row).
   Value rowDivInRange(Value v, float max);
@@ -178,6 +179,8 @@ private:
   std::vector<Value> emitFastSilu(const ExprNode *n, const Access &acc);
   /// silu's exact chain `chain` (its div_rn node) on one element's x.
   Value exactSilu(const ExprNode *chain, const ExprNode *xNode, Value x);
+  /// farFromMidpoint (ExactRewrites.h) of f32 value v's bits, as an i1.
+  Value farFromMidpointTest(Value v, int dropped, uint32_t k);
   /// Whether the fast SiLU value s of x is taken (fastSiluAccepts);
   /// `geMin`, where given, is x >= kFastSiluMinX already tested.
   Value fastSiluTest(dsl::DType t, Value x, Value s, Value geMin = Value());

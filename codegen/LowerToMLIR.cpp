@@ -243,10 +243,11 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
     for (int i = 0; i < acc.width; ++i)
       elemValues[std::make_pair(n, int64_t(acc.id) * 64 + i)] = y[i];
     return y[e];
-  } else if (rewrites.roundedRowDivision.count(n)) {
+  } else if (auto rd = rewrites.roundedRowDivision.find(n);
+             rd != rewrites.roundedRowDivision.end()) {
     // The division's fast values serve only this rounding: not memoised
     // as the division's own.
-    std::vector<Value> q = emitRowDivision(n->args[0].get(), acc, false);
+    std::vector<Value> q = emitRowDivision(n->args[0].get(), acc, rd->second);
     AtLoc at(*this, nodeLoc(n));
     std::vector<Value> y = roundElements(n, q);
     for (int i = 0; i < acc.width; ++i)
