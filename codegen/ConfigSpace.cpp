@@ -751,9 +751,12 @@ void enumerateRowConfigs(const KernelDef &def, const ShapeSpec &shape,
           continue;
         if (!def.folds.empty() && passes == 1 && P > maxT)
           continue;
+        // CTAs of 128 and 256 threads, and small row counts; of 64 threads
+        // where a row has 4 threads or more (r16.t4; below, a row's share
+        // of each thread is long and 64 rows of it spill).
         std::set<int> rows{1, 2, 4, 8};
-        for (int cta : {128, 256})
-          if (cta / P >= 1)
+        for (int cta : {64, 128, 256})
+          if (cta / P >= 1 && (cta > 64 || P >= 4))
             rows.insert(cta / P);
         for (int R : rows) {
           if (R * P < 32 || R * P > 1024 || R > 64)
@@ -852,6 +855,17 @@ int pixelThreads(const KernelDef &def, int64_t D) {
     P *= 2;
   return P;
 }
+/// The default's preference for c's access width, in thousands: 16-byte
+/// accesses first; 8-byte ones where 4 threads hold a row of at most 96
+/// columns (H200, Wan C = 96 channels-last, steady, r16.t4: v4 163.6
+/// against v8 173.4 us in form f32, 161.9 / 162.4 in form x; at C = 192
+/// and 384, 8 and 16 threads a row, v8 stays ahead by 2-5%;
+/// bench/results/2026-12-03-s17-gpu-session.md).
+int vectorScore(const KernelDef &def, const TileConfig &c, int64_t D) {
+  const bool narrowRow = !def.folds.empty() && !dsl::isChannelsFirst(def) &&
+                         c.threadsPerRow == 4 && D <= 96;
+  return (narrowRow && c.vectorElems == 4 ? 9 : c.vectorElems) * 1000;
+}
 } // namespace
 
 TileConfig codegen::defaultConfig(const KernelDef &def,
@@ -910,14 +924,15 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
                 : 0);
     s -= std::abs(o - pixelsWanted(c)) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
-    s += c.vectorElems * 1000; // 16-byte accesses first
+    s += vectorScore(def, c, D);
     if (!def.folds.empty()) {
       double perThread = double(D) / c.threadsPerRow;
       // Outweighs the vector (8 vs 4 elements: 4000) one octave away.
       double want = headTailLanes ? std::log2(double(D) / headTailLanes) : 5.0;
       s -= int(5000 * std::fabs(std::log2(std::max(perThread, 1.0)) - want));
-      // Small CTAs (tuned on the H200: r1.t64 for LN/RMSNorm rows of 4096,
-      // r8.t4 within 1% of the best for qk heads).
+      // Small CTAs (H200: r1.t64 for LN/RMSNorm rows of 4096), 64 threads
+      // before 32: an SM holds at most 32 CTAs, so 32-thread ones stop at
+      // half its warps (Wan C = 96: r16.t4 162-164 us, r8.t4 164-170).
       s += c.ctaThreads() == 64 ? 40 : c.ctaThreads() == 32 ? 30
            : c.ctaThreads() == 128 ? 20 : c.ctaThreads() == 256 ? 10 : 0;
     } else {
