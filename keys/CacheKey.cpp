@@ -2,6 +2,7 @@
 
 #include "keys/CacheKey.h"
 
+#include "bitfold/CodegenRevision.h"
 #include "bitfold/Config.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -25,6 +26,7 @@ std::string CacheKey::text() const {
      << "arch: " << arch << "\n"
      << "options: " << options << "\n"
      << "bitfold: " << bitfoldVersion << "\n"
+     << "codegen: " << codegenRevision << "\n"
      << "llvm: " << llvmVersion << "\n"
      << "toolchain: " << toolchain << "\n"
      << "libdevice: " << libdevice << "\n";
@@ -53,12 +55,15 @@ CacheKey keys::makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
   ck.arch = options.arch;
   ck.options = options.keyText();
   ck.bitfoldVersion = BITFOLD_VERSION;
+  ck.codegenRevision = codegenRevision().str();
   ck.llvmVersion = BITFOLD_LLVM_VERSION;
   ck.toolchain = toolchain.str();
   ck.libdevice = libdeviceIdentity().str();
   ck.environment = codegenEnvironment();
   return ck;
 }
+
+llvm::StringRef keys::codegenRevision() { return BITFOLD_CODEGEN_REVISION; }
 
 llvm::StringRef keys::libdeviceIdentity() {
   return "sha256:" BITFOLD_LIBDEVICE_SHA256;

@@ -39,6 +39,7 @@ struct CacheKey {
   std::string arch;        ///< "sm_90".
   std::string options;     ///< CompileOptions::keyText().
   std::string bitfoldVersion;
+  std::string codegenRevision; ///< codegenRevision(): this build's codegen.
   std::string llvmVersion;
   std::string toolchain;   ///< codegen::toolchainVersion().
   std::string libdevice;   ///< libdeviceIdentity().
@@ -55,6 +56,12 @@ struct CacheKey {
 CacheKey makeCacheKey(const dsl::KernelDef &def, const ShapeSpec &shape,
                       const TileConfig &config, const CompileOptions &options,
                       llvm::StringRef toolchain);
+
+/// This build's codegen: the first 16 hex digits of a SHA-256 over every
+/// source under codegen/, dsl/ and keys/ (cmake/CodegenRevision.cmake).
+/// In every key, so that another build of the same version never serves
+/// its kernels from a shared cache.
+llvm::StringRef codegenRevision();
 
 /// The CUDA libdevice bitcode codegen links for logf/tanhf/erff
 /// (codegen/LinkLibdevice.h): "sha256:<hex>" of the file embedded at build

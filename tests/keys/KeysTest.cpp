@@ -224,6 +224,22 @@ TEST(CacheKey, ArchAndConfigChangeTheKey) {
   EXPECT_NE(keyOf(o).hash(), base);
 }
 
+// Every key names this build's codegen revision (16 hex digits of a hash
+// over codegen/, dsl/ and keys/), so a cache filled by another build of
+// the same version misses.
+TEST(CacheKey, TheCodegenRevisionIsInTheKey) {
+  const CacheKey k = keyOf(CompileOptions());
+  EXPECT_EQ(k.codegenRevision, codegenRevision().str());
+  ASSERT_EQ(k.codegenRevision.size(), 16u);
+  EXPECT_EQ(k.codegenRevision.find_first_not_of("0123456789abcdef"),
+            std::string::npos);
+  EXPECT_NE(k.text().find("\ncodegen: " + k.codegenRevision + "\n"),
+            std::string::npos);
+  CacheKey other = k;
+  other.codegenRevision = "0000000000000000";
+  EXPECT_NE(other.hash(), k.hash());
+}
+
 TEST(CacheKey, OnlyAllowListedEnvironmentVariablesEnterTheKey) {
   const CompileOptions o;
   const std::string base = keyOf(o).text();

@@ -174,6 +174,7 @@ TEST(CacheKey, TextNamesEveryFieldAndHashFollowsIt) {
   EXPECT_TRUE(changed([](CacheKey &c) { c.arch = "sm_100"; }));
   EXPECT_TRUE(changed([](CacheKey &c) { c.options = "ptx"; }));
   EXPECT_TRUE(changed([](CacheKey &c) { c.bitfoldVersion = "0.2.0"; }));
+  EXPECT_TRUE(changed([](CacheKey &c) { c.codegenRevision = "0123456789abcdef"; }));
   EXPECT_TRUE(changed([](CacheKey &c) { c.llvmVersion = "23"; }));
   EXPECT_TRUE(changed([](CacheKey &c) { c.toolchain = "other"; }));
   EXPECT_TRUE(changed([](CacheKey &c) { c.environment = ""; }));
