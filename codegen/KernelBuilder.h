@@ -134,16 +134,16 @@ private:
   narrowOperands(const NarrowArith &m, dsl::DType t,
                  llvm::function_ref<Value(const ExprNode *)> valueOf);
   Value narrowOp(dsl::Op op, Value l, Value r);
-  /// Channels-first bf16: elements e, e+1 of n in one bf16x2 op
-  /// (narrowArithPair), both memoised.
+  /// bf16: elements e, e+1 of n in one bf16x2 op (narrowArithPair), both
+  /// memoised.
   bool pairsNarrowArith(const ExprNode *n) const {
-    return n->roundTo == dsl::DType::BF16 && dsl::isChannelsFirst(def);
+    return n->roundTo == dsl::DType::BF16;
   }
   Value narrowArithPair(const ExprNode *n, const NarrowArith &m,
                         const Access &acc, int e);
   Value emitExtend(Value x);
   /// f32 of a half of a bf16 pair from the pair's word; null where `x` is
-  /// not one (or the program is not channels-first).
+  /// not one.
   Value widenPairHalf(Value x);
   /// The bf16 pair (vector<2xbf16>) whose half `half` widenPairHalf
   /// widened to `x`; null where `x` is not such a half.

@@ -256,10 +256,7 @@ Value KernelBuilder::widenPairHalf(Value x) {
   // A half of a bf16 pair (a paired cvt.rn or bf16x2 op) widened from the
   // pair's 32-bit word, as loadBf16Words does: one shl (low half) or and
   // (high half), where extracting the half first costs ptxas a PRMT. Exact:
-  // the bf16 bits become the f32's upper half. Channels-first only, so far:
-  // channels-last kernels keep their PTX.
-  if (!dsl::isChannelsFirst(def))
-    return Value();
+  // the bf16 bits become the f32's upper half.
   auto ext = x.getDefiningOp<LLVM::ExtractElementOp>();
   if (!ext)
     return Value();

@@ -604,6 +604,26 @@ TEST(ChannelsFirstGathered, Bf16PairsStayPackedFromRoundingToWidening) {
   }
 }
 
+TEST(RowBf16Pairs, AdjacentColumnsShareOneBf16x2OpAndWidenFromItsWord) {
+  // Rows too: hf_rmsnorm's weight product round(w * round(x r)) of columns
+  // c, c+1 is one mul.rn.bf16x2 of the cvt.rn.bf16x2 pair and the weights'
+  // loaded word (no scalar mul.rn.bf16, no unpacking mov), and the Wan
+  // norm's bias sum and SiLU bound are pairs as in channels-first images.
+  ShapedTemplate rms = shapedCase(AtenCase{"hf_rmsnorm", "", "1,4096,4096"});
+  ASSERT_TRUE(rms.def);
+  std::string p = ptxOf(rms, TileConfig{2, 32, 4, false});
+  EXPECT_EQ(countOf(p, "mul.rn.bf16x2"), 4096u / 32 / 2);
+  EXPECT_EQ(countOf(p, "mul.rn.bf16\t"), 0u);
+  EXPECT_EQ(countOf(p, "mov.b32 \t{"), 0u);
+  ShapedTemplate wan = shapedCase(
+      AtenCase{"wan_rmsnorm_silu", "bias=1", "1,96,4,60,104"});
+  ASSERT_TRUE(wan.def);
+  std::string w = ptxOf(wan, TileConfig{8, 4, 8, false});
+  EXPECT_EQ(countOf(w, "add.rn.bf16x2"), 96u / 4 / 2);
+  EXPECT_EQ(countOf(w, "add.rn.bf16\t"), 0u);
+  EXPECT_EQ(countOf(w, "setp.ge.bf16x2"), 96u / 4 / 2);
+}
+
 TEST(ChannelsFirstGathered, TheSiluLowerBoundIsOneBf16x2ComparePerPair) {
   // SiLU's x = round(v + bias) is a bf16 pair (add.rn.bf16x2): its test
   // x >= -80 is one setp.ge.bf16x2 of the pair (exact: x and -80 are
