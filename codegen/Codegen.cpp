@@ -287,7 +287,8 @@ llvm::Error Compilation::plan() {
 llvm::Error Compilation::staticFacts() {
   if (llvm::Error e = stages.run("rewrites", [&] {
         facts.rewrites = findRewrites(def, thePlan.smVersion,
-                                       thePlan.lanesAcrossWarps);
+                                      dsl::isChannelsFirst(def) &&
+                                          thePlan.config.threadsPerRow > 1);
         return llvm::Error::success();
       }))
     return e;

@@ -204,7 +204,7 @@ bool codegen::fallbackLoopsEnabled() {
 }
 
 Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
-                               bool lanesAcrossWarps) {
+                               bool pixelLanesOnThreads) {
   Rewrites r;
   r.fallbackLoops = fallbackLoopsEnabled();
   // The lowering's notion of a per-element node (KernelBuilder::isElem): a
@@ -226,8 +226,8 @@ Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
   // measured it slower (rolled Wan C = 96: 412.7 -> 430.1 us; unrolled 608
   // -> 999 us), while row layouts gain 14-20%
   // (bench/results/2026-12-02-gpu-session.md).
-  const bool fastSilu = fastSiluEnabled() &&
-                        (!dsl::isChannelsFirst(def) || lanesAcrossWarps);
+  const bool fastSilu =
+      fastSiluEnabled() && (!dsl::isChannelsFirst(def) || pixelLanesOnThreads);
   dsl::forEachNode(def, [&](const ExprNode &n) {
     if (rowDivision && matchRowDivision(&n, perElement)) {
       r.rowDivision.insert(&n);

@@ -175,10 +175,11 @@ struct Rewrites {
   /// Their fallbacks as loops (fallbackLoopsEnabled).
   bool fallbackLoops = true;
 };
-/// `lanesAcrossWarps`: the plan's (Plan.h); a channels-first program takes
-/// the fast SiLU only then.
+/// `pixelLanesOnThreads`: the plan holds a channels-first pixel's lanes on
+/// several threads (a warp apart or in one warp, Plan.h); a channels-first
+/// program takes the fast SiLU only then.
 Rewrites findRewrites(const dsl::KernelDef &def, int smVersion,
-                      bool lanesAcrossWarps = false);
+                      bool pixelLanesOnThreads = false);
 
 /// The stage's dump, by the canonical text's node names.
 void printRewrites(llvm::raw_ostream &os, const dsl::KernelDef &def,

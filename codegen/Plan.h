@@ -89,7 +89,9 @@ struct Plan {
   /// Channels-first with P > 1 threads per pixel (StridedAxis.cpp): the P
   /// threads of a pixel lie a warp apart, so every warp reads 32 adjacent
   /// pixels; each stores its lanes to shared memory once, then every thread
-  /// runs the whole tree (EmitFold.cpp, runGatheredTree).
+  /// runs the whole tree (EmitFold.cpp, runGatheredTree). Not with
+  /// TileConfig::lanesInWarp (".w1"), whose P threads of a pixel are
+  /// adjacent lanes of a warp.
   bool lanesAcrossWarps = false;
   /// Output phase otherwise: thread p handles the W-element chunks
   /// p + P * j, j < outChunks.
@@ -146,7 +148,9 @@ llvm::Error checkStridedAxisConfig(const dsl::KernelDef &def, int64_t cols,
 /// C, then a second loop re-reading the row for the outputs.
 bool isRolled(const dsl::KernelDef &def, const keys::TileConfig &config);
 /// Whether `config` runs channels-first `def` with several threads per
-/// pixel, a warp apart (Plan::lanesAcrossWarps).
+/// pixel, a warp apart (Plan::lanesAcrossWarps); with TileConfig::
+/// lanesInWarp they are adjacent threads instead, mapped and folded as a
+/// row's threads are (shuffle stages).
 bool lanesAcrossWarps(const dsl::KernelDef &def,
                       const keys::TileConfig &config);
 /// Lanes across warps with a fold, one group: the per-column inputs the

@@ -100,11 +100,14 @@ static llvm::Error checkPixelsPerThread(const dsl::KernelDef &def,
   if (gathers)
     return bad("gathers (one column per pixel)");
   const int threadRows = c.rowsPerCta / o;
-  if (c.rowsPerCta % o != 0 || (c.threadsPerRow > 1 && threadRows % 32 != 0))
+  if (c.rowsPerCta % o != 0 ||
+      (c.threadsPerRow > 1 && !c.lanesInWarp && threadRows % 32 != 0))
     return bad(llvm::formatv("holds {0} pixels per CTA: a whole number of "
                              "threads' {1} pixels{2}",
                              c.rowsPerCta, o,
-                             c.threadsPerRow > 1 ? ", 32 threads a warp" : "")
+                             c.threadsPerRow > 1 && !c.lanesInWarp
+                                 ? ", 32 threads a warp"
+                                 : "")
                    .str());
   return llvm::Error::success();
 }
@@ -113,41 +116,39 @@ llvm::Error codegen::checkStridedAxisConfig(const dsl::KernelDef &def,
                                             int64_t cols, const TileConfig &c) {
   if (llvm::Error e = checkPixelsPerThread(def, c))
     return e;
+  auto bad = [&](const llvm::Twine &why) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("config {0}: '{1}' {2}", c.str(), def.name, why.str()));
+  };
+  if (c.lanesInWarp && (!dsl::isChannelsFirst(def) || c.threadsPerRow == 1 ||
+                        c.twoPass || c.ctaThreads() % 32 != 0))
+    return bad("runs .w1 (a pixel's threads in one warp) only channels-first "
+               "with several threads per pixel, unrolled (p1), in whole warps");
   if (!dsl::isChannelsFirst(def))
     return llvm::Error::success();
   if (c.vectorElems != 1)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("config {0}: '{1}' is channels-first: one element per "
-                      "access (its columns lie S apart), the threads running "
-                      "along the contiguous pixel axis",
-                      c.str(), def.name));
+    return bad("is channels-first: one element per access (its columns lie S "
+               "apart), the threads running along the contiguous pixel axis");
   if (c.twoPass && c.threadsPerRow != 1)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("config {0}: '{1}' is channels-first: the rolled plan "
-                      "(p2) runs one thread per pixel",
-                      c.str(), def.name));
-  if (c.threadsPerRow > 1 && c.rowsPerCta % 32 != 0)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("config {0}: '{1}' is channels-first with {2} threads "
-                      "per pixel: they lie a warp apart, so a CTA holds a "
-                      "multiple of 32 pixels",
-                      c.str(), def.name, c.threadsPerRow));
+    return bad("is channels-first: the rolled plan (p2) runs one thread per "
+               "pixel");
+  if (c.threadsPerRow > 1 && !c.lanesInWarp && c.rowsPerCta % 32 != 0)
+    return bad(llvm::formatv("is channels-first with {0} threads per pixel: "
+                             "they lie a warp apart, so a CTA holds a "
+                             "multiple of 32 pixels",
+                             c.threadsPerRow));
   const int64_t maxColumns =
       c.pixelsPerThread == 1   ? kMaxUnrolledColumns
       : c.threadsPerRow == 1   ? kMaxUnrolledPixelColumnsT1
                                : kMaxUnrolledPixelColumns;
   if (!c.twoPass &&
       cols * c.pixelsPerThread > maxColumns * c.threadsPerRow)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        llvm::formatv("config {0}: '{1}' is channels-first with C = {2}: a "
-                      "thread unrolls at most {3} columns times its pixels "
-                      "(more threads per pixel, fewer pixels, or rolled "
-                      "t1.v1.p2)",
-                      c.str(), def.name, cols, maxColumns));
+    return bad(llvm::formatv("is channels-first with C = {0}: a thread "
+                             "unrolls at most {1} columns times its pixels "
+                             "(more threads per pixel, fewer pixels, or "
+                             "rolled t1.v1.p2)",
+                             cols, maxColumns));
   return llvm::Error::success();
 }
 
@@ -156,7 +157,7 @@ bool codegen::isRolled(const dsl::KernelDef &def, const TileConfig &c) {
 }
 
 bool codegen::lanesAcrossWarps(const dsl::KernelDef &def, const TileConfig &c) {
-  return c.threadsPerRow > 1 && dsl::isChannelsFirst(def);
+  return c.threadsPerRow > 1 && dsl::isChannelsFirst(def) && !c.lanesInWarp;
 }
 
 std::set<int> codegen::columnTableOperands(const dsl::KernelDef &def,
@@ -205,7 +206,10 @@ codegen::stridedAxisConfigs(const dsl::KernelDef &def, const ShapeSpec &shape) {
   // Unrolled with P threads per pixel (P <= the folds' lanes: thread p of a
   // pixel holds lane p), then rolled with one.
   // Then the unrolled ones again with o = 2, 4 adjacent pixels per thread
-  // (the same threads per CTA, o times the pixels).
+  // (the same threads per CTA, o times the pixels). Last, the pixel's P
+  // threads in one warp (.w1) in CTAs of 128 and 256 threads (256 * o / P
+  // pixels: more than lanes across warps hold, with no barrier in the
+  // tree; docs/aten-reduce.md, section 9).
   std::vector<TileConfig> out;
   for (int o : {1, 2, 4})
     for (bool rolled : {false, true})
@@ -221,6 +225,14 @@ codegen::stridedAxisConfigs(const dsl::KernelDef &def, const ShapeSpec &shape) {
           if (!llvm::errorToBool(checkConfig(def, shape, c)))
             out.push_back(c);
         }
+      }
+  for (int o : {1, 2, 4})
+    for (int P : {2, 4, 8, 16})
+      for (int threads : {128, 256}) {
+        TileConfig c{threads / P * o, P, 1, false, o};
+        c.lanesInWarp = true;
+        if (!llvm::errorToBool(checkConfig(def, shape, c)))
+          out.push_back(c);
       }
   return out;
 }

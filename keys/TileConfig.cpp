@@ -15,46 +15,61 @@ std::string TileConfig::str() const {
     s += llvm::formatv(".o{0}", pixelsPerThread).str();
   if (sharedRow)
     s += ".s1";
+  if (lanesInWarp)
+    s += ".w1";
   return s;
 }
 
 llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
-  TileConfig c;
-  llvm::SmallVector<llvm::StringRef, 5> parts;
+  llvm::SmallVector<llvm::StringRef, 7> parts;
   text.split(parts, '.');
   auto bad = [&](const llvm::Twine &why) {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "tile config '" + text + "': " + why +
-            " (expected rR.tT.vV.pP[.oO|.s1], e.g. r1.t128.v8.p1)");
+            " (expected rR.tT.vV.pP[.oO][.s1][.w1], e.g. r1.t128.v8.p1)");
   };
-  if (parts.size() != 4 && parts.size() != 5)
-    return bad("needs four fields (and an optional fifth)");
-  // The optional fifth field: pixels per thread (oN) or a shared row (s1).
-  char keys[] = {'r', 't', 'v', 'p', 'o'};
-  if (parts.size() == 5 && parts[4].starts_with("s"))
-    keys[4] = 's';
-  int vals[5] = {1, 1, 1, 1, 1};
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i].empty() || parts[i][0] != keys[i] ||
-        parts[i].drop_front().getAsInteger(10, vals[i]) || vals[i] < 1)
+  if (parts.size() < 4 || parts.size() > 7)
+    return bad("needs four fields (and optional .oO, .s1, .w1)");
+  // Four fields, then the optional ones, each at most once, in this order.
+  static constexpr char kKeys[] = "rtvposw";
+  int vals[7] = {1, 1, 1, 1, 1, 0, 0};
+  size_t key = 0;
+  for (size_t i = 0; i < parts.size(); ++i, ++key) {
+    const llvm::StringRef part = parts[i];
+    if (i >= 4)
+      while (key < 7 && !part.starts_with(llvm::StringRef(&kKeys[key], 1)))
+        ++key;
+    int v = 0;
+    if (key < 7 && !part.empty() && part[0] == kKeys[key] &&
+        !part.drop_front().getAsInteger(10, v) && v >= 1) {
+      vals[key] = v;
+      continue;
+    }
+    if (i < 4)
       return bad(llvm::formatv("field {0} must be '{1}' and a positive number",
-                               i + 1, keys[i]));
+                               i + 1, kKeys[i]));
+    return bad(llvm::formatv("field {0} ('{1}') is not one of .oO, .s1, .w1 "
+                             "(in that order, each once)",
+                             i + 1, part));
   }
   if (vals[3] > 2)
     return bad("passes must be 1 or 2");
-  if (keys[4] == 's') {
-    if (vals[4] != 1)
-      return bad("a shared row is written s1");
-    c.sharedRow = true;
-    vals[4] = 1;
-  }
+  if (vals[5] > 1)
+    return bad("a shared row is written s1");
+  if (vals[6] > 1)
+    return bad("lanes in a warp are written w1");
+  if (vals[4] == 1 && parts.size() > 4 && parts[4].starts_with("o"))
+    return bad("pixels per thread 1 is written without the field");
+  if (vals[4] > 1 && vals[5])
+    return bad("a shared row holds one row per thread (no .oO with .s1)");
+  TileConfig c;
   c.rowsPerCta = vals[0];
   c.threadsPerRow = vals[1];
   c.vectorElems = vals[2];
   c.twoPass = vals[3] == 2;
   c.pixelsPerThread = vals[4];
-  if (parts.size() == 5 && keys[4] == 'o' && c.pixelsPerThread == 1)
-    return bad("pixels per thread 1 is written without the field");
+  c.sharedRow = vals[5] == 1;
+  c.lanesInWarp = vals[6] == 1;
   return c;
 }

@@ -31,11 +31,16 @@ struct TileConfig {
   /// back (one pass: instead of keeping them in registers; two passes:
   /// instead of a second read of global memory).
   bool sharedRow = false;
+  /// Channels-first programs with several threads per pixel (".w1"): a
+  /// pixel's threads are adjacent lanes of one warp, whose tree runs in
+  /// shuffles, instead of lying a warp apart and meeting in shared memory.
+  bool lanesInWarp = false;
   int ctaThreads() const {
     return rowsPerCta * threadsPerRow / pixelsPerThread;
   }
-  /// "r1.t128.v8.p1", with ".oN" when pixelsPerThread is N > 1 and ".s1"
-  /// with sharedRow: stable text, used in cache keys and file names.
+  /// "r1.t128.v8.p1", with ".oN" when pixelsPerThread is N > 1, ".s1"
+  /// with sharedRow and ".w1" with lanesInWarp, in that order: stable text,
+  /// used in cache keys and file names.
   std::string str() const;
   /// The inverse of str(); errors quote the text and the expected form.
   static llvm::Expected<TileConfig> parse(llvm::StringRef text);

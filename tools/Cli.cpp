@@ -100,7 +100,7 @@ cl::list<std::string>
               cl::sub(interpCmd), cl::sub(compileCmd), cl::sub(runCmd),
               cl::cat(category));
 cl::opt<std::string>
-    configOpt("config", cl::value_desc("rR.tT.vV.pP[.oO|.s1]"),
+    configOpt("config", cl::value_desc("rR.tT.vV.pP[.oO][.s1][.w1]"),
               cl::desc("tile config (default: the heuristic's)"),
               cl::sub(compileCmd), cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> outOpt("out", cl::value_desc("PATH"),

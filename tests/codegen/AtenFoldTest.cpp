@@ -512,6 +512,54 @@ std::string ptxOf(const ShapedTemplate &st, TileConfig c) {
   return k->ptx;
 }
 
+TEST(ChannelsFirstLanes, LanesInOneWarpFoldInShufflesWithoutABarrier) {
+  // .w1: a pixel's 4 lanes are adjacent threads, so aten's block_y_reduce
+  // stages (offsets 2, 1) are warp shuffles: no shared memory, no barrier,
+  // and a 256-thread CTA owns 128 pixels at 48 elements a thread (.o2).
+  ShapedTemplate st = shapedCase(AtenCase{
+      "wan_rmsnorm_silu", "layout=channels_first,outvec=4", "1,96,4,60,104"});
+  ASSERT_TRUE(st.def);
+  TileConfig w{128, 4, 1, false, 2};
+  w.lanesInWarp = true;
+  ASSERT_EQ(w.ctaThreads(), 256);
+  llvm::Expected<Plan> plan = makePlan(*st.def, st.shape, w);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  EXPECT_FALSE(plan->lanesAcrossWarps);
+  for (const StagePlan &sp : plan->folds[0].stages)
+    EXPECT_EQ(sp.where, StagePlan::Shuffle);
+  CompileOptions opts;
+  llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, w, opts);
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  EXPECT_EQ(countOf(k->ptx, "bar.sync"), 0u);
+  EXPECT_EQ(countOf(k->ptx, ".shared"), 0u);
+  // Per pixel copy: the two stages and the broadcast of lane 0's result.
+  EXPECT_EQ(countOf(k->ptx, "shfl.sync.down"), 2u * 2);
+  EXPECT_EQ(countOf(k->ptx, "shfl.sync.idx"), 2u);
+  EXPECT_NE(k->ptx.find(".maxntid 256, 1, 1"), std::string::npos);
+  PtxasUsage u = parsePtxasLog(k->assemblerLog);
+  EXPECT_EQ(u.spillBytes, 0) << k->assemblerLog;
+  // The space has them; the default does not take them before H200 timings.
+  std::vector<TileConfig> all = enumerateConfigs(*st.def, st.shape);
+  EXPECT_NE(std::find(all.begin(), all.end(), w), all.end());
+  EXPECT_FALSE(defaultConfig(*st.def, st.shape).lanesInWarp);
+  // Only channels-first programs with several threads a pixel, one pass.
+  TileConfig one{32, 1, 1, false};
+  one.lanesInWarp = true;
+  TileConfig rolled{32, 4, 1, true};
+  rolled.lanesInWarp = true;
+  for (const TileConfig &bad : {one, rolled}) {
+    llvm::Error e = checkConfig(*st.def, st.shape, bad);
+    ASSERT_TRUE(bool(e)) << bad.str();
+    EXPECT_NE(llvm::toString(std::move(e)).find(".w1"), std::string::npos);
+  }
+  ShapedTemplate rows =
+      shapedCase(AtenCase{"wan_rmsnorm_silu", "", "1,96,4,60,104"});
+  ASSERT_TRUE(rows.def);
+  TileConfig rowsW{16, 4, 4, false};
+  rowsW.lanesInWarp = true;
+  EXPECT_TRUE(llvm::errorToBool(checkConfig(*rows.def, rows.shape, rowsW)));
+}
+
 TEST(ChannelsFirstPixels, ImagesMoveEveryPixelOfAThreadInOneVectorAccess) {
   // bf16 x 4 pixels: one 8-byte load (two 32-bit words) and one 8-byte
   // store per channel, no 2-byte access left; one pixel per thread moves

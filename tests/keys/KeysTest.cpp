@@ -269,6 +269,32 @@ TEST(TileConfig, TextRoundTripsAndBadTextIsAnError) {
             std::string::npos);
 }
 
+TEST(TileConfig, LanesInAWarpAreTheLastFieldW1) {
+  auto c = TileConfig::parse("r128.t4.v1.p1.o2.w1");
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  EXPECT_TRUE(c->lanesInWarp);
+  EXPECT_EQ(c->pixelsPerThread, 2);
+  EXPECT_EQ(c->threadsPerRow, 4);
+  EXPECT_EQ(c->str(), "r128.t4.v1.p1.o2.w1");
+  auto plain = TileConfig::parse("r64.t4.v1.p1.w1");
+  ASSERT_TRUE(bool(plain)) << llvm::toString(plain.takeError());
+  EXPECT_EQ(plain->str(), "r64.t4.v1.p1.w1");
+  EXPECT_EQ(plain->pixelsPerThread, 1);
+  EXPECT_FALSE(TileConfig::parse("r128.t4.v1.p1.o2")->lanesInWarp);
+  EXPECT_NE(*TileConfig::parse("r128.t4.v1.p1.o2"), *c); // in every cache key
+  for (const char *bad :
+       {"r64.t4.v1.p1.w2", "r64.t4.v1.p1.w0", "r64.t4.v1.p1.w1.o2",
+        "r64.t4.v1.p1.w1.w1", "r64.t4.v1.p1.o2.o2", "r64.t4.v1.p1.x1",
+        "r64.t4.v1.p1.o2.s1.w1.q1"}) {
+    auto e = TileConfig::parse(bad);
+    EXPECT_FALSE(bool(e)) << bad;
+    if (!e) {
+      EXPECT_NE(llvm::toString(e.takeError()).find("tile config '"),
+                std::string::npos);
+    }
+  }
+}
+
 TEST(TileConfig, SharedRowIsTheFieldS1) {
   auto c = TileConfig::parse("r2.t32.v4.p1.s1");
   ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
