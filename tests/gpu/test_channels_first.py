@@ -157,9 +157,10 @@ def test_wan_channels_first_every_config_gives_the_same_bits(rt, shape, form, bi
 def test_wan_channels_first_pixels_per_thread_give_the_same_bits(rt, shape, form, conv, named):
     # .oN: a thread holds N adjacent pixels (aten's output_vec_size), each
     # channel one N-element access; every pixel's DAG is the one-pixel one.
+    # .oN.w1: the same with a pixel's lanes on adjacent threads of a warp.
     params = wan_params("bf16", form, "bf16", True, conv, shape)
     configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
-    vec = [c for c in configs if c.endswith((".o2", ".o4"))] + named
+    vec = [c for c in configs if c.endswith((".o2", ".o4", ".o2.w1", ".o4.w1"))] + named
     assert vec, configs
     gen = torch.Generator(device="cuda").manual_seed(11)
     x, g, b, cb = wan_operands(shape, "bf16", "bf16", True, conv, 1.0, gen, None)
@@ -169,9 +170,10 @@ def test_wan_channels_first_pixels_per_thread_give_the_same_bits(rt, shape, form
 
 
 def pixel_configs(shape, params):
-    """The legal .o2 / .o4 configs of the Wan norm at `shape` (some)."""
+    """The legal .o2 / .o4 configs (lanes across warps or in one, .w1) of
+    the Wan norm at `shape` (some)."""
     configs = list_configs("wan_rmsnorm_silu", shape, ["--params", params])
-    vec = [c for c in configs if c.endswith((".o2", ".o4"))]
+    vec = [c for c in configs if c.endswith((".o2", ".o4", ".o2.w1", ".o4.w1"))]
     assert vec, configs
     return vec
 
