@@ -32,23 +32,22 @@ llvm::Expected<TileConfig> TileConfig::parse(llvm::StringRef text) {
   if (parts.size() < 4 || parts.size() > 7)
     return bad("needs four fields (and optional .oO, .s1, .w1)");
   // Four fields, then the optional ones, each at most once, in this order.
-  static constexpr char kKeys[] = "rtvposw";
+  const llvm::StringRef keys = "rtvposw";
   int vals[7] = {1, 1, 1, 1, 1, 0, 0};
-  size_t key = 0;
-  for (size_t i = 0; i < parts.size(); ++i, ++key) {
+  size_t next = 0; // keys before it are taken (or fixed)
+  for (size_t i = 0; i < parts.size(); ++i) {
     const llvm::StringRef part = parts[i];
-    if (i >= 4)
-      while (key < 7 && !part.starts_with(llvm::StringRef(&kKeys[key], 1)))
-        ++key;
+    const size_t key = i < 4 || part.empty() ? i : keys.find(part[0], next);
     int v = 0;
-    if (key < 7 && !part.empty() && part[0] == kKeys[key] &&
+    if (key < keys.size() && part.starts_with(keys.substr(key, 1)) &&
         !part.drop_front().getAsInteger(10, v) && v >= 1) {
       vals[key] = v;
+      next = key + 1;
       continue;
     }
     if (i < 4)
       return bad(llvm::formatv("field {0} must be '{1}' and a positive number",
-                               i + 1, kKeys[i]));
+                               i + 1, keys[i]));
     return bad(llvm::formatv("field {0} ('{1}') is not one of .oO, .s1, .w1 "
                              "(in that order, each once)",
                              i + 1, part));
