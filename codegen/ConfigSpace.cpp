@@ -868,7 +868,8 @@ int vectorScore(const KernelDef &def, const TileConfig &c, int64_t D) {
 }
 /// Shared-row twins are not the default before H200 timings, also where
 /// their base config does not fit (hf_rmsnorm residual=1 at 5120); nor are
-/// channels-first lanes in one warp (.w1), not timed yet.
+/// channels-first lanes in one warp (.w1), slower than lanes a warp apart
+/// on the H200 (Wan C = 96: 212-413 us against 183; short runs a plane).
 bool untimedVariant(const TileConfig &c) {
   return c.sharedRow || c.lanesInWarp;
 }
