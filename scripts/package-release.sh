@@ -9,7 +9,10 @@
 #                                warm call in C), include/
 #                                (BITFOLD_PACKAGE_COMPILE_LATENCY=1: also
 #                                bin/compile_latency, another static LLVM,
-#                                about 15 MiB more)
+#                                about 15 MiB more; BITFOLD_PACKAGE_CLI=0:
+#                                without bin/bitfold, about 15 MiB less, for
+#                                a host that runs only the compile-latency
+#                                step or the Python package)
 # A GPU host needs no LLVM (and may lack a zstd command), so the package is
 # self-contained and compressed with xz. We keep it under 60 MiB so it stays
 # one easy file to copy. On the GPU host:
@@ -32,7 +35,7 @@ ninja -C "$build" -j"$(nproc)" bitfold launch_latency "${extra[@]}" bitfold_shar
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/include"
-cp "$build/tools/bitfold" "$stage/bin/"
+[[ ${BITFOLD_PACKAGE_CLI:-1} == 0 ]] || cp "$build/tools/bitfold" "$stage/bin/"
 # Links libbitfold.so.0 (its SONAME), found through RUNPATH $ORIGIN/../lib.
 cp "$build/bench/launch_latency/launch_latency" "$stage/bin/"
 [[ ${#extra[@]} -gt 0 ]] && cp "$build/bench/compile_latency/compile_latency" "$stage/bin/"
