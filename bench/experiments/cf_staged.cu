@@ -2,10 +2,10 @@
 //
 // The Wan norm over dim 1 of a contiguous NCDHW bf16 tensor
 // [1, 96, 4, 480, 832] (C = 96 planes of S = 1597440 pixels), written by
-// hand with the per-element work of bitfold's exact x form (f32 sum of
-// squares in aten's lane order, sqrt, max with eps, then per element
-// div.rn, three bf16 roundings around the scale and gamma products, SiLU as
-// w / (1 + expf(-w)) with div.rn), in three plans:
+// hand with the fold of bitfold's exact x form (f32 sum of squares in
+// aten's lane order, sqrt, max with eps) and five amounts of per-element
+// math (`epilogue`, from the exact chain down to one product), in these
+// plans:
 //
 //   direct:      bitfold's default r64.t4.v1.p1.o2: a CTA of 128 threads owns
 //                64 pixels; its 4 warps are aten's 4 lanes (channels l,
@@ -19,6 +19,9 @@
 //                accesses: 2P-byte runs a plane, no row in registers
 //                ("norm"), or the thread's channels read from the tile
 //                once and held in registers as direct holds them ("regs").
+//   bulk<P>:     the tile in (and, "in+out", out) by the bulk-copy engine:
+//                one cp.async.bulk a plane, an mbarrier, no per-thread
+//                accesses of the tile's global memory.
 //   pipe<P>:     staged<P> in a persistent loop (grid = SMs x CTAs that
 //                fit), the next tile's cp.async issued before this tile's
 //                math.
@@ -54,7 +57,7 @@ constexpr float EPS = 1e-12f;
     }                                                                          \
   } while (0)
 
-const char *const kLevel[] = {"heavy", "light", "floor"};
+const char *const kLevel[] = {"heavy", "light", "floor", "medium", "low"};
 
 __device__ inline float bf(float v) {
   return __bfloat162float(__float2bfloat16_rn(v));
@@ -64,7 +67,9 @@ __device__ inline float bf(float v) {
 /// Heavy: div.rn twice and expf, as the plain exact chain. Light: about
 /// the work of bitfold's fast paths (a reciprocal with one correction step
 /// for x / d, SiLU by ex2.approx and rcp.approx), not exact. Floor
-/// (Light = 2): x times the pixel's reciprocal, nothing else.
+/// (Light = 2): x times the pixel's reciprocal, nothing else. Medium (3)
+/// and low (4) lie between: the approximate SiLU with one bf16 rounding or
+/// none, to find the level whose direct time is bitfold's.
 template <int Light>
 __device__ inline float epilogue(float x, float d, float r, float scale,
                                  float g) {
@@ -74,6 +79,14 @@ __device__ inline float epilogue(float x, float d, float r, float scale,
   }
   if (Light == 2) // the floor: one product a element
     return x * r;
+  if (Light == 3) { // medium: one rounding, approximate SiLU
+    float w = bf(x * r * g);
+    return __fdividef(w, 1.0f + __expf(-w));
+  }
+  if (Light == 4) { // low: approximate SiLU alone
+    float w = x * r * g;
+    return __fdividef(w, 1.0f + __expf(-w));
+  }
   float q = x * r;
   q = fmaf(fmaf(-q, d, x), r, q);
   float w = bf(bf(bf(q) * scale) * g);
@@ -268,6 +281,86 @@ __global__ void pipe(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma,
   }
 }
 
+/// The tile moved by the bulk-copy engine (cp.async.bulk, one 2P-byte copy
+/// a plane issued by thread c, completion on an mbarrier): no per-thread
+/// load or store instructions for the tile. The math reads the thread's
+/// channels from the tile into registers; `out` 0 stores them from
+/// registers as direct does, 1 writes them into the tile and bulk-copies
+/// each plane's run out.
+__device__ inline unsigned smemAddr(const void *p) {
+  return unsigned(__cvta_generic_to_shared(p));
+}
+
+template <int P, int Light>
+__global__ void bulk(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma,
+                     float scale, __nv_bfloat16 *y, int out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto *tile = reinterpret_cast<__nv_bfloat16 *>(smem);
+  auto *red = reinterpret_cast<float *>(tile + C * P);
+  float *g = red + LANES * P;
+  __shared__ __align__(8) unsigned long long mbar;
+  const long base = blockIdx.x * long(P);
+  const unsigned bar = smemAddr(&mbar);
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar));
+    asm volatile("fence.mbarrier_init.release.cluster;");
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+        "r"(unsigned(C * P * 2)));
+  }
+  __syncthreads();
+  if (threadIdx.x < C) {
+    const int c = threadIdx.x;
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx"
+                 "::bytes [%0], [%1], %2, [%3];" ::"r"(smemAddr(tile + c * P)),
+                 "l"(x + c * S + base), "r"(unsigned(P * 2)), "r"(bar)
+                 : "memory");
+  }
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    g[c] = __bfloat162float(gamma[c]);
+  asm volatile("{\n .reg .pred p;\n"
+               "W%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n"
+               " @!p bra W%=;\n}" ::"r"(bar)
+               : "memory");
+  __syncthreads(); // g
+  const int lane = threadIdx.x / (P / 2), pp = threadIdx.x % (P / 2);
+  auto at = [&](int c) {
+    return reinterpret_cast<__nv_bfloat162 *>(tile + c * P + 2 * pp);
+  };
+  __nv_bfloat162 xs[PER_LANE];
+#pragma unroll
+  for (int k = 0; k < PER_LANE; ++k)
+    xs[k] = *at(lane + LANES * k);
+  float2 sum = laneSum([&](int k) { return xs[k]; });
+  red[lane * P + 2 * pp] = sum.x;
+  red[lane * P + 2 * pp + 1] = sum.y;
+  __syncthreads();
+  float2 d = make_float2(denom(red, P, 2 * pp), denom(red, P, 2 * pp + 1));
+  float2 r = rcp2(d);
+#pragma unroll
+  for (int k = 0; k < PER_LANE; ++k) {
+    int c = lane + LANES * k;
+    __nv_bfloat162 v = epilogue2<Light>(xs[k], d, r, scale, g[c]);
+    if (out)
+      *at(c) = v;
+    else
+      *reinterpret_cast<__nv_bfloat162 *>(y + c * S + base + 2 * pp) = v;
+  }
+  if (!out)
+    return;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x < C) {
+    const int c = threadIdx.x;
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(y + c * S + base), "r"(smemAddr(tile + c * P)),
+                 "r"(unsigned(P * 2))
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  }
+}
+
 __global__ void countDiff(const unsigned short *a, const unsigned short *b,
                           long n, unsigned long long *out) {
   unsigned long long k = 0;
@@ -353,6 +446,21 @@ void runStaged(const std::vector<Set> &sets, const __nv_bfloat16 *gamma,
                 kLevel[Light], norm == 2 ? "regs" : norm ? "norm" : "copy", P, 2 * P, smem, fit, us, mb / us,
                 norm ? (bad ? "  DIFFERS" : "  same bits") : "");
   }
+  CK(cudaFuncSetAttribute(bulk<P, Light>,
+                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  for (int out = 0; out < 2; ++out) {
+    float us = steadyUs(sets, [&](const Set &s) {
+      bulk<P, Light><<<tiles, 2 * P, smem>>>(s.x, gamma, scale, s.y, out);
+    });
+    unsigned long long bad = diffs(sets[0].y, expect);
+    int fit = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, bulk<P, Light>,
+                                                     2 * P, smem));
+    std::printf("%s bulk %-6s P=%-4d %4d thr %6zu B smem %d CTAs/SM  %8.2f us "
+                "%5.2f TB/s%s\n",
+                kLevel[Light], out ? "in+out" : "in", P, 2 * P, smem, fit, us,
+                mb / us, bad ? "  DIFFERS" : "  same bits");
+  }
   int fit = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, pipe<P, Light>, 2 * P,
                                                    pipeSmem));
@@ -386,6 +494,7 @@ void runAll(const std::vector<Set> &sets, const __nv_bfloat16 *gamma,
 } // namespace
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0); // lines survive a timeout
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   const long n = C * S;
@@ -411,5 +520,7 @@ int main() {
   runAll<0>(sets, gamma, scale, expect, mb, prop.multiProcessorCount);
   runAll<1>(sets, gamma, scale, expect, mb, prop.multiProcessorCount);
   runAll<2>(sets, gamma, scale, expect, mb, prop.multiProcessorCount);
+  runAll<3>(sets, gamma, scale, expect, mb, prop.multiProcessorCount);
+  runAll<4>(sets, gamma, scale, expect, mb, prop.multiProcessorCount);
   return 0;
 }
