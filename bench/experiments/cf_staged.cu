@@ -176,10 +176,11 @@ __device__ inline void normTile(__nv_bfloat16 *tile, float *red,
 }
 
 /// normTile with the pixel pair's channels read from the tile once and
-/// held in registers (direct's registers, staged's accesses).
-template <int P, int Light>
+/// held in registers (direct's registers, staged's accesses); each result
+/// goes to `put(c, pp, value)`.
+template <int P, int Light, typename Put>
 __device__ inline void normTileRegs(__nv_bfloat16 *tile, float *red,
-                                    const float *g, float scale) {
+                                    const float *g, float scale, Put put) {
   const int lane = threadIdx.x / (P / 2), pp = threadIdx.x % (P / 2);
   auto at = [&](int c) {
     return reinterpret_cast<__nv_bfloat162 *>(tile + c * P + 2 * pp);
@@ -197,9 +198,17 @@ __device__ inline void normTileRegs(__nv_bfloat16 *tile, float *red,
 #pragma unroll
   for (int k = 0; k < PER_LANE; ++k) {
     int c = lane + LANES * k;
-    *at(c) = epilogue2<Light>(xs[k], d, r, scale, g[c]);
+    put(c, pp, epilogue2<Light>(xs[k], d, r, scale, g[c]));
   }
 }
+
+/// normTileRegs' results back into the tile, where the thread read them.
+template <int P> struct IntoTile {
+  __nv_bfloat16 *tile;
+  __device__ void operator()(int c, int pp, __nv_bfloat162 v) const {
+    *reinterpret_cast<__nv_bfloat162 *>(tile + c * P + 2 * pp) = v;
+  }
+};
 
 template <int P>
 __device__ inline void loadTile(__nv_bfloat16 *tile, const __nv_bfloat16 *x,
@@ -244,7 +253,7 @@ __global__ void staged(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma,
   if (normalise == 1)
     normTile<P, Light>(tile, red, g, scale);
   if (normalise == 2)
-    normTileRegs<P, Light>(tile, red, g, scale);
+    normTileRegs<P, Light>(tile, red, g, scale, IntoTile<P>{tile});
   if (normalise)
     __syncthreads();
   storeTile<P>(tile, y, base);
@@ -323,29 +332,14 @@ __global__ void bulk(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma,
                " @!p bra W%=;\n}" ::"r"(bar)
                : "memory");
   __syncthreads(); // g
-  const int lane = threadIdx.x / (P / 2), pp = threadIdx.x % (P / 2);
-  auto at = [&](int c) {
-    return reinterpret_cast<__nv_bfloat162 *>(tile + c * P + 2 * pp);
-  };
-  __nv_bfloat162 xs[PER_LANE];
-#pragma unroll
-  for (int k = 0; k < PER_LANE; ++k)
-    xs[k] = *at(lane + LANES * k);
-  float2 sum = laneSum([&](int k) { return xs[k]; });
-  red[lane * P + 2 * pp] = sum.x;
-  red[lane * P + 2 * pp + 1] = sum.y;
-  __syncthreads();
-  float2 d = make_float2(denom(red, P, 2 * pp), denom(red, P, 2 * pp + 1));
-  float2 r = rcp2(d);
-#pragma unroll
-  for (int k = 0; k < PER_LANE; ++k) {
-    int c = lane + LANES * k;
-    __nv_bfloat162 v = epilogue2<Light>(xs[k], d, r, scale, g[c]);
-    if (out)
-      *at(c) = v;
-    else
-      *reinterpret_cast<__nv_bfloat162 *>(y + c * S + base + 2 * pp) = v;
-  }
+  if (out)
+    normTileRegs<P, Light>(tile, red, g, scale, IntoTile<P>{tile});
+  else
+    normTileRegs<P, Light>(tile, red, g, scale,
+                           [&](int c, int pp, __nv_bfloat162 v) {
+                             *reinterpret_cast<__nv_bfloat162 *>(
+                                 y + c * S + base + 2 * pp) = v;
+                           });
   if (!out)
     return;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
