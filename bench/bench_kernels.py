@@ -12,7 +12,9 @@ writes, which matters for kernels of 20-100 MB. So each row also has a
 device-to-device copy of the same bytes timed the same way, and both the
 kernel and that copy in a steady stream (back-to-back over rotating
 buffers, graph replay: each launch pays for its predecessor's write-backs,
-as in a model's pipeline). Small shapes are launch-bound, so host time per launch and
+as in a model's pipeline), the copy both as a memcpy and as a kernel on
+the SMs (sm_copy_fn: a graph's memcpy node ran far slower than the
+flushed memcpy at some rows). Small shapes are launch-bound, so host time per launch and
 CUDA-graph replay time are reported separately. The steady stream (and the
 graph replay of small shapes) is timed again with bitfold's programmatic
 dependent launch on (bitfold_kernel_set_pdl): each launch may start while
@@ -31,6 +33,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu"))
 import bitfold.torch  # noqa: E402
 import references as ref  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 BF = torch.bfloat16
@@ -110,6 +114,27 @@ def copy_fn(nbytes):
     a = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
     b = torch.empty_like(a)
     return lambda: b.copy_(a)
+
+
+@triton.jit
+def _sm_copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
+
+
+def sm_copy_fn(nbytes):
+    """A copy of nbytes / 2 bytes by a kernel on the SMs (Triton, 16-byte
+    accesses, 16 KiB a CTA): the steady reference. `b.copy_(a)` is a
+    cudaMemcpyAsync, a memcpy node in a CUDA graph, which the driver may
+    serve otherwise (bench/results/2026-12-04-s19-gpu-session.md: 223.8 us
+    for 613 MB in one row, 144.2 in another)."""
+    n = nbytes // 8  # int32 words of each buffer
+    a = torch.empty(n, dtype=torch.int32, device="cuda")
+    b = torch.empty_like(a)
+    block = 4096
+    grid = (triton.cdiv(n, block),)
+    return lambda: _sm_copy[grid](a, b, n, BLOCK=block, num_warps=8)
 
 
 def host_us(fn, n=2000):
@@ -335,12 +360,14 @@ def main():
         row["steady_pdl_frac_copy"] = nbytes / (row["steady_pdl_us"] * 1e-6) / bw
         del cs
         row["copy_same_steady_us"] = steady_us([copy_fn(nbytes) for _ in range(sets)])[0]
+        row["sm_copy_steady_us"] = steady_us([sm_copy_fn(nbytes) for _ in range(sets)])[0]
         print(f"{name:42s} {row['us']:8.1f} us  {row['tbps']:.2f} TB/s  "
               f"{100 * row['frac_copy']:5.1f}% copy  eager {row['eager_us']:8.1f} us  "
               f"x{row['speedup']:.2f}  equal={row['equal']}  steady {row['steady_us']:.1f} us "
               f"({100 * row['steady_frac_copy']:.1f}%)  PDL {row['steady_pdl_us']:.1f} us  "
               f"same-size copy {row['copy_same_us']:.1f} us, "
-              f"steady {row['copy_same_steady_us']:.1f} us", flush=True)
+              f"steady {row['copy_same_steady_us']:.1f} us, "
+              f"SM copy steady {row['sm_copy_steady_us']:.1f} us", flush=True)
     info = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "copy_tbps": bw / 1e12, "bitfold": rt.version, "rows": rows}
     with open(os.path.join(args.out, "bench.json"), "w") as f:
@@ -349,17 +376,19 @@ def main():
              f"copy bandwidth {bw / 1e12:.2f} TB/s (bytes read + written)", "",
              "| kernel | MB | bitfold us (p20-p80) | TB/s | % of copy | 85% target us | "
              "same-size copy us | steady us (min-max) | steady % of copy | same-size copy steady us | "
+             "same-size SM copy steady us | "
              "steady PDL us | steady PDL % of copy | "
              "eager us | eager % copy | speed-up | graph replay us | graph replay PDL us | "
              "host us/launch | bit-exact |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {r['kernel']} | {r['bytes'] / 1e6:.0f} | {r['us']:.1f} ({r['p20_us']:.1f}-{r['p80_us']:.1f}) | "
             f"{r['tbps']:.2f} | {100 * r['frac_copy']:.0f}% | {r['target_us']:.1f} | "
             f"{r['copy_same_us']:.1f} | {r['steady_us']:.1f} ({r['steady_min_us']:.1f}-"
             f"{r['steady_max_us']:.1f}) | {100 * r['steady_frac_copy']:.0f}% | "
-            f"{r['copy_same_steady_us']:.1f} | {r['steady_pdl_us']:.1f} | "
+            f"{r['copy_same_steady_us']:.1f} | {r['sm_copy_steady_us']:.1f} | "
+            f"{r['steady_pdl_us']:.1f} | "
             f"{100 * r['steady_pdl_frac_copy']:.0f}% | {r['eager_us']:.1f} | "
             f"{100 * r['eager_frac_copy']:.0f}% | {r['speedup']:.2f}x | "
             f"{r.get('graph_us', float('nan')):.1f} | {r.get('graph_pdl_us', float('nan')):.1f} | "

@@ -2,7 +2,8 @@
 quack's (Tri Dao's CuTe-DSL kernels, `quack.rmsnorm`) and Liger-Kernel's
 (`liger_kernel.ops.rms_norm`), at the shapes where quack was measured ahead of hf_rmsnorm, bf16, weight
 bf16, eps 1e-6, L2 flushed (do_bench) and in a steady stream (graph replay
-over rotating buffers; bench_kernels.py's method), beside a same-size copy.
+over rotating buffers; bench_kernels.py's method), beside a same-size copy
+(a memcpy, and in the steady stream also a copy kernel on the SMs).
 
     python3 bench/peers_rmsnorm.py [--out DIR] [--config CFG]
         (on a GPU host with torch and triton; a peer that does not import
@@ -95,17 +96,20 @@ def row(rt, shape, peer_fns):
     r["copy_us"] = bk.measure(copy)[0] * 1e3
     r["copy_steady_us"] = bk.steady_us(
         [bk.copy_fn(nbytes) for _ in range(bk.steady_sets(nbytes))])[0]
+    r["sm_copy_steady_us"] = bk.steady_us(
+        [bk.sm_copy_fn(nbytes) for _ in range(bk.steady_sets(nbytes))])[0]
     return r
 
 
 def report(rows, names, gpu):
-    head = ["shape", "copy us (steady)", "bitfold hf_rmsnorm us (steady)", "bitfold == HF eager"]
+    head = ["shape", "copy us (steady)", "SM copy steady us", "bitfold hf_rmsnorm us (steady)", "bitfold == HF eager"]
     for n in names:
         head += [f"{n} us (steady)", f"{n} elements != HF eager (max diff)"]
     lines = [f"GPU {gpu}, torch {torch.__version__}; bf16, eps {EPS}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [str(tuple(r["shape"])), f"{r['copy_us']:.1f} ({r['copy_steady_us']:.1f})",
+                 f"{r['sm_copy_steady_us']:.1f}",
                  f"{r['bitfold_us']:.1f} ({r['bitfold_steady_us']:.1f})",
                  "yes" if r["bitfold_equal"] else "NO"]
         for n in names:

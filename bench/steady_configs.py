@@ -127,12 +127,14 @@ def main():
         rows.append((us, c, same))
         print(f"{c:16s} {us:7.2f} us  {nbytes / us / 1e6:5.2f} TB/s  same bits {same}", flush=True)
     rows.sort()
+    copy_us = bk.steady_us([bk.sm_copy_fn(nbytes) for _ in range(len(sets))])[0]
     rolled = os.environ.get("BITFOLD_ROLLED_ROWS") == "1"
     lines = [f"# {args.template} {args.shape} {args.params}: every config, steady stream"
              + (f" (gamma ~ N(0, {args.gamma_amp:g}^2))" if args.gamma_amp != 1.0 else "")
              + (" (BITFOLD_ROLLED_ROWS=1)" if rolled else ""), "",
              f"{nbytes / 1e6:.1f} MB per launch, {len(sets)} rotating buffer sets; "
-             "same bits = identical output to the default config.", "",
+             "same bits = identical output to the default config; a copy of the "
+             f"same bytes on the SMs (bench_kernels.sm_copy_fn): {copy_us:.2f} us.", "",
              "| config | steady us | TB/s | same bits |", "|---|--:|--:|---|"]
     lines += [f"| {c} | {us:.2f} | {nbytes / us / 1e6:.2f} | {'yes' if same else 'NO'} |"
               for us, c, same in rows]
