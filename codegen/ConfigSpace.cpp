@@ -610,6 +610,42 @@ int estimateRegisters(const KernelDef &def, const Plan &plan) {
   return est;
 }
 
+/// Plan::packedRow: where a one-pass thread would keep more of its row as
+/// f32 than 128 registers hold, every kept operand is bf16, and as pairs
+/// it needs at most 112 (16 to spare), keep the loaded pairs and ask for
+/// 512 threads an SM, which caps ptxas at 128 registers. hf_rmsnorm on the
+/// H200 (hand-edited PTX of r1/r2/r4.t32.v4.p1 at 256-640 threads an SM,
+/// then this plan): at (1,4096,4096), 112 registers as pairs, 512 was the
+/// fastest at every rows-per-CTA, r2 20.6 -> 20.1 us steady and r1 20.8 ->
+/// 19.6; at (8,1024,5120), 128 as pairs, r2 lost (44.0 -> 44.8). Pairs
+/// without the cap took more registers (ptxas widened them early) and ran
+/// slower at r2; the cap without pairs spilled. The estimate, and so the
+/// config space, stays the f32 one.
+void planPackedRow(const KernelDef &def, Plan &plan) {
+  constexpr int kRegisters = 128, kPairRegisters = 112, kSmThreads = 512;
+  const TileConfig &c = plan.config;
+  if (!plan.outputUsesFoldMapping || c.sharedRow || dsl::isChannelsFirst(def) ||
+      plan.estimatedRegisters <= kRegisters || c.ctaThreads() > kSmThreads)
+    return;
+  std::set<int> foldLoads, outLoads;
+  phaseLoads(def, foldLoads, outLoads);
+  int kept = 0;
+  for (int i : foldLoads) {
+    if (!outLoads.count(i))
+      continue;
+    if (def.operands[i].dtype != dsl::DType::BF16)
+      return;
+    ++kept;
+  }
+  const int64_t perThread =
+      llvm::divideCeil(plan.cols, int64_t(c.threadsPerRow));
+  if (kept == 0 ||
+      plan.estimatedRegisters - perThread * kept / 2 > kPairRegisters)
+    return;
+  plan.packedRow = true;
+  plan.minCtasPerSm = kSmThreads / c.ctaThreads();
+}
+
 } // namespace
 
 codegen::RolledRowsMode codegen::rolledRowsMode() {
@@ -684,6 +720,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
                                     "{1} threads per CTA allow {2}",
                                     plan.estimatedRegisters, c.ctaThreads(),
                                     plan.registerLimit));
+  if (!rolled)
+    planPackedRow(def, plan);
   return plan;
 }
 
@@ -866,6 +904,19 @@ int vectorScore(const KernelDef &def, const TileConfig &c, int64_t D) {
                          c.threadsPerRow == 4 && D <= 96;
   return (narrowRow && c.vectorElems == 4 ? 9 : c.vectorElems) * 1000;
 }
+/// Whether `c` runs `def` at `shape` as a packed row (Plan::packedRow),
+/// whose 512 threads an SM leave room for 16 CTAs of 32 threads: on the
+/// H200 hf_rmsnorm (1,4096,4096) ran r1.t32.v4.p1 19.6 us, r2 20.1, r4 20.2.
+bool packsRow(const KernelDef &def, const ShapeSpec &shape,
+              const TileConfig &c) {
+  llvm::Expected<Plan> p = makePlan(def, shape, c);
+  if (!p) {
+    llvm::consumeError(p.takeError());
+    return false;
+  }
+  return p->packedRow;
+}
+
 /// Shared-row twins are not the default before H200 timings, also where
 /// their base config does not fit (hf_rmsnorm residual=1 at 5120); nor are
 /// channels-first lanes in one warp (.w1), slower than lanes a warp apart
@@ -937,8 +988,10 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
       s -= int(5000 * std::fabs(std::log2(std::max(perThread, 1.0)) - want));
       // Small CTAs (H200: r1.t64 for LN/RMSNorm rows of 4096), 64 threads
       // before 32: an SM holds at most 32 CTAs, so 32-thread ones stop at
-      // half its warps (Wan C = 96: r16.t4 162-164 us, r8.t4 164-170).
-      s += c.ctaThreads() == 64 ? 40 : c.ctaThreads() == 32 ? 30
+      // half its warps (Wan C = 96: r16.t4 162-164 us, r8.t4 164-170); 32
+      // first for a packed row, 16 such CTAs an SM (packsRow's comment).
+      s += c.ctaThreads() == 64 ? 40
+           : c.ctaThreads() == 32 ? (packsRow(def, shape, c) ? 50 : 30)
            : c.ctaThreads() == 128 ? 20 : c.ctaThreads() == 256 ? 10 : 0;
     } else {
       s += c.ctaThreads() == 256 ? 300 : c.ctaThreads() == 128 ? 200 : 0;

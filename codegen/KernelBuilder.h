@@ -213,6 +213,10 @@ private:
   Value rowValue(const ExprNode *n);
   Value rowLeaf(const ExprNode *n);
   Value elemValue(const ExprNode *n, const Access &acc, int e);
+  /// Plan::packedRow's output phase: bf16 loads widened again.
+  bool isKeptBf16Extend(const ExprNode *n) const;
+  void startRewidening();
+  Value rewidenBf16(Value h);
   Value roundPair(const ExprNode *n, const Access &acc, int e);
   const NarrowArith *narrowArith(const ExprNode *n) const {
     auto it = rewrites.narrow.find(n);
@@ -447,6 +451,7 @@ private:
   std::map<std::pair<int, int>, std::vector<Value>> loads;
   /// Loaded bf16 values -> their exact f32 widening from the loaded word.
   llvm::DenseMap<Value, Value> widened;
+  bool rewidening = false; ///< startRewidening() ran.
 };
 
 } // namespace bitfold::codegen

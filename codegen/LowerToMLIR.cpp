@@ -230,6 +230,10 @@ Value KernelBuilder::elemValue(const ExprNode *n, const Access &acc, int e) {
   } else if (n->op == DOp::ColIndex) {
     AtLoc at(*this, nodeLoc(n));
     v = colIndex(acc, e);
+  } else if (rewidening && isKeptBf16Extend(n)) {
+    Value h = elemValue(n->args[0].get(), acc, e);
+    AtLoc at(*this, nodeLoc(n));
+    v = rewidenBf16(h);
   } else if (const NarrowArith *m = narrowArith(n)) {
     if (pairsNarrowArith(n) && e % 2 == 0 && e + 1 < acc.width)
       return narrowArithPair(n, *m, acc, e);
@@ -522,11 +526,13 @@ LLVM::LLVMFuncOp KernelBuilder::declareKernel(StringRef entryName) {
   fn->setAttr(NVVM::NVVMDialect::getKernelFuncAttrName(), b.getUnitAttr());
   fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
               b.getDenseI32ArrayAttr({plan.config.ctaThreads(), 1, 1}));
-  // .minnctapersm 1: given .maxntid alone, whole-program ptxas (the PTX
+  // .minnctapersm: given .maxntid alone, whole-program ptxas (the PTX
   // Compiler API) aims at an occupancy of its own and spills to reach it
   // (hf_rmsnorm at 1001 columns: 56 registers and 46 spilled bytes, 142
-  // and none with this); the tile config chooses the occupancy here.
-  fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(), b.getI32IntegerAttr(1));
+  // and none with 1); the plan chooses the occupancy here (1, or a packed
+  // row's, Plan::minCtasPerSm).
+  fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+              b.getI32IntegerAttr(plan.minCtasPerSm));
   return fn;
 }
 
@@ -612,6 +618,8 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
     mapping = outputAccesses(0, plan.outChunks);
   }
   columnTablesReady = true; // behind the folds' barrier (lanesAcrossWarps)
+  if (plan.packedRow)
+    startRewidening();
   emitOutputs(gatherOutputs(mapping));
   LLVM::ReturnOp::create(b, loc, ValueRange{});
   return owned;

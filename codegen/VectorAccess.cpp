@@ -2,7 +2,8 @@
 //
 // The accesses of a phase (fold or output mapping) and their loads and
 // stores: pieces of at most 16 bytes, bf16 pairs as 32-bit words (loaded,
-// and widened from a paired op's word).
+// and widened from a paired op's word, or again from the loaded word for
+// a packed row's outputs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@ using namespace mlir;
 using namespace bitfold;
 using namespace bitfold::codegen;
 using dsl::DType;
+using DOp = dsl::Op;
 
 Access KernelBuilder::makeAccess(int id, int width, Value col, int64_t maxCol,
                                  bool threadsIdle, Value threadActive,
@@ -294,6 +296,42 @@ Value KernelBuilder::widenedPair(Value x, int &half) {
   if (!vecTy || vecTy.getNumElements() != 2 || !vecTy.getElementType().isBF16())
     return Value();
   return pair;
+}
+
+bool KernelBuilder::isKeptBf16Extend(const ExprNode *n) const {
+  return n->op == DOp::Extend && n->args[0]->op == DOp::Load &&
+         def.operands[n->args[0]->index].dtype == DType::BF16;
+}
+
+void KernelBuilder::startRewidening() {
+  // Plan::packedRow: the fold's f32 of a bf16 load no longer serves the
+  // outputs; they widen the loaded value again (rewidenBf16).
+  auto drop = [&](auto &values) {
+    for (auto it = values.begin(); it != values.end();)
+      it = isKeptBf16Extend(it->first.first) ? values.erase(it) : std::next(it);
+  };
+  drop(elemValues);
+  for (CopyState &s : otherCopies)
+    drop(s.elemValues);
+  rewidening = true;
+}
+
+Value KernelBuilder::rewidenBf16(Value h) {
+  // From the loaded 32-bit word (loadBf16Words) by a prmt, not the shl/and
+  // it widened h with for the fold: LLVM would merge those and keep every
+  // f32 of the row live across the fold's tree, and widening the 16-bit h
+  // would keep a register a half live instead of one a pair. Exact: the
+  // half's bits become the f32's upper half, the rest zeros.
+  auto it = widened.find(h);
+  auto cast = it == widened.end() ? arith::BitcastOp()
+                                  : it->second.getDefiningOp<arith::BitcastOp>();
+  Operation *op = cast ? cast.getIn().getDefiningOp() : nullptr;
+  if (!op || !llvm::isa<arith::ShLIOp, arith::AndIOp>(op))
+    return emitExtend(h);
+  const int32_t select = llvm::isa<arith::AndIOp>(op) ? 0x3244 : 0x1044;
+  Value wide = intrinsic("llvm.nvvm.prmt",
+                         {op->getOperand(0), cI32(0), cI32(select)}, i32);
+  return arith::BitcastOp::create(b, loc, f32, wide);
 }
 
 std::vector<Value> &KernelBuilder::loadAccess(int operand, const Access &acc) {

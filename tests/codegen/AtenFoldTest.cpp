@@ -906,6 +906,55 @@ TEST_P(HeadTailConfigs, EveryConfigCompilesAuditedWithoutSpills) {
 INSTANTIATE_TEST_SUITE_P(Templates, HeadTailConfigs,
                          ::testing::ValuesIn(headTailCases()));
 
+TEST(PackedRows, WideBf16RowsKeepTheirPairsAndAskForFiveHundredTwelveThreads) {
+  // Plan::packedRow: hf_rmsnorm's one-pass thread at 4096 columns keeps
+  // 128 elements of its row, 176 registers as f32 by the estimate, 112 as
+  // the loaded bf16 pairs. The outputs widen each element again with a
+  // prmt from its word, the kernel asks for 512 threads an SM, and ptxas
+  // fits it in 128 registers without spilling; the default is then the
+  // 32-thread CTA. At 5120 columns (128 registers as pairs: no room left),
+  // 2048, or an f16 or f32 row, nothing changes.
+  const bool havePtxas = !findPtxas().empty();
+  for (const auto &[params, shape, packed] :
+       {std::tuple<const char *, const char *, bool>{"", "1,4096,4096", true},
+        {"", "8,1024,5120", false},
+        {"", "1,1024,2048", false},
+        {"dtype=f16", "1,4096,4096", false},
+        {"dtype=f32", "1,4096,4096", false}}) {
+    AtenCase c{"hf_rmsnorm", params, shape};
+    ShapedTemplate st = shapedCase(c);
+    ASSERT_TRUE(st.def);
+    const TileConfig cfg = defaultConfig(*st.def, st.shape);
+    llvm::Expected<Plan> p = makePlan(*st.def, st.shape, cfg);
+    ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    EXPECT_EQ(p->packedRow, packed) << label(c) << " " << cfg.str();
+    if (packed)
+      EXPECT_EQ(cfg.ctaThreads(), 32) << label(c) << " " << cfg.str();
+    const int ctas = packed ? 512 / cfg.ctaThreads() : 1;
+    EXPECT_EQ(p->minCtasPerSm, ctas) << label(c);
+    CompileOptions opts;
+    if (havePtxas)
+      opts.cubinTool = "ptxas";
+    else
+      opts.emitCubin = false;
+    llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, cfg, opts);
+    ASSERT_TRUE(bool(k)) << label(c) << ": " << llvm::toString(k.takeError());
+    EXPECT_NE(k->ptx.find(".minnctapersm " + std::to_string(ctas) + "\n"),
+              std::string::npos)
+        << label(c);
+    const int64_t perThread = st.shape.cols / cfg.threadsPerRow;
+    EXPECT_EQ(countOf(k->ptx, "prmt.b32"), size_t(packed ? perThread : 0))
+        << label(c);
+    if (havePtxas) {
+      PtxasUsage u = parsePtxasLog(k->assemblerLog);
+      EXPECT_EQ(u.spillBytes, 0) << label(c);
+      EXPECT_EQ(u.stackBytes, 0) << label(c);
+      if (packed)
+        EXPECT_LE(u.registers, 128) << label(c);
+    }
+  }
+}
+
 TEST(AtenFold, HeadAndTailRowsDefaultToOneThreadPerLane) {
   // H200, hf_rmsnorm [1,4096,4099]: r4.t32.v1.p2 25.0 us, r1.t128.v1.p2
   // (32 elements a thread) 36.6; aten's 32 lanes a row from 16 rows on.
