@@ -904,6 +904,7 @@ int vectorScore(const KernelDef &def, const TileConfig &c, int64_t D) {
                          c.threadsPerRow == 4 && D <= 96;
   return (narrowRow && c.vectorElems == 4 ? 9 : c.vectorElems) * 1000;
 }
+
 /// Whether `c` runs `def` at `shape` as a packed row (Plan::packedRow),
 /// whose 512 threads an SM leave room for 16 CTAs of 32 threads: on the
 /// H200 hf_rmsnorm (1,4096,4096) ran r1.t32.v4.p1 19.6 us, r2 20.1, r4 20.2.

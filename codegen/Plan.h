@@ -84,11 +84,11 @@ struct Plan {
   /// and reuses the values loaded for the fold.
   bool outputUsesFoldMapping = false;
   /// One pass whose thread keeps more of the row than fits 128 registers
-  /// as f32, every kept operand bf16 (ConfigSpace.cpp, planPackedRow): the
-  /// output phase widens each kept element again from its loaded bf16
-  /// (`cvt.f32.bf16`, exact) instead of reusing the fold's f32, so the row
-  /// stays in registers as packed pairs, and the kernel asks ptxas for
-  /// minCtasPerSm CTAs an SM (.minnctapersm).
+  /// as f32, every kept operand bf16, its pairs within 112 (ConfigSpace.cpp,
+  /// planPackedRow): the output phase widens each kept element again from
+  /// its loaded word (a prmt, exact) instead of reusing the fold's f32, so
+  /// the row stays in registers as packed pairs, and the kernel asks ptxas
+  /// for minCtasPerSm CTAs an SM (.minnctapersm).
   bool packedRow = false;
   int minCtasPerSm = 1;
   /// Channels-first, rolled (StridedAxis.cpp): loops over C, one for each
