@@ -237,13 +237,22 @@ template <int P> constexpr size_t tileSmem() {
          C * sizeof(float);
 }
 
+/// tileSmem's three parts: the [C][P] tile, the lanes' partial sums, gamma.
+struct TileParts {
+  __nv_bfloat16 *tile;
+  float *red, *g;
+};
+template <int P> __device__ inline TileParts tileParts(unsigned char *smem) {
+  auto *tile = reinterpret_cast<__nv_bfloat16 *>(smem);
+  auto *red = reinterpret_cast<float *>(tile + C * P);
+  return {tile, red, red + LANES * P};
+}
+
 template <int P, int Light>
 __global__ void staged(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma,
                        float scale, __nv_bfloat16 *y, int normalise) {
   extern __shared__ __align__(16) unsigned char smem[];
-  auto *tile = reinterpret_cast<__nv_bfloat16 *>(smem);
-  auto *red = reinterpret_cast<float *>(tile + C * P);
-  float *g = red + LANES * P;
+  auto [tile, red, g] = tileParts<P>(smem);
   const long base = blockIdx.x * long(P);
   loadTile<P>(tile, x, base);
   for (int c = threadIdx.x; c < C; c += blockDim.x)
@@ -304,9 +313,7 @@ template <int P, int Light>
 __global__ void bulk(const __nv_bfloat16 *x, const __nv_bfloat16 *gamma,
                      float scale, __nv_bfloat16 *y, int out) {
   extern __shared__ __align__(16) unsigned char smem[];
-  auto *tile = reinterpret_cast<__nv_bfloat16 *>(smem);
-  auto *red = reinterpret_cast<float *>(tile + C * P);
-  float *g = red + LANES * P;
+  auto [tile, red, g] = tileParts<P>(smem);
   __shared__ __align__(8) unsigned long long mbar;
   const long base = blockIdx.x * long(P);
   const unsigned bar = smemAddr(&mbar);
