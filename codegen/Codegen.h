@@ -60,6 +60,11 @@ std::vector<keys::TileConfig> enumerateConfigs(const dsl::KernelDef &def,
                                          const keys::ShapeSpec &shape);
 /// A sensible default (no tuning).
 keys::TileConfig defaultConfig(const dsl::KernelDef &def, const keys::ShapeSpec &shape);
+/// The legal config whose kernel compiles fastest (the fewest accesses of
+/// a row spelled out in its code): what a caller that must not wait runs
+/// while the chosen config compiles (every config gives the same bits).
+keys::TileConfig quickConfig(const dsl::KernelDef &def,
+                             const keys::ShapeSpec &shape);
 /// Why `config` is not legal for `shape`, or success.
 llvm::Error checkConfig(const dsl::KernelDef &def, const keys::ShapeSpec &shape,
                         const keys::TileConfig &config);

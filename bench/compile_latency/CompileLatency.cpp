@@ -19,6 +19,10 @@
 // --two-pass: each case at the default config's two-pass twin (same rows,
 // threads and vector, p2) where that is legal, else the default (what
 // BITFOLD_ROLLED_ROWS=1 rolls; codegen/EmitRolledRows.cpp).
+// --quick: each case at its quick config (codegen::quickConfig, what the
+// runtime serves first when the chosen config is not cached).
+// --every-config: each case at every legal config (codegen's config space),
+// one row each in the per-case table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +55,8 @@ struct Args {
   std::string arch = "sm_90";
   bool ptxOnly = false;
   bool twoPass = false;
+  bool everyConfig = false;
+  bool quick = false;
   std::string out;
 };
 
@@ -91,7 +97,18 @@ llvm::Expected<std::vector<Case>> stockCases(const Args &a) {
       if (a.twoPass &&
           !llvm::errorToBool(checkConfig(*c.shaped.def, c.shaped.shape, twin)))
         c.config = twin;
-      cases.push_back(std::move(c));
+      if (a.quick)
+        c.config = quickConfig(*c.shaped.def, c.shaped.shape);
+      if (!a.everyConfig) {
+        cases.push_back(std::move(c));
+        continue;
+      }
+      for (const TileConfig &t :
+           enumerateConfigs(*c.shaped.def, c.shaped.shape)) {
+        Case one = c;
+        one.config = t;
+        cases.push_back(std::move(one));
+      }
     }
   return cases;
 }
@@ -230,10 +247,18 @@ llvm::Expected<Args> parseArgs(int argc, char **argv) {
       a.twoPass = true;
       continue;
     }
+    if (arg == "--quick") {
+      a.quick = true;
+      continue;
+    }
+    if (arg == "--every-config") {
+      a.everyConfig = true;
+      continue;
+    }
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "usage: compile_latency [--reps N] [--arch sm_XY] [--ptx-only] "
-        "[--two-pass] [--out FILE.md]");
+        "[--two-pass | --quick] [--every-config] [--out FILE.md]");
   }
   return a;
 }
@@ -247,7 +272,9 @@ int writeReport(const Args &a, llvm::ArrayRef<Sample> samples,
   std::strftime(date, sizeof date, "%Y-%m-%d", std::localtime(&now));
   os << "# Compile latency: every stock kernel x seed shape, one process\n\n"
      << "Date: " << date << ". " << numCases << " (kernel, seed shape) "
-     << "cases, " << (a.twoPass ? "default config's two-pass twin" : "default config")
+     << "cases, " << (a.quick     ? "quick config"
+         : a.twoPass ? "default config's two-pass twin"
+                     : "default config")
      << ", BITFOLD_ROLLED_ROWS="
      << (std::getenv("BITFOLD_ROLLED_ROWS") ? std::getenv("BITFOLD_ROLLED_ROWS")
                                             : "(unset)")

@@ -1,0 +1,64 @@
+//===- tests/codegen/QuickConfigTest.cpp - The fastest-compiling config ---===//
+//
+// codegen::quickConfig, what quick-first mode (runtime/Runtime.h) launches
+// while the chosen config compiles: at every stock kernel's seed shapes it
+// is a legal config of the space and its PTX is never longer than the
+// default's; where the default is a long one-pass row (the RMSNorms, the
+// Wan norm) it is at most three quarters of it. ptxas's time follows the
+// PTX's length (bench/results/2026-12-03-s17-compile-cpu.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Codegen.h"
+#include "templates/Problem.h"
+#include "templates/Registry.h"
+#include "tools/ShapedTemplate.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+using namespace bitfold;
+using namespace bitfold::codegen;
+using namespace bitfold::keys;
+
+namespace {
+
+size_t ptxBytes(const tools::ShapedTemplate &st, const TileConfig &c) {
+  CompileOptions opts;
+  opts.emitCubin = false;
+  auto k = compile(*st.def, st.shape, c, opts);
+  EXPECT_TRUE(bool(k)) << c.str() << ": " << llvm::toString(k.takeError());
+  return k ? k->ptx.size() : 0;
+}
+
+TEST(QuickConfig, IsLegalAndNeverLongerThanTheDefaultAtEverySeedShape) {
+  int cases = 0, shorter = 0;
+  for (const templates::DescriptorRef &d : templates::Registry::global().all())
+    for (const std::string &shape : d->seedShapes) {
+      auto p = templates::makeProblem(d->name, "", shape);
+      ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+      tools::ShapedTemplate st = tools::shapeProblem(*p);
+      const TileConfig quick = quickConfig(*st.def, st.shape);
+      const TileConfig dflt = defaultConfig(*st.def, st.shape);
+      std::vector<TileConfig> space = enumerateConfigs(*st.def, st.shape);
+      EXPECT_NE(std::find(space.begin(), space.end(), quick), space.end())
+          << d->name << " " << shape << ": " << quick.str();
+      const size_t q = ptxBytes(st, quick), base = ptxBytes(st, dflt);
+      EXPECT_LE(q, base) << d->name << " " << shape << ": quick "
+                         << quick.str() << ", default " << dflt.str();
+      const bool longRow = d->name == "hf_rmsnorm" && shape != "1,256,8192";
+      if (longRow || d->name == "rmsnorm_modulate" ||
+          d->name == "wan_rmsnorm_silu")
+        EXPECT_LE(q * 4, base * 3) << d->name << " " << shape << ": quick "
+                                   << quick.str() << " " << q
+                                   << " bytes, default " << dflt.str() << " "
+                                   << base;
+      ++cases;
+      shorter += q < base;
+    }
+  EXPECT_GE(cases, 20);
+  EXPECT_GE(shorter, cases / 2) << "the quick config rarely differs";
+}
+
+} // namespace
