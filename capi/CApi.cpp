@@ -446,6 +446,16 @@ BITFOLD_API bitfold_status bitfold_launch(bitfold_kernel *kernel,
 } // extern "C"
 
 extern "C" BITFOLD_API bitfold_status
+bitfold_runtime_set_quick_first(bitfold_runtime *runtime, int on) {
+  Runtime *rt = unwrapRuntime(runtime);
+  if (!rt)
+    return reportError(BITFOLD_ERROR_INVALID_ARGUMENT,
+                       "bitfold_runtime_set_quick_first: runtime is NULL");
+  rt->setQuickFirst(on != 0);
+  return reportError(BITFOLD_SUCCESS, "");
+}
+
+extern "C" BITFOLD_API bitfold_status
 bitfold_runtime_set_async_compile(bitfold_runtime *runtime, int on) {
   Runtime *rt = unwrapRuntime(runtime);
   if (!rt)

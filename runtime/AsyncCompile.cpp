@@ -50,7 +50,9 @@ void Kernel::compileInBackground(const SpecKey &key, int64_t cols) {
     result = runtimeError(BITFOLD_STATUS_NOT_READY,
                           "compile of " + templateName +
                               " cancelled: the runtime is being destroyed");
-  } else if (auto entry = specialise(key, cols); !entry) {
+  } else if (auto entry = specialise(key, cols, /*replace=*/false,
+                                     Tier::QuickFirst);
+             !entry) {
     result = entry.takeError();
   }
   {

@@ -78,6 +78,9 @@ Compiler bitfold::runtime::defaultCompiler() {
                      const keys::TileConfig &config) {
     return codegen::checkConfig(def, shape, config);
   };
+  c.quickConfig = [](const dsl::KernelDef &def, const keys::ShapeSpec &shape) {
+    return codegen::quickConfig(def, shape);
+  };
   c.toolchainVersion = [] { return codegen::toolchainVersion(); };
   c.toolchainFingerprint = [] { return codegen::toolchainFingerprint(); };
   c.warmUp = warmUpCodegen;

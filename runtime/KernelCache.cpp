@@ -164,6 +164,23 @@ KernelCache::getOrCompile(const CacheKey &key, const CompileFn &compile,
   return slot->kernel;
 }
 
+bool KernelCache::contains(const CacheKey &key) const {
+  const std::string h = key.hash();
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = slots.find(h);
+    if (it != slots.end())
+      slot = it->second;
+  }
+  if (slot) {
+    std::lock_guard<std::mutex> lock(slot->mu);
+    if (slot->state == Slot::Ready)
+      return true;
+  }
+  return !dir.empty() && llvm::sys::fs::exists(entryPath(dir, h));
+}
+
 llvm::Expected<CompiledKernelRef>
 KernelCache::compileNow(const CacheKey &key, const CompileFn &compile,
                         double *ms) {

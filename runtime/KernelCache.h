@@ -225,6 +225,10 @@ public:
                                                  CacheOrigin *origin = nullptr,
                                                  const ValidateFn &validate = {});
 
+  /// Whether `key`'s kernel is in memory or has a disk entry (its file
+  /// exists; not read or validated). Thread safe.
+  bool contains(const CacheKey &key) const;
+
   CacheStats stats() const;
   /// The cache directory; empty when the cache is memory only.
   std::string directory() const;

@@ -316,8 +316,35 @@ Kernel::ClassEntry *Kernel::publish(const SpecKey &key, std::string keyText,
   return it->second.get();
 }
 
+std::optional<keys::TileConfig>
+Kernel::quickInstead(const KernelDef &def, const SpecKey &key,
+                     const std::string &arch, const keys::TileConfig &chosen) {
+  const Compiler &comp = rt.compiler();
+  if (!rt.quickFirst() || !comp.quickConfig || rt.stopping())
+    return std::nullopt;
+  const keys::ShapeSpec shape = key.shape.shapeSpec();
+  keys::TileConfig quick = comp.quickConfig(def, shape);
+  if (quick == chosen ||
+      llvm::errorToBool(comp.checkConfig(def, shape, quick)) ||
+      rt.isCached(def, shape, chosen, keys::launchOptions(arch, key.pdl)))
+    return std::nullopt;
+  return quick;
+}
+
+void Kernel::upgradeLater(const SpecKey &key, int64_t cols) {
+  rt.prewarmQueued(1);
+  rt.runInBackground([this, key, cols] {
+    if (rt.stopping()) { // the quick kernel served; nothing is lost
+      rt.prewarmFinished(llvm::Error::success());
+      return;
+    }
+    auto entry = specialise(key, cols, /*replace=*/true);
+    rt.prewarmFinished(entry ? llvm::Error::success() : entry.takeError());
+  });
+}
+
 llvm::Expected<Kernel::ClassEntry *>
-Kernel::specialise(const SpecKey &key, int64_t cols, bool replace) {
+Kernel::specialise(const SpecKey &key, int64_t cols, bool replace, Tier tier) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string what = "cannot launch " + templateName;
   auto api = driver();
@@ -334,6 +361,14 @@ Kernel::specialise(const SpecKey &key, int64_t cols, bool replace) {
   auto config = chooseConfig(*def, key, *arch, *entry);
   if (!config)
     return config.takeError();
+  // Quick-first: serve the quick config while the chosen one compiles.
+  std::optional<keys::TileConfig> quick;
+  if (tier == Tier::QuickFirst && entry->configFrom != "pinned" &&
+      (quick = quickInstead(**def, key, *arch, *config))) {
+    entry->configFrom = "quick config while " + config->str() + " (" +
+                        entry->configFrom + ") compiles";
+    config = *quick;
+  }
 
   // A disk entry is vetted against the definition and the config asked for
   // (a mismatch is rebuilt by the cache); a fresh compile must match too.
@@ -351,8 +386,11 @@ Kernel::specialise(const SpecKey &key, int64_t cols, bool replace) {
   if (llvm::Error e = matches(**compiled))
     return e;
   entry->specialiseMs = msSince(t0);
-  return publish(key, std::move(keyText), *def, *compiled, std::move(entry),
-                 replace);
+  ClassEntry *published = publish(key, std::move(keyText), *def, *compiled,
+                                  std::move(entry), replace);
+  if (quick)
+    upgradeLater(key, cols);
+  return published;
 }
 
 llvm::Expected<CUfunction> Kernel::functionFor(Specialisation &s,
@@ -509,7 +547,8 @@ Kernel::lookup(SpecKey &key, const LaunchBinding &b) {
   }
   if (!found)
     return rt.asyncCompile() ? specialiseAsync(key, b.cols)
-                             : specialise(key, b.cols);
+                             : specialise(key, b.cols, /*replace=*/false,
+                                          Tier::QuickFirst);
   if (!found->provisional ||
       rt.configSource()->generation() == found->generation)
     return found;
@@ -644,6 +683,7 @@ Runtime::Runtime(RuntimeOptions options)
   bucketRows = source && source->bucketsRows();
   if (options.asyncCompile)
     setAsyncCompile(true);
+  setQuickFirst(options.quickFirst);
 }
 
 Runtime::~Runtime() {
@@ -683,6 +723,13 @@ void Runtime::runInBackground(std::function<void()> task) {
     }
   }
   pool->async(std::move(task));
+}
+
+bool Runtime::isCached(const KernelDef &def, const keys::ShapeSpec &shape,
+                       const keys::TileConfig &config,
+                       const keys::CompileOptions &options) {
+  return kernelCache.contains(
+      keys::makeCacheKey(def, shape, config, options, toolchain()));
 }
 
 void Runtime::prewarmQueued(uint64_t n) {

@@ -68,6 +68,12 @@ struct Compiler {
   std::function<llvm::Error(const dsl::KernelDef &, const keys::ShapeSpec &,
                             const keys::TileConfig &)>
       checkConfig;
+  /// The config whose kernel compiles fastest (codegen::quickConfig):
+  /// served first in quick-first mode (Runtime::setQuickFirst). Optional:
+  /// without it that mode compiles the chosen config only.
+  std::function<keys::TileConfig(const dsl::KernelDef &,
+                                 const keys::ShapeSpec &)>
+      quickConfig;
   /// codegen::toolchainVersion(): probes the PTX -> cubin tools (dlopen,
   /// `ptxas --version`), so a Runtime asks it only when a cache key is
   /// first needed and no probe is remembered for toolchainFingerprint.
@@ -113,6 +119,8 @@ struct RuntimeOptions {
   /// Asynchronous compile mode (runtime/AsyncCompile.cpp): off by default;
   /// Runtime::setAsyncCompile turns it on later.
   bool asyncCompile = false;
+  /// Quick-first mode (Runtime::setQuickFirst): off by default.
+  bool quickFirst = false;
 };
 
 /// Progress of the prewarm compiles of a runtime (Kernel::prewarm).
@@ -215,8 +223,18 @@ private:
   launchDef(const DLTensor *const *tensors, int numTensors);
   llvm::Expected<const ClassEntry *> lookup(SpecKey &key,
                                             const LaunchBinding &b);
+  /// QuickFirst: in quick-first mode, a chosen config that is not cached
+  /// is served by the quick config until it compiles (upgradeLater).
+  enum class Tier { Chosen, QuickFirst };
   llvm::Expected<ClassEntry *> specialise(const SpecKey &key, int64_t cols,
-                                          bool replace = false);
+                                          bool replace = false,
+                                          Tier tier = Tier::Chosen);
+  std::optional<keys::TileConfig>
+  quickInstead(const dsl::KernelDef &def, const SpecKey &key,
+               const std::string &arch, const keys::TileConfig &chosen);
+  /// Compiles the class's chosen config on the compile threads, then
+  /// replaces the quick entry with it.
+  void upgradeLater(const SpecKey &key, int64_t cols);
   /// Async mode (Runtime::setAsyncCompile; AsyncCompile.cpp): a launch of
   /// a class not resolved yet starts its compile on the compile threads,
   /// once, and fails at once with BITFOLD_STATUS_NOT_READY; once compiled,
@@ -320,6 +338,23 @@ public:
   /// compiles count as prewarm compiles (prewarmStatus, waitPrewarm).
   void setAsyncCompile(bool on);
   bool asyncCompile() const { return async.load(std::memory_order_acquire); }
+  /// Quick-first mode: a shape class whose chosen config is in neither
+  /// cache first compiles Compiler::quickConfig's (the config whose PTX is
+  /// shortest; every config gives the same bits) and launches that, while
+  /// the chosen config compiles on the compile threads and replaces it for
+  /// later launches. A launch then waits for the quick compile only (sync
+  /// mode), or the eager chain serves for that long (async mode). Prewarm
+  /// and pinned configs compile the chosen config only. Its background
+  /// compiles count as prewarm compiles (prewarmStatus, waitPrewarm).
+  void setQuickFirst(bool on) {
+    quick.store(on, std::memory_order_release);
+  }
+  bool quickFirst() const { return quick.load(std::memory_order_acquire); }
+  /// Whether (def, shape, config, options)'s kernel is in the memory cache
+  /// or has a disk entry (not validated: a bad entry compiles again).
+  bool isCached(const dsl::KernelDef &def, const keys::ShapeSpec &shape,
+                const keys::TileConfig &config,
+                const keys::CompileOptions &options);
   /// Set once the runtime is being destroyed: queued background compiles
   /// are skipped (running ones finish; the destructor joins them).
   bool stopping() const { return shuttingDown.load(std::memory_order_acquire); }
@@ -348,7 +383,7 @@ private:
   mutable std::mutex prewarmMu;
   std::condition_variable prewarmCv;
   PrewarmStatus prewarm;
-  std::atomic<bool> async{false}, shuttingDown{false};
+  std::atomic<bool> async{false}, quick{false}, shuttingDown{false};
   std::once_flag warmUpOnce;
   /// Last member: destroyed (waiting for its tasks) before the kernels and
   /// the cache those tasks use.

@@ -194,6 +194,20 @@ bitfold_runtime_prewarm_status(bitfold_runtime *runtime, int wait,
 BITFOLD_API bitfold_status
 bitfold_runtime_set_async_compile(bitfold_runtime *runtime, int on);
 
+/** Quick-first mode, per runtime; off by default. With `on` = 1, a shape
+ *  class whose chosen config (tune DB or default) is in neither the memory
+ *  nor the disk cache first compiles the config whose kernel compiles
+ *  fastest (the shortest PTX) and launches that; the chosen config then
+ *  compiles on the compile threads and serves every launch after it is
+ *  ready. Every config gives the same bits, so only speed changes. A
+ *  synchronous first launch waits for the quick compile only; in async
+ *  compile mode the class is served sooner. The background compiles count
+ *  as prewarm compiles (bitfold_runtime_prewarm_status); if one fails the
+ *  quick kernel keeps serving. Pinned configs and prewarmed shapes compile
+ *  the chosen config only. */
+BITFOLD_API bitfold_status
+bitfold_runtime_set_quick_first(bitfold_runtime *runtime, int on);
+
 /** Destroys a runtime, its kernels and their loaded modules. NULL is a
  *  no-op. Launched work is not waited for: synchronise first. */
 BITFOLD_API void bitfold_runtime_destroy(bitfold_runtime *runtime);

@@ -151,6 +151,9 @@ struct RuntimeOptions {
   /// Async compile mode (bitfold_runtime_set_async_compile): a launch of a
   /// shape class not compiled yet returns BITFOLD_STATUS_NOT_READY at once.
   bool asyncCompile = false;
+  /// Quick-first mode (bitfold_runtime_set_quick_first): a new shape class
+  /// runs the fastest-compiling config until the chosen one is compiled.
+  bool quickFirst = false;
 };
 
 /// Owns a bitfold_runtime (move-only).
@@ -177,6 +180,9 @@ public:
     Runtime out(rt);
     if (options.asyncCompile)
       if (Status st = out.setAsyncCompile(true); !st)
+        return st;
+    if (options.quickFirst)
+      if (Status st = out.setQuickFirst(true); !st)
         return st;
     return out;
   }
@@ -239,6 +245,10 @@ public:
   /// Async compile mode on or off (bitfold_runtime_set_async_compile).
   Status setAsyncCompile(bool on) const {
     return Status::fromLastCall(bitfold_runtime_set_async_compile(rt_, on));
+  }
+  /// Quick-first mode on or off (bitfold_runtime_set_quick_first).
+  Status setQuickFirst(bool on) const {
+    return Status::fromLastCall(bitfold_runtime_set_quick_first(rt_, on));
   }
   /// Blocks until every prewarm compile has finished.
   Status waitPrewarm() const {

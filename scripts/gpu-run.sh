@@ -37,8 +37,10 @@
 #             bin/compile_latency (in the package when it was built with
 #             BITFOLD_PACKAGE_COMPILE_LATENCY=1): every stock kernel x seed
 #             shape compiled in one process, per-stage p50/p95, the first
-#             compile apart
-#                                                       -> compile-latency.md
+#             compile apart; then the same at each case's quick config
+#             (what quick-first mode serves first)
+#                                                       -> compile-latency.md,
+#                                                          compile-latency-quick.md
 #   any other word is passed to bash as a command after the package is set
 #   up; it sees the results directory as $OUT.
 # Usage: bash scripts/gpu-run.sh [--out DIR] [--pkg FILE] [--wheels DIR] STEP...
@@ -234,7 +236,9 @@ for step in "$@"; do
     fleet) fleet_step || status=1 ;;
     compile-latency)
       /tmp/bf/bin/compile_latency --out "$OUT/compile-latency.md" 2>&1 |
-        tee "$OUT/compile-latency.log" | tail -40 || status=1 ;;
+        tee "$OUT/compile-latency.log" | tail -40 || status=1
+      /tmp/bf/bin/compile_latency --quick --out "$OUT/compile-latency-quick.md" \
+        2>&1 | tee "$OUT/compile-latency-quick.log" | tail -40 || status=1 ;;
     *) bash -c "$step" || status=1 ;;
   esac
 done

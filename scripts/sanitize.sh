@@ -120,7 +120,7 @@ for step in "${steps[@]}"; do
     tsan)
       dir=$base/build-tsan
       configure "$dir" thread
-      pattern=${TSAN_TESTS:-Concurren|ManyThreads|PerThread|Racing|Parallel|Background|Prewarm|AsyncCompile}
+      pattern=${TSAN_TESTS:-Concurren|ManyThreads|PerThread|Racing|Parallel|Background|Prewarm|AsyncCompile|QuickFirst}
       mapfile -t tsan_targets < <(threading_targets "$dir" "$pattern")
       if [[ ${#tsan_targets[@]} -eq 0 ]]; then
         echo "sanitize.sh: no test matches '$pattern'" >&2

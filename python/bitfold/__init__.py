@@ -116,12 +116,15 @@ class Runtime:
 
     def __init__(self, lib_path=None, cache_dir=None, disk_cache=True, tune_db=None,
                  compile_threads=None, cache_max_bytes=None, tune_on_miss=None,
-                 tune_budget_seconds=None, async_compile=False):
+                 tune_budget_seconds=None, async_compile=False, quick_first=False):
         """Options as bitfold.h's bitfold_runtime_options; None keeps the
         library's default. tune_on_miss: "off", "background" or "now".
         async_compile: a launch at a shape class not compiled yet starts its
         compile in the background and raises NotReady at once
-        (bitfold_runtime_set_async_compile); later launches find it."""
+        (bitfold_runtime_set_async_compile); later launches find it.
+        quick_first: a new shape class runs the config that compiles
+        fastest (same bits) until its chosen config is compiled in the
+        background (bitfold_runtime_set_quick_first)."""
         self.lib = _lib.load(lib_path)
         opts = _lib.RuntimeOptions()
         self.lib.bitfold_runtime_options_init(ctypes.byref(opts))
@@ -139,6 +142,8 @@ class Runtime:
                                                          ctypes.byref(self.handle)))
         if async_compile:
             self.set_async_compile(True)
+        if quick_first:
+            self.set_quick_first(True)
 
     def _live(self):
         """The runtime's handle; BitfoldError once it is closed."""
@@ -152,6 +157,14 @@ class Runtime:
         if fn is None:
             raise BitfoldError("BITFOLD_ERROR_UNSUPPORTED",
                                f"{self.lib.bitfold_path} has no async compile mode")
+        _check(self.lib, fn(self._live(), 1 if on else 0))
+
+    def set_quick_first(self, on):
+        """Turns quick-first mode on or off (see __init__)."""
+        fn = getattr(self.lib, "bitfold_runtime_set_quick_first", None)
+        if fn is None:
+            raise BitfoldError("BITFOLD_ERROR_UNSUPPORTED",
+                               f"{self.lib.bitfold_path} has no quick-first mode")
         _check(self.lib, fn(self._live(), 1 if on else 0))
 
     @property
@@ -266,14 +279,26 @@ def default_async_compile():
     return _default_async
 
 
+def default_quick_first(async_compile):
+    """Whether the default runtime runs quick-first: $BITFOLD_QUICK_FIRST=1
+    or 0, else with async compile (a new shape's kernel serves sooner)."""
+    env = os.environ.get("BITFOLD_QUICK_FIRST")
+    if env in ("0", "1"):
+        return env == "1"
+    return bool(async_compile)
+
+
 def default_runtime():
     """The process-wide runtime `bitfold.torch` uses (created on first use;
-    in async compile mode per default_async_compile())."""
+    in async compile mode per default_async_compile(), quick-first per
+    default_quick_first())."""
     global _default
     if _default is None:
         with _default_lock:
             if _default is None:
-                _default = Runtime(async_compile=default_async_compile())
+                background = default_async_compile()
+                _default = Runtime(async_compile=background,
+                                   quick_first=default_quick_first(background))
     return _default
 
 

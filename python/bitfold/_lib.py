@@ -101,6 +101,7 @@ _SIGNATURES = {
     "bitfold_prewarm": ([_VP, _I, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(_I), _I], _I),
     "bitfold_runtime_prewarm_status": ([_VP, _I, ctypes.POINTER(PrewarmStatus)], _I),
     "bitfold_runtime_set_async_compile": ([_VP, _I], _I),
+    "bitfold_runtime_set_quick_first": ([_VP, _I], _I),
 }
 
 # bitfold_status BITFOLD_STATUS_NOT_READY (async compile mode).

@@ -19,10 +19,10 @@ import bitfold.torch as bt  # noqa: E402
 from bitfold.torch import _eager, _table  # noqa: E402
 
 
-@pytest.fixture
-def async_rt():
+def _default_runtime(**options):
+    """A runtime of its own as bitfold.torch's default while the test runs."""
     saved = bitfold._default
-    rt = bitfold.Runtime(disk_cache=False, async_compile=True)
+    rt = bitfold.Runtime(disk_cache=False, async_compile=True, **options)
     bitfold._default = rt
     for op in _table.OPS:
         op.new_kernels()
@@ -33,6 +33,11 @@ def async_rt():
     for op in _table.OPS:
         op.new_kernels()
     rt.close()
+
+
+@pytest.fixture
+def async_rt():
+    yield from _default_runtime()
 
 
 def _inputs(cols, seed):
@@ -76,6 +81,34 @@ def test_hf_rmsnorm_served_eagerly_then_by_the_kernel(async_rt):
     assert torch.equal(bt.hf_rmsnorm(x, w, 1e-6), want)
     s = bt.stats()["hf_rmsnorm"]
     assert s["launches"] == 1 and s["compiling"] == 1 and not s["fallbacks"], s
+
+
+@pytest.fixture
+def quick_rt():
+    yield from _default_runtime(quick_first=True)
+
+
+@pytest.mark.parametrize("shape", [(2, 24, 4096), (8, 128, 5120), (3, 17, 2048)])
+def test_quick_first_serves_the_quick_kernel_then_the_chosen_one(quick_rt, shape):
+    """hf_rmsnorm's chosen configs keep a row in registers (one pass); its
+    quick config runs two passes on 256 threads. Eager while the quick one
+    compiles, then the quick kernel, then the chosen one: all equal to
+    eager, and two compiles per class (the quick one and the upgrade)."""
+    g = torch.Generator(device="cuda").manual_seed(shape[-1])
+    x = torch.randn(*shape, generator=g, device="cuda").to(torch.bfloat16)
+    w = torch.randn(shape[-1], generator=g, device="cuda").to(torch.bfloat16)
+    want = _eager.hf_rmsnorm(x, w, 1e-6)
+    assert torch.equal(bt.hf_rmsnorm(x, w, 1e-6), want)
+    deadline = time.monotonic() + 60
+    while bt.stats()["hf_rmsnorm"]["launches"] == 0 and time.monotonic() < deadline:
+        assert torch.equal(bt.hf_rmsnorm(x, w, 1e-6), want)
+        time.sleep(0.002)
+    assert bt.stats()["hf_rmsnorm"]["launches"] >= 1, "no kernel served in 60 s"
+    st = quick_rt.prewarm_status(wait=True)
+    assert (st["done"], st["failed"]) == (2, 0), st  # quick compile + upgrade
+    assert torch.equal(bt.hf_rmsnorm(x, w, 1e-6), want)
+    s = bt.stats()["hf_rmsnorm"]
+    assert not s["fallbacks"], s
 
 
 _FIRST_COMPILE = r"""

@@ -94,6 +94,28 @@ class AsyncCompileOnTheFakeDriver(unittest.TestCase):
         self.assertEqual(self.stats()["compiling"], 1)
         self.assertEqual(self.rt.cache_stats()["compiles"], 1)
 
+    def test_quick_first_compiles_the_quick_config_then_the_chosen_one(self):
+        rt = self.bitfold.Runtime(lib_path=FAKE_LIB, disk_cache=False, async_compile=True,
+                                  quick_first=True)
+        try:
+            self.use(rt)
+            g = torch.Generator().manual_seed(3)
+            x = torch.randn(2, 8, 4096, generator=g).to(torch.bfloat16)
+            w = torch.randn(4096, generator=g).to(torch.bfloat16)
+            y = self.bt.hf_rmsnorm(x, w, 1e-6)
+            self.assertTrue(torch.equal(y, self.bt._eager.hf_rmsnorm(x, w, 1e-6)))
+            st = self.bt.wait_for_compiles()
+            # The quick config (two passes on 256 threads), then the upgrade
+            # to the chosen one: two compiles, both background tasks.
+            self.assertEqual((st["pending"], st["done"], st["failed"]), (0, 2, 0), st)
+            self.assertEqual(rt.cache_stats()["compiles"], 2)
+            self.bt.hf_rmsnorm(x, w, 1e-6)
+            self.assertEqual(self.bt.stats()["hf_rmsnorm"]["launches"], 1)
+            self.assertEqual(rt.cache_stats()["compiles"], 2)
+        finally:
+            self.use(self.rt)
+            rt.close()
+
     def test_out_argument_gets_the_eager_result_while_compiling(self):
         x, sc, sh = inputs()
         out = torch.full_like(x, 7.0)
@@ -201,6 +223,20 @@ class AsyncCompileIsTheDefault(unittest.TestCase):
 
     def test_importing_bitfold_torch_makes_the_default_runtime_async(self):
         self.assertTrue(self.bitfold.default_async_compile())
+
+    def test_quick_first_follows_async_compile_unless_the_environment_says(self):
+        saved = os.environ.pop("BITFOLD_QUICK_FIRST", None)
+        try:
+            self.assertTrue(self.bitfold.default_quick_first(True))
+            self.assertFalse(self.bitfold.default_quick_first(False))
+            os.environ["BITFOLD_QUICK_FIRST"] = "0"
+            self.assertFalse(self.bitfold.default_quick_first(True))
+            os.environ["BITFOLD_QUICK_FIRST"] = "1"
+            self.assertTrue(self.bitfold.default_quick_first(False))
+        finally:
+            os.environ.pop("BITFOLD_QUICK_FIRST", None)
+            if saved is not None:
+                os.environ["BITFOLD_QUICK_FIRST"] = saved
 
     def test_the_environment_turns_it_off(self):
         os.environ["BITFOLD_ASYNC_COMPILE"] = "0"

@@ -32,12 +32,6 @@ using namespace bitfold::policy;
 
 namespace {
 
-/// The launch's status code (BITFOLD_SUCCESS when it launched).
-bitfold_status statusOf(llvm::Error e) {
-  std::string msg;
-  return takeStatus(std::move(e), msg);
-}
-
 class AsyncCompile : public ::testing::Test {
 protected:
   void SetUp() override { ASSERT_TRUE(fakeDriver); }

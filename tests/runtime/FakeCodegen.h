@@ -17,8 +17,8 @@ namespace bitfold::runtime::fake {
 /// Compiles performed by fake compilers in this process.
 extern std::atomic<int> fakeCompiles;
 
-/// Fake codegen: default config r2.t64.v4.p1, cubin = the key facts as
-/// bytes.
+/// Fake codegen: default config r2.t64.v4.p1 (quick config r1.t32.v4.p1
+/// from 4096 columns on), cubin = the key facts as bytes.
 Compiler fakeCompiler();
 
 } // namespace bitfold::runtime::fake

@@ -11,6 +11,7 @@
 #include "FakeCodegen.h"
 
 #include "runtime/Runtime.h"
+#include "runtime/Status.h"
 
 #include "llvm/Support/FileSystem.h"
 
@@ -92,6 +93,12 @@ inline Compiler gatedCompiler(Gate *gate, int64_t slowCols,
   };
   c.toolchainFingerprint = [] { return std::string("fake tools, same files"); };
   return c;
+}
+
+/// A launch's status code (BITFOLD_SUCCESS when it launched).
+inline bitfold_status statusOf(llvm::Error e) {
+  std::string msg;
+  return takeStatus(std::move(e), msg);
 }
 
 /// The runtime's ln_modulate kernel (bf16); null after a failed check.

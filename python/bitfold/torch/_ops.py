@@ -114,6 +114,7 @@ def set_async_compile(on):
     rt = bitfold._default
     if rt is not None and hasattr(rt, "set_async_compile"):
         rt.set_async_compile(on)
+        rt.set_quick_first(bitfold.default_quick_first(on))
 
 
 def wait_for_compiles():
