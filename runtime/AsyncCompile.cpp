@@ -73,8 +73,17 @@ void Kernel::compileInBackground(const SpecKey &key, int64_t cols) {
 
 void Runtime::setAsyncCompile(bool on) {
   async.store(on, std::memory_order_release);
-  if (!on)
-    return;
+  if (on)
+    startWarmUp();
+}
+
+void Runtime::setQuickFirst(bool on) {
+  quick.store(on, std::memory_order_release);
+  if (on)
+    startWarmUp();
+}
+
+void Runtime::startWarmUp() {
   std::call_once(warmUpOnce, [&] {
     runInBackground([this] {
       if (stopping())

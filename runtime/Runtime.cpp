@@ -683,7 +683,8 @@ Runtime::Runtime(RuntimeOptions options)
   bucketRows = source && source->bucketsRows();
   if (options.asyncCompile)
     setAsyncCompile(true);
-  setQuickFirst(options.quickFirst);
+  if (options.quickFirst)
+    setQuickFirst(true);
 }
 
 Runtime::~Runtime() {

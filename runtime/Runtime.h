@@ -346,9 +346,8 @@ public:
   /// mode), or the eager chain serves for that long (async mode). Prewarm
   /// and pinned configs compile the chosen config only. Its background
   /// compiles count as prewarm compiles (prewarmStatus, waitPrewarm).
-  void setQuickFirst(bool on) {
-    quick.store(on, std::memory_order_release);
-  }
+  /// Turning it on also starts the toolchain's set-up, as async mode does.
+  void setQuickFirst(bool on);
   bool quickFirst() const { return quick.load(std::memory_order_acquire); }
   /// Whether (def, shape, config, options)'s kernel is in the memory cache
   /// or has a disk entry (not validated: a bad entry compiles again).
@@ -359,6 +358,9 @@ public:
   /// are skipped (running ones finish; the destructor joins them).
   bool stopping() const { return shuttingDown.load(std::memory_order_acquire); }
 
+  /// Starts the toolchain's set-up on a compile thread, once per runtime
+  /// (Compiler::warmUp after the tool probe).
+  void startWarmUp();
   /// Runs `task` on the compile threads (created on first use).
   void runInBackground(std::function<void()> task);
   /// Prewarm bookkeeping (Kernel::prewarm).

@@ -204,7 +204,8 @@ bitfold_runtime_set_async_compile(bitfold_runtime *runtime, int on);
  *  compile mode the class is served sooner. The background compiles count
  *  as prewarm compiles (bitfold_runtime_prewarm_status); if one fails the
  *  quick kernel keeps serving. Pinned configs and prewarmed shapes compile
- *  the chosen config only. */
+ *  the chosen config only. Turning the mode on also starts the toolchain's
+ *  set-up in the background, as async compile mode does. */
 BITFOLD_API bitfold_status
 bitfold_runtime_set_quick_first(bitfold_runtime *runtime, int on);
 

@@ -236,6 +236,25 @@ TEST_F(QuickFirst, AQuickConfigEqualToTheChosenOneCompilesOnce) {
   EXPECT_EQ(fake::fakeCompiles - before, 1);
 }
 
+TEST_F(QuickFirst, TurningItOnStartsTheToolchainSetUp) {
+  std::atomic<int> warmUps{0};
+  RuntimeOptions o;
+  o.compiler = fake::fakeCompiler();
+  o.compiler->warmUp = [&] { ++warmUps; };
+  o.cache.disk = false;
+  Runtime rt(std::move(o));
+  EXPECT_EQ(warmUps.load(), 0) << "set up before the mode was asked for";
+  rt.setQuickFirst(true);
+  for (int i = 0; i < 2000 && warmUps.load() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(warmUps.load(), 1);
+  rt.setQuickFirst(false);
+  rt.setQuickFirst(true);
+  rt.setAsyncCompile(true);
+  rt.waitPrewarm();
+  EXPECT_EQ(warmUps.load(), 1) << "the set-up ran twice";
+}
+
 TEST_F(QuickFirst, CApiTurnsItOnAndRejectsNull) {
   RuntimeOptions o;
   o.compiler = fake::fakeCompiler();
