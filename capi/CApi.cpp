@@ -445,30 +445,38 @@ BITFOLD_API bitfold_status bitfold_launch(bitfold_kernel *kernel,
 
 } // extern "C"
 
-extern "C" BITFOLD_API bitfold_status
-bitfold_runtime_set_quick_first(bitfold_runtime *runtime, int on) {
+namespace {
+
+/// Turns one of a runtime's modes on or off (`fn` names the entry point);
+/// no exception crosses the C ABI (the set-up they start makes threads).
+bitfold_status setMode(bitfold_runtime *runtime, int on, const char *fn,
+                       void (Runtime::*set)(bool)) {
   Runtime *rt = unwrapRuntime(runtime);
   if (!rt)
     return reportError(BITFOLD_ERROR_INVALID_ARGUMENT,
-                       "bitfold_runtime_set_quick_first: runtime is NULL");
-  rt->setQuickFirst(on != 0);
-  return reportError(BITFOLD_SUCCESS, "");
+                       (std::string(fn) + ": runtime is NULL").c_str());
+  const char *what = nullptr;
+  try {
+    (rt->*set)(on != 0);
+    return reportError(BITFOLD_SUCCESS, "");
+  } catch (const std::bad_alloc &) {
+    what = ": out of host memory";
+  } catch (...) {
+    what = ": unexpected exception";
+  }
+  return reportError(BITFOLD_ERROR_INTERNAL, (std::string(fn) + what).c_str());
+}
+
+} // namespace
+
+extern "C" BITFOLD_API bitfold_status
+bitfold_runtime_set_quick_first(bitfold_runtime *runtime, int on) {
+  return setMode(runtime, on, "bitfold_runtime_set_quick_first",
+                 &Runtime::setQuickFirst);
 }
 
 extern "C" BITFOLD_API bitfold_status
 bitfold_runtime_set_async_compile(bitfold_runtime *runtime, int on) {
-  Runtime *rt = unwrapRuntime(runtime);
-  if (!rt)
-    return reportError(BITFOLD_ERROR_INVALID_ARGUMENT,
-                       "bitfold_runtime_set_async_compile: runtime is NULL");
-  try {
-    rt->setAsyncCompile(on != 0);
-  } catch (const std::bad_alloc &) {
-    return reportError(BITFOLD_ERROR_INTERNAL,
-                       "bitfold_runtime_set_async_compile: out of host memory");
-  } catch (...) {
-    return reportError(BITFOLD_ERROR_INTERNAL,
-                       "bitfold_runtime_set_async_compile: unexpected exception");
-  }
-  return reportError(BITFOLD_SUCCESS, "");
+  return setMode(runtime, on, "bitfold_runtime_set_async_compile",
+                 &Runtime::setAsyncCompile);
 }
