@@ -1053,13 +1053,18 @@ TileConfig codegen::quickConfig(const KernelDef &def, const ShapeSpec &shape) {
   std::optional<TileConfig> best;
   int64_t bestCost = 0;
   for (const TileConfig &c : enumerateConfigs(def, shape)) {
+    // The quick kernel serves until the chosen one is ready, so it keeps
+    // the default's access width and about its CTAs: on the H200, conv_bias
+    // and the Wan norm at [1,96,4,480,832] ran 6.5x and 6.2x slower at
+    // r1.t128.v1 (2-byte accesses, a CTA a row of 96) than their defaults.
+    if (c.vectorElems != fallback.vectorElems ||
+        c.rowsPerCta * 4 < fallback.rowsPerCta)
+      continue;
     std::optional<int64_t> n = elements(c);
     if (!n)
       continue;
-    // Fewest elements spelled out, then narrower accesses (on the CPU box
-    // qk_layernorm's r1.t32.v4.p1 compiled in 24 ms, v8 in 33), then fewer
-    // rows a CTA.
-    const int64_t cost = *n * 4096 + c.vectorElems * 64 + c.rowsPerCta;
+    // Fewest elements spelled out, then more rows a CTA.
+    const int64_t cost = *n * 4096 - c.rowsPerCta;
     if (!best || cost < bestCost) {
       best = c;
       bestCost = cost;
