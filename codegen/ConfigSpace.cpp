@@ -1051,7 +1051,7 @@ TileConfig codegen::quickConfig(const KernelDef &def, const ShapeSpec &shape) {
     return spelledOutElements(def, *p);
   };
   std::optional<TileConfig> best;
-  int64_t bestCost = 0;
+  int64_t bestElements = 0;
   for (const TileConfig &c : enumerateConfigs(def, shape)) {
     // The quick kernel serves until the chosen one is ready, so it keeps
     // the default's access width and about its CTAs: on the H200, conv_bias
@@ -1064,17 +1064,17 @@ TileConfig codegen::quickConfig(const KernelDef &def, const ShapeSpec &shape) {
     if (!n)
       continue;
     // Fewest elements spelled out, then more rows a CTA.
-    const int64_t cost = *n * 4096 - c.rowsPerCta;
-    if (!best || cost < bestCost) {
+    if (!best || *n < bestElements ||
+        (*n == bestElements && c.rowsPerCta > best->rowsPerCta)) {
       best = c;
-      bestCost = cost;
+      bestElements = *n;
     }
   }
   // The estimate is coarse: only a clear saving (a tenth or more) is worth
   // a second compile (ln_modulate at 4096 columns: r1.t256.v4.p2, 8% fewer
   // elements than the default r1.t128.v4.p1, has 44% more PTX).
   std::optional<int64_t> base = elements(fallback);
-  if (!best || !base || (bestCost / 4096) * 10 > *base * 9)
+  if (!best || !base || bestElements * 10 > *base * 9)
     return fallback;
   return *best;
 }
