@@ -102,14 +102,16 @@ const NvJitLink &nvJitLink() {
 }
 
 llvm::Expected<AssembledCubin> viaNvJitLink(llvm::StringRef ptx,
-                                            llvm::StringRef arch) {
+                                            llvm::StringRef arch,
+                                            int optLevel) {
   const NvJitLink &lib = nvJitLink();
   if (!lib.ok)
     return fail("nvJitLink: " + lib.why);
   std::string archOpt = ("-arch=" + arch).str();
-  const char *opts[] = {archOpt.c_str(), "-Xptxas=-v"};
+  std::string opt = llvm::formatv("-Xptxas=-O{0}", optLevel).str();
+  const char *opts[] = {archOpt.c_str(), "-Xptxas=-v", opt.c_str()};
   void *h = nullptr;
-  if (int rc = lib.create(&h, 2, opts))
+  if (int rc = lib.create(&h, 3, opts))
     return fail(llvm::formatv("nvJitLinkCreate failed ({0})", rc));
   auto logOf = [&](auto sizeFn, auto logFn) {
     size_t n = 0;
@@ -206,12 +208,14 @@ const PtxCompiler &ptxCompiler() {
 }
 
 llvm::Expected<AssembledCubin> viaPtxCompiler(llvm::StringRef ptx,
-                                              llvm::StringRef arch) {
+                                              llvm::StringRef arch,
+                                              int optLevel) {
   const PtxCompiler &lib = ptxCompiler();
   if (!lib.ok)
     return fail("PTX Compiler API: " + lib.why);
   std::string gpu = ("--gpu-name=" + arch).str();
-  const char *opts[] = {gpu.c_str(), "--verbose"};
+  std::string opt = llvm::formatv("-O{0}", optLevel).str();
+  const char *opts[] = {gpu.c_str(), "--verbose", opt.c_str()};
   struct Outputs {
     AssembledCubin cubin;
     std::string error;
@@ -224,7 +228,7 @@ llvm::Expected<AssembledCubin> viaPtxCompiler(llvm::StringRef ptx,
     else
       (what == 1 ? o->cubin.log : o->error).assign(data, n);
   };
-  int rc = lib.compile(ptx.data(), ptx.size(), 2, opts, sink, &out);
+  int rc = lib.compile(ptx.data(), ptx.size(), 3, opts, sink, &out);
   if (rc != 0)
     return fail(llvm::formatv("PTX Compiler API failed ({0}): {1}", rc,
                               out.error));
@@ -257,7 +261,8 @@ std::string bitfold::codegen::findPtxas() {
 }
 
 llvm::Expected<AssembledCubin>
-bitfold::codegen::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef arch) {
+bitfold::codegen::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef arch,
+                                    int optLevel) {
   std::string ptxas = findPtxas();
   if (ptxas.empty())
     return fail("ptxas not found (set BITFOLD_PTXAS, or put it on PATH)");
@@ -280,7 +285,8 @@ bitfold::codegen::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef arch) {
     os << ptx;
   }
   std::string archOpt = ("-arch=" + arch).str();
-  llvm::SmallVector<llvm::StringRef, 8> args{ptxas, archOpt, "-v", "-o",
+  std::string opt = llvm::formatv("-O{0}", optLevel).str();
+  llvm::SmallVector<llvm::StringRef, 8> args{ptxas, archOpt, "-v", opt, "-o",
                                              cubin, in};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt,
                                                 llvm::StringRef(log),
@@ -304,24 +310,28 @@ bitfold::codegen::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef arch) {
 
 llvm::Expected<AssembledCubin> bitfold::codegen::assemble(llvm::StringRef ptx,
                                                           llvm::StringRef arch,
-                                                          llvm::StringRef tool) {
+                                                          llvm::StringRef tool,
+                                                          int optLevel) {
+  if (optLevel < 0 || optLevel > 3)
+    return fail(llvm::formatv("assembler optimisation level {0} (0-3)",
+                              optLevel));
   if (tool.empty())
     if (const char *env = std::getenv("BITFOLD_CUBIN_TOOL"))
       tool = env;
   if (tool == "ptxas")
-    return assembleWithPtxas(ptx, arch);
+    return assembleWithPtxas(ptx, arch, optLevel);
   if (tool == "nvJitLink")
-    return viaNvJitLink(ptx, arch);
+    return viaNvJitLink(ptx, arch, optLevel);
   if (tool == "ptxcompiler")
-    return viaPtxCompiler(ptx, arch);
+    return viaPtxCompiler(ptx, arch, optLevel);
   if (tool.empty() && ptxCompiler().ok)
-    return viaPtxCompiler(ptx, arch);
+    return viaPtxCompiler(ptx, arch, optLevel);
   if (tool == "driver" || (tool.empty() && !nvJitLink().ok && driverLinker())) {
     if (!driverLinker())
       return fail("no driver linker installed (runtime's setDriverLinker)");
     AssembledCubin out;
     out.tool = "driver";
-    llvm::Expected<std::vector<char>> c = driverLinker()(ptx, arch, out.log);
+    llvm::Expected<std::vector<char>> c = driverLinker()(ptx, arch, optLevel, out.log);
     if (!c)
       return c.takeError();
     out.cubin = std::move(*c);
@@ -331,8 +341,8 @@ llvm::Expected<AssembledCubin> bitfold::codegen::assemble(llvm::StringRef ptx,
     return fail("unknown cubin tool '" + tool +
                 "' (ptxcompiler, nvJitLink, ptxas or driver)");
   if (nvJitLink().ok)
-    return viaNvJitLink(ptx, arch);
-  return assembleWithPtxas(ptx, arch);
+    return viaNvJitLink(ptx, arch, optLevel);
+  return assembleWithPtxas(ptx, arch, optLevel);
 }
 
 namespace {

@@ -22,10 +22,11 @@ namespace bitfold::codegen {
 
 struct AssembledCubin;
 
-/// PTX + arch -> cubin through the CUDA driver (cuLinkCreate ...). `log`
-/// receives the info log.
+/// PTX + arch -> cubin through the CUDA driver (cuLinkCreate ...) at
+/// optimisation level `optLevel` (0-3). `log` receives the info log.
 using CubinLinker = std::function<llvm::Expected<std::vector<char>>(
-    llvm::StringRef ptx, llvm::StringRef arch, std::string &log)>;
+    llvm::StringRef ptx, llvm::StringRef arch, int optLevel,
+    std::string &log)>;
 /// Installs (or, with an empty function, removes) the driver linker.
 void setDriverLinker(CubinLinker linker);
 
@@ -41,9 +42,10 @@ std::string toolchainFingerprint();
 /// Path of ptxas, or "" when none is found.
 std::string findPtxas();
 
-/// ptxas -v as a subprocess.
+/// ptxas -v -O`optLevel` as a subprocess.
 llvm::Expected<AssembledCubin> assembleWithPtxas(llvm::StringRef ptx,
-                                                 llvm::StringRef arch);
+                                                 llvm::StringRef arch,
+                                                 int optLevel = 3);
 
 } // namespace bitfold::codegen
 

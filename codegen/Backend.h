@@ -42,10 +42,11 @@ struct AssembledCubin {
 
 /// PTX -> cubin. `tool` empty: the PTX Compiler API when
 /// libbitfold-ptxc.so.0 loads, else nvJitLink when libnvJitLink.so.13 loads,
-/// else the driver hook when set, else ptxas.
+/// else the driver hook when set, else ptxas. `optLevel`: ptxas -O (0-3).
 llvm::Expected<AssembledCubin> assemble(llvm::StringRef ptx,
                                         llvm::StringRef arch,
-                                        llvm::StringRef tool);
+                                        llvm::StringRef tool,
+                                        int optLevel = 3);
 
 /// Every tool found, the default first: "PTX Compiler API 13.0 (<its
 /// build>); nvJitLink 13.0; ptxas <version line>" (cached).

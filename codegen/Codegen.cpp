@@ -423,7 +423,8 @@ llvm::Error Compilation::emitPTX() {
 llvm::Error Compilation::assemble() {
   if (llvm::Error e = stages.run("cubin", [&]() -> llvm::Error {
         llvm::Expected<AssembledCubin> c =
-            codegen::assemble(out.ptx, options.arch, options.cubinTool);
+            codegen::assemble(out.ptx, options.arch, options.cubinTool,
+                              options.assemblerOptLevel);
         if (!c)
           return c.takeError();
         out.cubin = std::move(c->cubin);

@@ -647,7 +647,8 @@ llvm::Error DeviceBuffer::fill(uint8_t byte) {
 
 llvm::Expected<std::vector<char>>
 bitfold::cuda::linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch,
-                                    int ordinal, std::string *infoLog) {
+                                    int ordinal, std::string *infoLog,
+                                    int optLevel) {
   auto api = driver();
   if (!api)
     return api.takeError();
@@ -678,6 +679,8 @@ bitfold::cuda::linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch,
     opts.push_back(CU_JIT_TARGET);
     vals.push_back(reinterpret_cast<void *>(uintptr_t(target)));
   }
+  opts.push_back(CU_JIT_OPTIMIZATION_LEVEL);
+  vals.push_back(reinterpret_cast<void *>(uintptr_t(optLevel)));
 
   CUlinkState state = nullptr;
   if (llvm::Error e = checkCuda(api->cuLinkCreate(unsigned(opts.size()),

@@ -247,11 +247,13 @@ private:
 /// PTX -> cubin with the driver's own JIT linker (cuLinkCreate /
 /// cuLinkAddData / cuLinkComplete): the "driver" cubin tool. Runs in a
 /// context of device `ordinal`; `arch` ("sm_90") selects the target, empty
-/// = that device's own. Errors carry the linker's error log; `infoLog`
+/// = that device's own; `optLevel` the JIT's optimisation level (0-4, the
+/// driver's default 4). Errors carry the linker's error log; `infoLog`
 /// (optional) receives its info log.
 llvm::Expected<std::vector<char>>
 linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch = "",
-                  int ordinal = 0, std::string *infoLog = nullptr);
+                  int ordinal = 0, std::string *infoLog = nullptr,
+                  int optLevel = 4);
 
 } // namespace bitfold::cuda
 

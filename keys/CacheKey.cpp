@@ -69,10 +69,13 @@ llvm::StringRef keys::libdeviceIdentity() {
   return "sha256:" BITFOLD_LIBDEVICE_SHA256;
 }
 
-CompileOptions keys::launchOptions(llvm::StringRef arch, bool pdl) {
+CompileOptions keys::launchOptions(llvm::StringRef arch, bool pdl,
+                                   bool fastAssemble) {
   CompileOptions options;
   options.arch = arch.str();
   options.gridDependencyControl = pdl;
+  if (fastAssemble)
+    options.assemblerOptLevel = 0;
   return options;
 }
 

@@ -19,6 +19,8 @@ std::string CompileOptions::keyText() const {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, bool>) {
       os << (value ? 1 : 0);
+    } else if constexpr (std::is_same_v<T, int>) {
+      os << value;
     } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
       if (!value) {
         os << "none";
@@ -29,8 +31,8 @@ std::string CompileOptions::keyText() const {
       os << '"';
     } else {
       static_assert(std::is_same_v<T, std::string>,
-                    "keyText writes bools, strings and optional strings; teach "
-                    "it the new type");
+                    "keyText writes bools, ints, strings and optional "
+                    "strings; teach it the new type");
       os << '"';
       os.write_escaped(value);
       os << '"';

@@ -32,6 +32,12 @@ struct CompileOptions {
   /// by default: the two instructions cost kernels of many tiny CTAs
   /// (qk LN on an H200: 36 -> 43 us, bench/perf-notes.md section 13).
   bool gridDependencyControl = false;
+  /// The PTX -> cubin assembler's optimisation level (ptxas -O, 0-3). Every
+  /// level gives the same bits (the PTX spells out each rounding, so ptxas
+  /// contracts nothing); 0 assembles about a third faster and schedules
+  /// nothing. The runtime's synchronous quick-first kernels use 0
+  /// (launchOptions).
+  int assemblerOptLevel = 3;
 
   /// Every field with its key name, in declaration order.
   static constexpr auto fields() {
@@ -39,7 +45,8 @@ struct CompileOptions {
                       std::pair{"cubin", &CompileOptions::emitCubin},
                       std::pair{"dump-dir", &CompileOptions::dumpDir},
                       std::pair{"cubin-tool", &CompileOptions::cubinTool},
-                      std::pair{"pdl", &CompileOptions::gridDependencyControl}};
+                      std::pair{"pdl", &CompileOptions::gridDependencyControl},
+                      std::pair{"ptxas-O", &CompileOptions::assemblerOptLevel}};
   }
   /// Calls f(name, field) for every field of fields().
   template <typename F> void forEachField(F &&f) const {

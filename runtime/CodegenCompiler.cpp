@@ -24,9 +24,11 @@ namespace {
 void installDriverLinker() {
   static bool done = [] {
     codegen::setDriverLinker([](llvm::StringRef ptx, llvm::StringRef arch,
-                                std::string &log)
+                                int optLevel, std::string &log)
                                  -> llvm::Expected<std::vector<char>> {
-      return linkPtxWithDriver(ptx, arch, /*ordinal=*/0, &log);
+      // The driver's levels run 0-4, its default 4: ptxas's 3 is its top.
+      return linkPtxWithDriver(ptx, arch, /*ordinal=*/0, &log,
+                               optLevel == 3 ? 4 : optLevel);
     });
     return true;
   }();

@@ -14,13 +14,15 @@
 //   - per case: its config, PTX bytes, min wall and CPU time, min nvJitLink.
 //
 //   compile_latency [--reps N] [--arch sm_XY] [--ptx-only] [--two-pass]
-//                   [--out FILE.md]
+//                   [--quick] [--every-config] [--ptxas-O N] [--out FILE.md]
 //
 // --two-pass: each case at the default config's two-pass twin (same rows,
 // threads and vector, p2) where that is legal, else the default (what
 // BITFOLD_ROLLED_ROWS=1 rolls; codegen/EmitRolledRows.cpp).
-// --quick: each case at its quick config (codegen::quickConfig, what the
-// runtime serves first when the chosen config is not cached).
+// --quick: each case at its quick config (codegen::quickConfig) assembled
+// as synchronous quick-first mode does (keys::launchOptions: ptxas -O0),
+// what the runtime serves first when the chosen config is not cached.
+// --ptxas-O N: assemble at -O N instead (default: 0 with --quick, else 3).
 // --every-config: each case at every legal config (codegen's config space),
 // one row each in the per-case table.
 //
@@ -28,6 +30,7 @@
 
 #include "codegen/Codegen.h"
 #include "tools/ShapedTemplate.h"
+#include "keys/CacheKey.h"
 #include "keys/ShapeSpec.h"
 #include "templates/Problem.h"
 #include "templates/Registry.h"
@@ -57,6 +60,7 @@ struct Args {
   bool twoPass = false;
   bool everyConfig = false;
   bool quick = false;
+  int optLevel = -1; ///< ptxas -O; -1: what the runtime uses
   std::string out;
 };
 
@@ -114,8 +118,9 @@ llvm::Expected<std::vector<Case>> stockCases(const Args &a) {
 }
 
 llvm::Expected<Sample> compileOnce(const Case &c, const Args &a) {
-  CompileOptions opts;
-  opts.arch = a.arch;
+  CompileOptions opts = keys::launchOptions(a.arch, /*pdl=*/false, a.quick);
+  if (a.optLevel >= 0)
+    opts.assemblerOptLevel = a.optLevel;
   opts.emitCubin = !a.ptxOnly;
   double cpu0 = processCpuMs();
   auto t0 = std::chrono::steady_clock::now();
@@ -251,6 +256,10 @@ llvm::Expected<Args> parseArgs(int argc, char **argv) {
       a.quick = true;
       continue;
     }
+    if (arg == "--ptxas-O" && hasValue) {
+      a.optLevel = std::atoi(argv[++i]);
+      continue;
+    }
     if (arg == "--every-config") {
       a.everyConfig = true;
       continue;
@@ -258,7 +267,8 @@ llvm::Expected<Args> parseArgs(int argc, char **argv) {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "usage: compile_latency [--reps N] [--arch sm_XY] [--ptx-only] "
-        "[--two-pass | --quick] [--every-config] [--out FILE.md]");
+        "[--two-pass | --quick] [--every-config] [--ptxas-O N] "
+        "[--out FILE.md]");
   }
   return a;
 }
@@ -278,7 +288,11 @@ int writeReport(const Args &a, llvm::ArrayRef<Sample> samples,
      << ", BITFOLD_ROLLED_ROWS="
      << (std::getenv("BITFOLD_ROLLED_ROWS") ? std::getenv("BITFOLD_ROLLED_ROWS")
                                             : "(unset)")
-     << ", " << a.arch << ", " << a.reps << " passes, "
+     << ", " << a.arch << ", ptxas -O"
+     << (a.optLevel >= 0 ? a.optLevel
+                         : keys::launchOptions(a.arch, false, a.quick)
+                               .assemblerOptLevel)
+     << ", " << a.reps << " passes, "
      << (a.ptxOnly ? "DSL -> PTX" : "DSL -> cubin")
      << "; each compile is codegen::compile() from the definition (nothing "
         "cached).\nToolchain: "

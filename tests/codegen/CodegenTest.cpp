@@ -420,6 +420,37 @@ TEST(Codegen, ThePtxCompilerApiIsTheDefaultAndCompilesWholeProgram) {
     llvm::consumeError(jl.takeError());
 }
 
+// The quick-first tier assembles at -O0 (keys::launchOptions): every tool
+// must take the level (its cubin differs from -O3's, which is the default's)
+// and refuse one outside 0-3.
+TEST(Codegen, EveryCubinToolTakesTheOptimisationLevel) {
+  llvm::Expected<CompiledKernel> k = wanThrough("");
+  if (!k)
+    GTEST_SKIP() << llvm::toString(k.takeError());
+  int tried = 0;
+  for (const char *tool : {"ptxcompiler", "nvJitLink", "ptxas"}) {
+    llvm::Expected<AssembledCubin> o3 = assemble(k->ptx, "sm_90", tool, 3);
+    if (!o3) {
+      llvm::consumeError(o3.takeError()); // not on this machine
+      continue;
+    }
+    ++tried;
+    llvm::Expected<AssembledCubin> dflt = assemble(k->ptx, "sm_90", tool);
+    llvm::Expected<AssembledCubin> o0 = assemble(k->ptx, "sm_90", tool, 0);
+    ASSERT_TRUE(dflt && o0) << tool;
+    EXPECT_EQ(dflt->cubin, o3->cubin) << tool;
+    EXPECT_NE(o0->cubin, o3->cubin) << tool;
+    EXPECT_EQ(parsePtxasLog(o0->log).spillBytes, 0) << tool;
+    for (int bad : {-1, 4}) {
+      llvm::Expected<AssembledCubin> e = assemble(k->ptx, "sm_90", tool, bad);
+      ASSERT_FALSE(bool(e)) << tool << " -O" << bad;
+      EXPECT_NE(llvm::toString(e.takeError()).find("level"), std::string::npos);
+    }
+  }
+  if (!tried)
+    GTEST_SKIP() << "no cubin tool on this machine";
+}
+
 TEST(Codegen, ThePtxCompilerApiCompilesFromManyThreadsAtOnce) {
   // The runtime's compile pool and `bitfold prebuild -j` call it
   // concurrently: every thread's cubin must equal the serial one.

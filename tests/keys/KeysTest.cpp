@@ -206,6 +206,8 @@ TEST(CacheKey, EveryCompileOptionsFieldChangesTheKey) {
       using T = std::decay_t<decltype(v)>;
       if constexpr (std::is_same_v<T, bool>)
         v = !v;
+      else if constexpr (std::is_same_v<T, int>)
+        v += 1;
       else if constexpr (std::is_same_v<T, std::optional<std::string>>)
         v = v ? *v + "x" : std::string("x");
       else

@@ -60,6 +60,7 @@ protected:
       {
         std::lock_guard<std::mutex> lock(mu);
         compiled.push_back(config.str());
+        optLevels.push_back(options.assemblerOptLevel);
       }
       if (chosen && s.gate)
         s.gate->pass();
@@ -89,6 +90,7 @@ protected:
   std::atomic<int> probes{0};
   std::mutex mu;
   std::vector<std::string> compiled;
+  std::vector<int> optLevels; ///< ptxas -O of each compile, in order
 };
 
 TEST_F(QuickFirst, TheFirstLaunchRunsTheQuickConfigThenTheChosenOneServes) {
@@ -115,6 +117,9 @@ TEST_F(QuickFirst, TheFirstLaunchRunsTheQuickConfigThenTheChosenOneServes) {
   EXPECT_EQ(k->lastSpecialisation().config, kChosen);
   EXPECT_EQ(k->lastSpecialisation().configFrom, "default");
   EXPECT_EQ(compiles(), (std::vector<std::string>{kQuick, kChosen}));
+  // The caller waited for the quick kernel: it is assembled at -O0 (it
+  // serves only meanwhile), the chosen one at the default -O3.
+  EXPECT_EQ(optLevels, (std::vector<int>{0, 3}));
   // Warm from now on.
   EXPECT_EQ(statusOf(LnTensors(8, 64).launch(k)), BITFOLD_SUCCESS);
   EXPECT_EQ(compiles().size(), 2u);
@@ -196,6 +201,9 @@ TEST_F(QuickFirst, AsyncModeServesTheQuickKernelBeforeTheChosenOne) {
   ASSERT_EQ(statusOf(LnTensors(8, 64).launch(k)), BITFOLD_SUCCESS);
   EXPECT_EQ(k->lastSpecialisation().config, kChosen);
   EXPECT_EQ(compiles(), (std::vector<std::string>{kQuick, kChosen}));
+  // Nobody waits for the quick compile here (eager serves meanwhile): it is
+  // assembled for speed, at -O3 like the chosen one.
+  EXPECT_EQ(optLevels, (std::vector<int>{3, 3}));
 }
 
 TEST_F(QuickFirst, DestroyingTheRuntimeJoinsARunningUpgrade) {
