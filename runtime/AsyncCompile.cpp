@@ -9,16 +9,25 @@
 // recorded once and refuses the class from then on; destroying the
 // runtime skips queued compiles and joins running ones (~Runtime).
 //
+// Quick-first mode (Runtime::setQuickFirst): a class whose chosen config is
+// in neither cache is first compiled at the quick config (quickInstead),
+// and the chosen one then compiles on the same threads (upgradeLater).
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Runtime.h"
 
 #include "runtime/Status.h"
 
+#include "keys/CacheKey.h"
+
+#include "llvm/Support/Error.h"
+
 #include <new>
 
 using namespace bitfold;
 using namespace bitfold::runtime;
+using dsl::KernelDef;
 
 llvm::Expected<const Kernel::ClassEntry *>
 Kernel::specialiseAsync(const SpecKey &key, int64_t cols) {
@@ -92,5 +101,32 @@ void Runtime::startWarmUp() {
       if (comp.warmUp && !stopping())
         comp.warmUp();
     });
+  });
+}
+
+std::optional<keys::TileConfig>
+Kernel::quickInstead(const KernelDef &def, const SpecKey &key,
+                     const std::string &arch, const keys::TileConfig &chosen) {
+  const Compiler &comp = rt.compiler();
+  if (!rt.quickFirst() || !comp.quickConfig || rt.stopping())
+    return std::nullopt;
+  const keys::ShapeSpec shape = key.shape.shapeSpec();
+  keys::TileConfig quick = comp.quickConfig(def, shape);
+  if (quick == chosen ||
+      llvm::errorToBool(comp.checkConfig(def, shape, quick)) ||
+      rt.isCached(def, shape, chosen, keys::launchOptions(arch, key.pdl)))
+    return std::nullopt;
+  return quick;
+}
+
+void Kernel::upgradeLater(const SpecKey &key, int64_t cols) {
+  rt.prewarmQueued(1);
+  rt.runInBackground([this, key, cols] {
+    if (rt.stopping()) { // the quick kernel served; nothing is lost
+      rt.prewarmFinished(llvm::Error::success());
+      return;
+    }
+    auto entry = specialise(key, cols, /*replace=*/true);
+    rt.prewarmFinished(entry ? llvm::Error::success() : entry.takeError());
   });
 }

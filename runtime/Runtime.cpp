@@ -316,33 +316,6 @@ Kernel::ClassEntry *Kernel::publish(const SpecKey &key, std::string keyText,
   return it->second.get();
 }
 
-std::optional<keys::TileConfig>
-Kernel::quickInstead(const KernelDef &def, const SpecKey &key,
-                     const std::string &arch, const keys::TileConfig &chosen) {
-  const Compiler &comp = rt.compiler();
-  if (!rt.quickFirst() || !comp.quickConfig || rt.stopping())
-    return std::nullopt;
-  const keys::ShapeSpec shape = key.shape.shapeSpec();
-  keys::TileConfig quick = comp.quickConfig(def, shape);
-  if (quick == chosen ||
-      llvm::errorToBool(comp.checkConfig(def, shape, quick)) ||
-      rt.isCached(def, shape, chosen, keys::launchOptions(arch, key.pdl)))
-    return std::nullopt;
-  return quick;
-}
-
-void Kernel::upgradeLater(const SpecKey &key, int64_t cols) {
-  rt.prewarmQueued(1);
-  rt.runInBackground([this, key, cols] {
-    if (rt.stopping()) { // the quick kernel served; nothing is lost
-      rt.prewarmFinished(llvm::Error::success());
-      return;
-    }
-    auto entry = specialise(key, cols, /*replace=*/true);
-    rt.prewarmFinished(entry ? llvm::Error::success() : entry.takeError());
-  });
-}
-
 llvm::Expected<Kernel::ClassEntry *>
 Kernel::specialise(const SpecKey &key, int64_t cols, bool replace, Tier tier) {
   const auto t0 = std::chrono::steady_clock::now();
