@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 
 using namespace bitfold;
 using namespace bitfold::codegen;
@@ -65,6 +66,26 @@ TEST(QuickConfig, IsLegalAndNeverLongerThanTheDefaultAtEverySeedShape) {
     }
   EXPECT_GE(cases, 20);
   EXPECT_GE(shorter, cases / 2) << "the quick config rarely differs";
+}
+
+// Among configs that spell out as much, the one with the default's rows a
+// CTA (its CTA count): at these shapes the two-pass row on 256 threads at
+// one row a CTA ran 1.2-1.3x faster on the H200 than at two or four
+// (bench/results/2026-12-04-s22-gpu-session.md, section 5).
+TEST(QuickConfig, TiesKeepTheDefaultsRowsACta) {
+  const std::pair<const char *, const char *> cases[] = {
+      {"hf_rmsnorm", "1,4096,4096"},
+      {"rmsnorm_modulate", "1,4096,4096"},
+      {"ln_modulate", "2,1024,2240"}};
+  for (const auto &[name, shape] : cases) {
+    auto p = templates::makeProblem(name, "", shape);
+    ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    tools::ShapedTemplate st = tools::shapeProblem(*p);
+    const TileConfig quick = quickConfig(*st.def, st.shape);
+    EXPECT_EQ(quick.rowsPerCta, defaultConfig(*st.def, st.shape).rowsPerCta)
+        << name << " " << shape << ": " << quick.str();
+    EXPECT_EQ(quick.ctaThreads(), 256) << name << " " << shape;
+  }
 }
 
 } // namespace
