@@ -331,7 +331,8 @@ llvm::Expected<AssembledCubin> bitfold::codegen::assemble(llvm::StringRef ptx,
       return fail("no driver linker installed (runtime's setDriverLinker)");
     AssembledCubin out;
     out.tool = "driver";
-    llvm::Expected<std::vector<char>> c = driverLinker()(ptx, arch, optLevel, out.log);
+    llvm::Expected<std::vector<char>> c =
+        driverLinker()(ptx, arch, optLevel, out.log);
     if (!c)
       return c.takeError();
     out.cubin = std::move(*c);
