@@ -60,7 +60,7 @@ struct Args {
   bool twoPass = false;
   bool everyConfig = false;
   bool quick = false;
-  int optLevel = -1; ///< ptxas -O; -1: what the runtime uses
+  int optLevel = -1; ///< ptxas -O; after parseArgs, set (-1: the runtime's)
   std::string out;
 };
 
@@ -119,8 +119,7 @@ llvm::Expected<std::vector<Case>> stockCases(const Args &a) {
 
 llvm::Expected<Sample> compileOnce(const Case &c, const Args &a) {
   CompileOptions opts = keys::launchOptions(a.arch, /*pdl=*/false, a.quick);
-  if (a.optLevel >= 0)
-    opts.assemblerOptLevel = a.optLevel;
+  opts.assemblerOptLevel = a.optLevel;
   opts.emitCubin = !a.ptxOnly;
   double cpu0 = processCpuMs();
   auto t0 = std::chrono::steady_clock::now();
@@ -270,6 +269,8 @@ llvm::Expected<Args> parseArgs(int argc, char **argv) {
         "[--two-pass | --quick] [--every-config] [--ptxas-O N] "
         "[--out FILE.md]");
   }
+  if (a.optLevel < 0)
+    a.optLevel = keys::launchOptions(a.arch, false, a.quick).assemblerOptLevel;
   return a;
 }
 
@@ -288,11 +289,8 @@ int writeReport(const Args &a, llvm::ArrayRef<Sample> samples,
      << ", BITFOLD_ROLLED_ROWS="
      << (std::getenv("BITFOLD_ROLLED_ROWS") ? std::getenv("BITFOLD_ROLLED_ROWS")
                                             : "(unset)")
-     << ", " << a.arch << ", ptxas -O"
-     << (a.optLevel >= 0 ? a.optLevel
-                         : keys::launchOptions(a.arch, false, a.quick)
-                               .assemblerOptLevel)
-     << ", " << a.reps << " passes, "
+     << ", " << a.arch << ", ptxas -O" << a.optLevel << ", " << a.reps
+     << " passes, "
      << (a.ptxOnly ? "DSL -> PTX" : "DSL -> cubin")
      << "; each compile is codegen::compile() from the definition (nothing "
         "cached).\nToolchain: "
