@@ -261,7 +261,8 @@ private:
 llvm::Error Compilation::plan() {
   stages.dumpText("program.txt", def.canonicalText);
   if (llvm::Error e = stages.run("plan", [&]() -> llvm::Error {
-        llvm::Expected<Plan> p = makePlan(def, shape, out.config);
+        llvm::Expected<Plan> p =
+            makePlan(def, shape, out.config, rolledRowsMode(options));
         if (!p) {
           // Said first where no config at all is legal at this shape (a
           // default config is then only a placeholder).

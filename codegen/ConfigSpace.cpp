@@ -655,9 +655,15 @@ codegen::RolledRowsMode codegen::rolledRowsMode() {
   return *v ? RolledRowsMode::Always : RolledRowsMode::Never;
 }
 
+codegen::RolledRowsMode
+codegen::rolledRowsMode(const keys::CompileOptions &options) {
+  return options.rollRows ? RolledRowsMode::Always : rolledRowsMode();
+}
+
 llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
                                        const ShapeSpec &shape,
-                                       const TileConfig &c) {
+                                       const TileConfig &c,
+                                       RolledRowsMode mode) {
   if (llvm::Error e = checkShapeAndConfig(def, shape, c))
     return std::move(e);
   // A thread's share of a row is unrolled: bound it, or a config (one
@@ -697,8 +703,7 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
   if (llvm::Error e = checkAlignment(def, shape, plan))
     return std::move(e);
   // The register estimate below stays the unrolled plan's, so the config
-  // space does not depend on BITFOLD_ROLLED_ROWS.
-  const RolledRowsMode mode = rolledRowsMode();
+  // space does not depend on the rolled-rows mode.
   const bool mayRoll =
       !rolled && !c.sharedRow && (def.folds.empty() || c.twoPass);
   plan.rolledRows =

@@ -129,9 +129,16 @@ struct Plan {
 enum class RolledRowsMode { Wide, Always, Never };
 RolledRowsMode rolledRowsMode();
 
-/// Checks `config` against the program and shape; on success, the plan.
-llvm::Expected<Plan> makePlan(const dsl::KernelDef &def, const keys::ShapeSpec &shape,
-                              const keys::TileConfig &config);
+/// Which rows `options` rolls: every one that may (CompileOptions::rollRows)
+/// or as rolledRowsMode() says.
+RolledRowsMode rolledRowsMode(const keys::CompileOptions &options);
+
+/// Checks `config` against the program and shape; on success, the plan,
+/// its rows rolled as `rolled` says (legality does not depend on it).
+llvm::Expected<Plan> makePlan(const dsl::KernelDef &def,
+                              const keys::ShapeSpec &shape,
+                              const keys::TileConfig &config,
+                              RolledRowsMode rolled = rolledRowsMode());
 
 /// Adds the operands whose per-element loads appear in `root`'s cone (not
 /// looking through folds; per-row inputs are loaded once per row) to `out`.

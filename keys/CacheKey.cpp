@@ -70,12 +70,14 @@ llvm::StringRef keys::libdeviceIdentity() {
 }
 
 CompileOptions keys::launchOptions(llvm::StringRef arch, bool pdl,
-                                   bool fastAssemble) {
+                                   bool fastCompile) {
   CompileOptions options;
   options.arch = arch.str();
   options.gridDependencyControl = pdl;
-  if (fastAssemble)
+  if (fastCompile) {
     options.assemblerOptLevel = 0;
+    options.rollRows = true;
+  }
   return options;
 }
 

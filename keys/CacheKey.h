@@ -70,12 +70,14 @@ llvm::StringRef libdeviceIdentity();
 
 /// The options a launch on a GPU of `arch` compiles with: the arch and
 /// programmatic dependent launch when `pdl`; every other field default.
-/// `fastAssemble`: assembled at ptxas -O0 (about a third less assembler
-/// time, kernels 2-9x slower on an H200): the runtime's quick-first kernels
-/// in synchronous mode, whose caller waits for that compile and which serve
-/// only while the chosen config compiles (runtime/README.md).
+/// `fastCompile`: the shortest compile, same bits: rows rolled into loops
+/// (CompileOptions::rollRows) and assembled at ptxas -O0 (about a third less
+/// assembler time, kernels 2-9x slower on an H200): the runtime's
+/// quick-first kernels in synchronous mode, whose caller waits for that
+/// compile and which serve only while the chosen config compiles
+/// (runtime/README.md).
 CompileOptions launchOptions(llvm::StringRef arch, bool pdl,
-                             bool fastAssemble = false);
+                             bool fastCompile = false);
 
 /// What a launch of shape class `cls` compiles and looks up.
 struct LaunchCompile {

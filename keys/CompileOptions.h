@@ -38,6 +38,12 @@ struct CompileOptions {
   /// nothing. The runtime's synchronous quick-first kernels use 0
   /// (launchOptions).
   int assemblerOptLevel = 3;
+  /// Roll every row plan that may roll (two passes, or no fold) into loops,
+  /// as BITFOLD_ROLLED_ROWS=1 does (codegen/README.md, "Rolled rows"): the
+  /// same bits from a shorter PTX, so every stage after planning runs
+  /// faster; such kernels run about 8% slower at ptxas -O3. The runtime's
+  /// synchronous quick-first kernels use it (launchOptions).
+  bool rollRows = false;
 
   /// Every field with its key name, in declaration order.
   static constexpr auto fields() {
@@ -46,7 +52,8 @@ struct CompileOptions {
                       std::pair{"dump-dir", &CompileOptions::dumpDir},
                       std::pair{"cubin-tool", &CompileOptions::cubinTool},
                       std::pair{"pdl", &CompileOptions::gridDependencyControl},
-                      std::pair{"ptxas-O", &CompileOptions::assemblerOptLevel}};
+                      std::pair{"ptxas-O", &CompileOptions::assemblerOptLevel},
+                      std::pair{"roll-rows", &CompileOptions::rollRows}};
   }
   /// Calls f(name, field) for every field of fields().
   template <typename F> void forEachField(F &&f) const {

@@ -119,6 +119,11 @@ Kernel::quickInstead(const KernelDef &def, const SpecKey &key,
   return quick;
 }
 
+keys::CompileOptions Kernel::quickOptions(const std::string &arch,
+                                          bool pdl) const {
+  return keys::launchOptions(arch, pdl, /*fastCompile=*/!rt.asyncCompile());
+}
+
 void Kernel::upgradeLater(const SpecKey &key, int64_t cols) {
   rt.prewarmQueued(1);
   rt.runInBackground([this, key, cols] {

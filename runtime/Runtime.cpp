@@ -348,14 +348,11 @@ Kernel::specialise(const SpecKey &key, int64_t cols, bool replace, Tier tier) {
   auto matches = [&](const codegen::CompiledKernel &k) {
     return checkCompiled(**def, *config, k);
   };
-  // A caller waits for a quick kernel only in synchronous mode: there it is
-  // assembled for the shortest compile; in async mode eager serves meanwhile
-  // and the quick kernel is assembled for speed.
-  const bool fastAssemble = quick && !rt.asyncCompile();
   std::string keyText;
   auto compiled =
       rt.compileCached(**def, key.shape.shapeSpec(), *config,
-                       keys::launchOptions(*arch, key.pdl, fastAssemble),
+                       quick ? quickOptions(*arch, key.pdl)
+                             : keys::launchOptions(*arch, key.pdl),
                        &keyText,
                        &entry->origin, matches);
   if (!compiled)

@@ -232,6 +232,10 @@ private:
   std::optional<keys::TileConfig>
   quickInstead(const dsl::KernelDef &def, const SpecKey &key,
                const std::string &arch, const keys::TileConfig &chosen);
+  /// What a quick kernel compiles with: in synchronous mode, where its
+  /// caller waits, the shortest compile (launchOptions' fastCompile); in
+  /// async mode, where eager serves meanwhile, for speed.
+  keys::CompileOptions quickOptions(const std::string &arch, bool pdl) const;
   /// Compiles the class's chosen config on the compile threads, then
   /// replaces the quick entry with it.
   void upgradeLater(const SpecKey &key, int64_t cols);

@@ -14,15 +14,18 @@
 //   - per case: its config, PTX bytes, min wall and CPU time, min nvJitLink.
 //
 //   compile_latency [--reps N] [--arch sm_XY] [--ptx-only] [--two-pass]
-//                   [--quick] [--every-config] [--ptxas-O N] [--out FILE.md]
+//                   [--quick] [--every-config] [--ptxas-O N]
+//                   [--roll-rows 0|1] [--out FILE.md]
 //
 // --two-pass: each case at the default config's two-pass twin (same rows,
 // threads and vector, p2) where that is legal, else the default (what
 // BITFOLD_ROLLED_ROWS=1 rolls; codegen/EmitRolledRows.cpp).
-// --quick: each case at its quick config (codegen::quickConfig) assembled
-// as synchronous quick-first mode does (keys::launchOptions: ptxas -O0),
-// what the runtime serves first when the chosen config is not cached.
+// --quick: each case at its quick config (codegen::quickConfig) compiled
+// as synchronous quick-first mode does (keys::launchOptions' fastCompile:
+// every row that may roll rolled, ptxas -O0), what the runtime serves
+// first when the chosen config is not cached.
 // --ptxas-O N: assemble at -O N instead (default: 0 with --quick, else 3).
+// --roll-rows 0|1: CompileOptions::rollRows (default: 1 with --quick).
 // --every-config: each case at every legal config (codegen's config space),
 // one row each in the per-case table.
 //
@@ -61,6 +64,7 @@ struct Args {
   bool everyConfig = false;
   bool quick = false;
   int optLevel = -1; ///< ptxas -O; after parseArgs, set (-1: the runtime's)
+  int rollRows = -1;  ///< CompileOptions::rollRows; the same
   std::string out;
 };
 
@@ -120,6 +124,7 @@ llvm::Expected<std::vector<Case>> stockCases(const Args &a) {
 llvm::Expected<Sample> compileOnce(const Case &c, const Args &a) {
   CompileOptions opts = keys::launchOptions(a.arch, /*pdl=*/false, a.quick);
   opts.assemblerOptLevel = a.optLevel;
+  opts.rollRows = a.rollRows != 0;
   opts.emitCubin = !a.ptxOnly;
   double cpu0 = processCpuMs();
   auto t0 = std::chrono::steady_clock::now();
@@ -259,6 +264,10 @@ llvm::Expected<Args> parseArgs(int argc, char **argv) {
       a.optLevel = std::atoi(argv[++i]);
       continue;
     }
+    if (arg == "--roll-rows" && hasValue) {
+      a.rollRows = std::atoi(argv[++i]);
+      continue;
+    }
     if (arg == "--every-config") {
       a.everyConfig = true;
       continue;
@@ -267,10 +276,13 @@ llvm::Expected<Args> parseArgs(int argc, char **argv) {
         llvm::inconvertibleErrorCode(),
         "usage: compile_latency [--reps N] [--arch sm_XY] [--ptx-only] "
         "[--two-pass | --quick] [--every-config] [--ptxas-O N] "
-        "[--out FILE.md]");
+        "[--roll-rows 0|1] [--out FILE.md]");
   }
+  const CompileOptions launch = keys::launchOptions(a.arch, false, a.quick);
   if (a.optLevel < 0)
-    a.optLevel = keys::launchOptions(a.arch, false, a.quick).assemblerOptLevel;
+    a.optLevel = launch.assemblerOptLevel;
+  if (a.rollRows < 0)
+    a.rollRows = launch.rollRows;
   return a;
 }
 
@@ -289,7 +301,8 @@ int writeReport(const Args &a, llvm::ArrayRef<Sample> samples,
      << ", BITFOLD_ROLLED_ROWS="
      << (std::getenv("BITFOLD_ROLLED_ROWS") ? std::getenv("BITFOLD_ROLLED_ROWS")
                                             : "(unset)")
-     << ", " << a.arch << ", ptxas -O" << a.optLevel << ", " << a.reps
+     << (a.rollRows ? " (every row that may roll rolled)" : "") << ", "
+     << a.arch << ", ptxas -O" << a.optLevel << ", " << a.reps
      << " passes, "
      << (a.ptxOnly ? "DSL -> PTX" : "DSL -> cubin")
      << "; each compile is codegen::compile() from the definition (nothing "

@@ -197,6 +197,28 @@ TEST(RolledRows, AtASeedShapeOnlyTheVariableSetToOneRollsTwoPassPlansWithALoop) 
   EXPECT_GT(rolled, 0);
 }
 
+// CompileOptions::rollRows (the synchronous quick tier's, and in every
+// cache key) rolls as BITFOLD_ROLLED_ROWS=1 does, whatever the variable
+// says: the same PTX.
+TEST(RolledRows, TheRollRowsOptionRollsAsTheVariableSetToOne) {
+  tools::ShapedTemplate st = shaped(kNorms[0]); // hf_rmsnorm 1,4096,4096
+  const TileConfig c{1, 256, 4, true};
+  llvm::Expected<CompiledKernel> byVariable = compileWith(st, c, "1");
+  llvm::Expected<CompiledKernel> unrolled = compileWith(st, c, nullptr);
+  ASSERT_TRUE(byVariable && unrolled);
+  for (const char *v : {(const char *)nullptr, "0", "1"}) {
+    RolledRowsEnv env(v);
+    CompileOptions opts;
+    opts.emitCubin = false;
+    opts.rollRows = true;
+    EXPECT_EQ(rolledRowsMode(opts), RolledRowsMode::Always);
+    llvm::Expected<CompiledKernel> k = compile(*st.def, st.shape, c, opts);
+    ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    EXPECT_EQ(k->ptx, byVariable->ptx) << (v ? v : "unset");
+    EXPECT_LT(k->ptx.size() * 2, unrolled->ptx.size()) << (v ? v : "unset");
+  }
+}
+
 // A Welford fold's count is the same in every row: unrolled, it is a
 // constant per vector; a loop would carry it and redo its adds per element.
 TEST(RolledRows, WelfordFoldsStayUnrolledTheirOutputsRoll) {

@@ -60,7 +60,7 @@ protected:
       {
         std::lock_guard<std::mutex> lock(mu);
         compiled.push_back(config.str());
-        optLevels.push_back(options.assemblerOptLevel);
+        how.push_back(howOf(options));
       }
       if (chosen && s.gate)
         s.gate->pass();
@@ -90,7 +90,14 @@ protected:
   std::atomic<int> probes{0};
   std::mutex mu;
   std::vector<std::string> compiled;
-  std::vector<int> optLevels; ///< ptxas -O of each compile, in order
+  /// "O<ptxas level>" of each compile, in order, "+roll" where it rolls
+  /// its rows (CompileOptions::rollRows).
+  std::vector<std::string> how;
+
+  static std::string howOf(const keys::CompileOptions &o) {
+    return "O" + std::to_string(o.assemblerOptLevel) +
+           (o.rollRows ? "+roll" : "");
+  }
 };
 
 TEST_F(QuickFirst, TheFirstLaunchRunsTheQuickConfigThenTheChosenOneServes) {
@@ -117,9 +124,10 @@ TEST_F(QuickFirst, TheFirstLaunchRunsTheQuickConfigThenTheChosenOneServes) {
   EXPECT_EQ(k->lastSpecialisation().config, kChosen);
   EXPECT_EQ(k->lastSpecialisation().configFrom, "default");
   EXPECT_EQ(compiles(), (std::vector<std::string>{kQuick, kChosen}));
-  // The caller waited for the quick kernel: it is assembled at -O0 (it
-  // serves only meanwhile), the chosen one at the default -O3.
-  EXPECT_EQ(optLevels, (std::vector<int>{0, 3}));
+  // The caller waited for the quick kernel: it is compiled for the
+  // shortest compile, rows rolled and at ptxas -O0 (it serves only
+  // meanwhile), the chosen one with the launch's options.
+  EXPECT_EQ(how, (std::vector<std::string>{"O0+roll", "O3"}));
   // Warm from now on.
   EXPECT_EQ(statusOf(LnTensors(8, 64).launch(k)), BITFOLD_SUCCESS);
   EXPECT_EQ(compiles().size(), 2u);
@@ -202,8 +210,8 @@ TEST_F(QuickFirst, AsyncModeServesTheQuickKernelBeforeTheChosenOne) {
   EXPECT_EQ(k->lastSpecialisation().config, kChosen);
   EXPECT_EQ(compiles(), (std::vector<std::string>{kQuick, kChosen}));
   // Nobody waits for the quick compile here (eager serves meanwhile): it is
-  // assembled for speed, at -O3 like the chosen one.
-  EXPECT_EQ(optLevels, (std::vector<int>{3, 3}));
+  // compiled for speed, like the chosen one.
+  EXPECT_EQ(how, (std::vector<std::string>{"O3", "O3"}));
 }
 
 TEST_F(QuickFirst, DestroyingTheRuntimeJoinsARunningUpgrade) {
