@@ -112,7 +112,12 @@ Kernel::quickInstead(const KernelDef &def, const SpecKey &key,
     return std::nullopt;
   const keys::ShapeSpec shape = key.shape.shapeSpec();
   keys::TileConfig quick = comp.quickConfig(def, shape);
-  if (quick == chosen ||
+  // Where the quick config is the chosen one, its quick build differs only
+  // in synchronous mode (quickOptions: rows rolled, ptxas -O0), and there
+  // the caller waits for the shorter compile (ln_modulate at 4096 columns:
+  // 58 ms against 72 on the CPU box); in async mode it would be the same
+  // kernel twice.
+  if ((quick == chosen && rt.asyncCompile()) ||
       llvm::errorToBool(comp.checkConfig(def, shape, quick)) ||
       rt.isCached(def, shape, chosen, keys::launchOptions(arch, key.pdl)))
     return std::nullopt;

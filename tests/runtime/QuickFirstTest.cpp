@@ -6,8 +6,9 @@
 // and then serves; a chosen config found in the disk cache, a pinned
 // config and a prewarmed shape compile the chosen config only; an upgrade
 // that fails leaves the quick kernel serving and is reported once; async
-// mode serves the quick kernel first; destroying the runtime joins a
-// running upgrade. Held compiles wait at a gate the test opens.
+// mode serves the quick kernel first; a quick config equal to the chosen
+// one compiles short then for speed in synchronous mode, once in async
+// mode; destroying the runtime joins a running upgrade. Held compiles wait at a gate the test opens.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +45,7 @@ protected:
     bool disk = false;
     bool quickFirst = true;
     bool async = false;
+    bool quickIsChosen = false; ///< the quick config is the default
     unsigned threads = 2;
   };
 
@@ -69,9 +71,10 @@ protected:
                                        "fake codegen refuses the chosen config");
       return inner(def, shape, config, options);
     };
-    o.compiler->quickConfig = [](const dsl::KernelDef &,
-                                 const keys::ShapeSpec &) {
-      return *keys::TileConfig::parse(kQuick);
+    o.compiler->quickConfig = [q = s.quickIsChosen ? kChosen : kQuick](
+                                  const dsl::KernelDef &,
+                                  const keys::ShapeSpec &) {
+      return *keys::TileConfig::parse(q);
     };
     o.cache.disk = s.disk;
     o.cache.dir = dir.path;
@@ -239,22 +242,44 @@ TEST_F(QuickFirst, DestroyingTheRuntimeJoinsARunningUpgrade) {
   EXPECT_EQ(ran, (std::vector<std::string>{kQuick, kQuick, kChosen}));
 }
 
-TEST_F(QuickFirst, AQuickConfigEqualToTheChosenOneCompilesOnce) {
+// Where the quick config is the chosen one, a synchronous first launch
+// still waits only for the short compile (rows rolled, ptxas -O0); the
+// same config then compiles for speed and replaces it.
+TEST_F(QuickFirst, AQuickConfigEqualToTheChosenOneCompilesShortThenForSpeed) {
   Setup s;
+  s.quickIsChosen = true;
   auto rt = makeRuntime(s);
-  // This runtime's quick config is its default: nothing to upgrade.
-  RuntimeOptions o;
-  o.compiler = fake::fakeCompiler();
-  o.compiler->quickConfig = o.compiler->defaultConfig;
-  o.cache.disk = false;
-  o.quickFirst = true;
-  Runtime same(std::move(o));
-  Kernel *k = lnModulate(same);
-  const int before = fake::fakeCompiles;
+  Kernel *k = lnModulate(*rt);
   ASSERT_EQ(statusOf(LnTensors(8, 64).launch(k)), BITFOLD_SUCCESS);
   EXPECT_EQ(k->lastSpecialisation().config, kChosen);
-  EXPECT_EQ(same.waitPrewarm().done, 0u);
-  EXPECT_EQ(fake::fakeCompiles - before, 1);
+  EXPECT_NE(k->lastSpecialisation().configFrom.find("quick config while"),
+            std::string::npos)
+      << k->lastSpecialisation().configFrom;
+  PrewarmStatus st = rt->waitPrewarm();
+  EXPECT_EQ(st.done, 1u);
+  EXPECT_EQ(st.failed, 0u) << st.firstError;
+  ASSERT_EQ(statusOf(LnTensors(8, 64).launch(k)), BITFOLD_SUCCESS);
+  EXPECT_EQ(k->lastSpecialisation().config, kChosen);
+  EXPECT_EQ(k->lastSpecialisation().configFrom, "default");
+  EXPECT_EQ(compiles(), (std::vector<std::string>{kChosen, kChosen}));
+  EXPECT_EQ(how, (std::vector<std::string>{"O0+roll", "O3"}));
+}
+
+// In async mode the quick build of the chosen config would be the same
+// kernel (eager serves meanwhile either way): it compiles once.
+TEST_F(QuickFirst, InAsyncModeAQuickConfigEqualToTheChosenOneCompilesOnce) {
+  Setup s;
+  s.quickIsChosen = true;
+  s.async = true;
+  auto rt = makeRuntime(s);
+  Kernel *k = lnModulate(*rt);
+  EXPECT_EQ(statusOf(LnTensors(8, 64).launch(k)), BITFOLD_STATUS_NOT_READY);
+  EXPECT_EQ(rt->waitPrewarm().failed, 0u);
+  ASSERT_EQ(statusOf(LnTensors(8, 64).launch(k)), BITFOLD_SUCCESS);
+  EXPECT_EQ(k->lastSpecialisation().config, kChosen);
+  EXPECT_EQ(k->lastSpecialisation().configFrom, "default");
+  EXPECT_EQ(compiles(), (std::vector<std::string>{kChosen}));
+  EXPECT_EQ(how, (std::vector<std::string>{"O3"}));
 }
 
 TEST_F(QuickFirst, TurningItOnStartsTheToolchainSetUp) {
