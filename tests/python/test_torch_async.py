@@ -3,11 +3,12 @@ torch): a first call at a new shape class is served by the eager chain
 while the kernel compiles in the background, later calls get the kernel;
 many threads' first calls of one shape queue one compile and every caller
 is served; a compile that fails in the background is reported once and
-leaves the shape on eager; ops without an eager chain wait for the
-compile; the mode is the default once bitfold.torch is imported, and
+leaves the shape on eager; ops without an eager chain (and strict mode)
+wait for their own class's compile, not for every compile queued; the
+mode is the default once bitfold.torch is imported, and
 configure(async_compile=False) / $BITFOLD_ASYNC_COMPILE=0 turn it off.
-Host tensors on the fake driver (its kernels write nothing) or a stub
-kernel that fails its background compile.
+Host tensors on the fake driver (its kernels write nothing) or stub
+kernels (one fails its background compile, one stays busy a while).
 """
 import os
 import threading
@@ -45,6 +46,32 @@ class FailingKernel:
         if self.attempts == 1:
             raise bitfold.NotReady("BITFOLD_STATUS_NOT_READY", "compiling in the background")
         raise bitfold.BitfoldError("BITFOLD_ERROR_COMPILE", "ptxas: the stub fails")
+
+
+class SlowKernel:
+    """A real kernel whose launches answer NOT_READY `busy` times first, on
+    a runtime that always has another compile pending and whose
+    wait-for-every-compile must not be called."""
+
+    class BusyRuntime:
+        def prewarm_status(self, wait=False):
+            if wait:
+                raise AssertionError("waited for every compile of the runtime")
+            return {"pending": 1, "done": 0, "failed": 0}
+
+    def __init__(self, real, busy):
+        self.real, self.busy = real, busy
+        self.name, self.params, self.tensor_names = real.name, real.params, real.tensor_names
+        self.lib = type("StubLib", (), {"bitfold_path": "<stub>"})()  # no prepared launches
+        self.rt = SlowKernel.BusyRuntime()
+        self.attempts = 0
+
+    def launch_raw(self, *args):
+        import bitfold
+        self.attempts += 1
+        if self.attempts <= self.busy:
+            raise bitfold.NotReady("BITFOLD_STATUS_NOT_READY", "compiling in the background")
+        return self.real.launch_raw(*args)
 
 
 @unittest.skipIf(torch is None, "torch not installed: bitfold.torch tests skipped")
@@ -189,6 +216,22 @@ class AsyncCompileOnTheFakeDriver(unittest.TestCase):
         self.bt.configure(mode="strict")
         x, sc, sh = inputs(cols=96)
         self.bt.ln_modulate(x, sc, sh, 1e-6)
+        self.assertEqual((self.stats()["launches"], self.stats()["compiling"]), (1, 0))
+
+    def test_a_call_that_waits_waits_for_its_own_class_only(self):
+        # Strict mode: the call waits; other compiles stay pending throughout
+        # (another op's class, an upgrade), and it is served once its own
+        # class answers.
+        x, sc, sh = inputs()
+        real = self.rt.kernel("ln_modulate", "dtype=bf16")
+        self.bt.ln_modulate(x, sc, sh, 1e-6)  # the real class compiles ...
+        self.rt.prewarm_status(wait=True)  # ... and is ready
+        self.bt.reset_stats()
+        self.bt.configure(mode="strict")
+        stub = SlowKernel(real, busy=3)
+        self.table.LN_MODULATE.kernels = lambda variant: stub
+        self.bt.ln_modulate(x, sc, sh, 1e-6)
+        self.assertEqual(stub.attempts, 4)
         self.assertEqual((self.stats()["launches"], self.stats()["compiling"]), (1, 0))
 
     def test_closing_the_runtime_while_compiles_run_does_not_hang(self):

@@ -18,6 +18,7 @@ eager chain at once (counted in stats(), warned once).
 import ctypes
 import struct
 import threading
+import time
 import warnings
 
 import torch
@@ -133,6 +134,29 @@ def _wait(rt):
         return wait(wait=True)
     except bitfold.BitfoldError:
         return None
+
+
+def _when_ready(rt, launch):
+    """launch() once its shape class has compiled: polled, so the caller
+    waits for its own class's compile only, not for every compile the
+    runtime has queued (other ops' classes, the upgrade from a quick
+    config to the chosen one). Where the runtime cannot say what is
+    pending (none, or a compile failed somewhere), after _wait."""
+    delay = 2e-4
+    while True:
+        try:
+            return launch()
+        except bitfold.NotReady:
+            pass
+        try:
+            status = rt.prewarm_status() if rt is not None else None
+        except bitfold.BitfoldError:
+            status = None
+        if status is None or status.get("pending", 0) == 0:
+            _wait(rt)
+            return launch()
+        time.sleep(delay)
+        delay = min(2 * delay, 5e-3)
 
 
 def _site_table(op):
@@ -707,8 +731,9 @@ def _run(op, a, key, aux, tensors, outs, dev, verify, mode):
             # No eager chain to serve the call, a CUDA graph capture (which
             # would keep the eager chain for good), or strict mode (never
             # eager): wait for it.
-            _wait(getattr(kernel, "rt", None))
-            launch = _launch(name, kernel, tensors, op.scalars(a), dev)
+            launch = _when_ready(
+                getattr(kernel, "rt", None),
+                lambda: _launch(name, kernel, tensors, op.scalars(a), dev))
     except bitfold.BitfoldError as e:
         return None, (e.status.replace("BITFOLD_ERROR_", "").lower(), e.message)
     except OSError as e:  # libbitfold.so cannot be loaded
