@@ -392,6 +392,7 @@ llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
                                     "vector width {1}",
                                     D, W));
   plan.outChunks = (D + int64_t(P) * W - 1) / (int64_t(P) * W);
+  plan.outVectorElems = W;
   return llvm::Error::success();
 }
 
@@ -399,7 +400,7 @@ llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
 /// aligned to that.
 llvm::Error checkAlignment(const KernelDef &def, const ShapeSpec &shape,
                            const Plan &plan) {
-  int widest = plan.outputUsesFoldMapping ? 1 : plan.config.vectorElems;
+  int widest = plan.outputUsesFoldMapping ? 1 : plan.outVectorElems;
   for (const FoldPlan &fp : plan.folds)
     widest = std::max(widest, fp.access);
   for (size_t i = 0; i < def.operands.size(); ++i) {
@@ -459,9 +460,9 @@ int64_t loopShare(int64_t inRange, int64_t step) {
   return share >= 2 * step ? share : 0;
 }
 
-/// The rolled rows' loops (two passes only: one pass keeps the row in
-/// registers between the fold and the outputs, and a loop cannot index
-/// registers). Only chunks whose every access is statically in range go
+/// The rolled rows' loops (two passes; one pass through rollOnePass, whose
+/// outputs read the row again, because a loop cannot index the registers
+/// one pass keeps it in). Only chunks whose every access is statically in range go
 /// into a loop, so the loop body is the unrolled one's code at a shifted
 /// column; the rest stay unrolled after it.
 /// Whether a push leaves some field of the state independent of the
@@ -486,9 +487,10 @@ bool hasDataIndependentField(const dsl::Combiner &cb) {
   return false;
 }
 
-void planRolledRows(const KernelDef &def, Plan &plan) {
+void planRolledRows(const KernelDef &def, Plan &plan,
+                    int64_t maxOutLoopStep = INT64_MAX) {
   const int64_t D = plan.cols;
-  const int P = plan.config.threadsPerRow, W = plan.config.vectorElems;
+  const int P = plan.config.threadsPerRow, W = plan.outVectorElems;
   for (size_t f = 0; f < plan.folds.size(); ++f) {
     FoldPlan &fp = plan.folds[f];
     // Stays unrolled; a head/tail fold's columns move with the row's head.
@@ -519,8 +521,10 @@ void planRolledRows(const KernelDef &def, Plan &plan) {
   int64_t chunkBytes = 0;
   for (int i : outLoads)
     chunkBytes += int64_t(W) * dtypeBytes(def.operands[i].dtype);
-  plan.outLoopStep = int64_t(std::bit_floor(uint64_t(
-      std::max<int64_t>(1, kOutputLoopBytes / std::max<int64_t>(chunkBytes, 1)))));
+  plan.outLoopStep = std::min(
+      maxOutLoopStep,
+      int64_t(std::bit_floor(uint64_t(std::max<int64_t>(
+          1, kOutputLoopBytes / std::max<int64_t>(chunkBytes, 1))))));
   int64_t inRange = 0;
   while (inRange < plan.outChunks &&
          int64_t(P) * W * inRange + int64_t(W) * (P - 1) < D)
@@ -530,6 +534,45 @@ void planRolledRows(const KernelDef &def, Plan &plan) {
   for (const FoldPlan &fp : plan.folds)
     loops = loops || fp.loopReps > 0;
   plan.rolledRows = loops; // nothing to roll: the unrolled plan
+}
+
+/// Rolled rows of a one-pass plan (RolledRowsMode::Always only: the quick
+/// tier's short compile and BITFOLD_ROLLED_ROWS=1): the folds as a two-pass
+/// plan folds them, then a loop of one output chunk (P x W columns) an
+/// iteration that reads the row again. Each element's output math (the
+/// Wan norm's two divisions and exp, LayerNorm's affine) is then spelled
+/// out once per W columns instead of once per column of a thread's share,
+/// which is what ptxas's time grows with; the DAG, and so the bits, are
+/// the unrolled plan's. W is the config's vector width, or from 8 up half
+/// of it where only that loops (the Wan norm at C = 192 on 16 threads x 8:
+/// one and a half chunks of 8, three of 4). Stays unrolled: a packed row,
+/// and where no W divides the row, passes the alignment and has its output
+/// loop run three times or more (two trips saved nothing at qk's 128
+/// columns: the loop and the re-read row's addresses cost what a chunk's
+/// code did).
+bool rollOnePass(const KernelDef &def, const ShapeSpec &shape, Plan &plan) {
+  const TileConfig &c = plan.config;
+  if (def.folds.empty() || c.twoPass || c.sharedRow || plan.rolled ||
+      plan.packedRow)
+    return false;
+  const int narrowest = c.vectorElems >= 8 ? c.vectorElems / 2 : c.vectorElems;
+  for (int W = c.vectorElems; W >= narrowest; W /= 2) {
+    if (plan.cols % W != 0)
+      continue;
+    Plan rolledPlan = plan;
+    rolledPlan.outputUsesFoldMapping = false;
+    rolledPlan.outVectorElems = W;
+    rolledPlan.outChunks =
+        llvm::divideCeil(plan.cols, int64_t(c.threadsPerRow) * W);
+    if (llvm::errorToBool(checkAlignment(def, shape, rolledPlan)))
+      continue;
+    planRolledRows(def, rolledPlan, /*maxOutLoopStep=*/1);
+    if (rolledPlan.outLoopChunks >= 3) {
+      plan = std::move(rolledPlan);
+      return true;
+    }
+  }
+  return false;
 }
 
 /// A fold's share of a row per thread is its lanes' vectors (k * reps):
@@ -727,6 +770,8 @@ llvm::Expected<Plan> codegen::makePlan(const KernelDef &def,
                                     plan.registerLimit));
   if (!rolled)
     planPackedRow(def, plan);
+  if (mode == RolledRowsMode::Always && !plan.rolledRows)
+    rollOnePass(def, shape, plan);
   return plan;
 }
 

@@ -115,8 +115,8 @@ void KernelBuilder::emitRolledRowFold(size_t f) {
 }
 
 void KernelBuilder::emitRolledRowOutputs() {
-  const int64_t colStep = plan.outLoopStep * plan.config.threadsPerRow *
-                          plan.config.vectorElems;
+  const int64_t colStep =
+      plan.outLoopStep * plan.config.threadsPerRow * plan.outVectorElems;
   const int64_t trips = plan.outLoopChunks / plan.outLoopStep;
   if (trips > 0) {
     for (const dsl::OperandDecl &o : def.operands)

@@ -583,7 +583,7 @@ OwningOpRef<ModuleOp> KernelBuilder::build(StringRef entryName) {
   }
   for (size_t f = 0; f < def.folds.size(); ++f) {
     AtLoc at(*this, structLoc("fold " + llvm::Twine(f)), /*structure=*/true);
-    if (f == 0 || plan.config.twoPass) {
+    if (f == 0 || plan.config.twoPass || plan.rolledRows) {
       if (f > 0)
         newPhase();
       if (plan.rolledRows) { // EmitRolledRows.cpp

@@ -102,9 +102,12 @@ struct Plan {
   /// adjacent lanes of a warp.
   bool lanesAcrossWarps = false;
   /// Output phase otherwise: thread p handles the W-element chunks
-  /// p + P * j, j < outChunks.
+  /// p + P * j, j < outChunks, W = outVectorElems (the config's vector
+  /// width, or a narrower one where rollOnePass needs it for a loop).
   int64_t outChunks = 0;
-  /// Rolled rows (two passes or no fold; rolledRowsMode()): the folds' vectors
+  int outVectorElems = 0;
+  /// Rolled rows (two passes, no fold, or one pass rolled in
+  /// RolledRowsMode::Always; rolledRowsMode()): the folds' vectors
   /// (FoldPlan::loopReps) and the output chunks j < outLoopChunks are loops,
   /// outLoopStep chunks per iteration, the rest unrolled after them. Same
   /// DAG as the unrolled plan; only the PTX is shorter.

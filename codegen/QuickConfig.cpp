@@ -44,7 +44,7 @@ int64_t spelledOutElements(const KernelDef &def, const Plan &plan) {
   const int64_t outputs =
       plan.outputUsesFoldMapping
           ? int64_t(plan.folds[0].k) * plan.folds[0].V * plan.folds[0].reps
-          : int64_t(plan.config.vectorElems) *
+          : int64_t(plan.outVectorElems) *
                 (plan.outChunks - plan.outLoopChunks +
                  (plan.outLoopChunks ? plan.outLoopStep : 0));
   return n + 3 * outputs;

@@ -96,7 +96,7 @@ std::vector<Access> KernelBuilder::outputAccesses(int64_t jBegin, int64_t jEnd,
   // Chunk j: columns (p + P * j) * W + [0, W), plus `shift` as above.
   std::vector<Access> accs;
   const int64_t D = plan.cols;
-  const int P = plan.config.threadsPerRow, W = plan.config.vectorElems;
+  const int P = plan.config.threadsPerRow, W = plan.outVectorElems;
   Value pCol = arith::MulIOp::create(b, loc, pIdx, cIdx(W));
   if (shift)
     pCol = arith::AddIOp::create(b, loc, pCol, shift);
