@@ -462,9 +462,9 @@ int64_t loopShare(int64_t inRange, int64_t step) {
 
 /// The rolled rows' loops (two passes; one pass through rollOnePass, whose
 /// outputs read the row again, because a loop cannot index the registers
-/// one pass keeps it in). Only chunks whose every access is statically in range go
-/// into a loop, so the loop body is the unrolled one's code at a shifted
-/// column; the rest stay unrolled after it.
+/// one pass keeps it in). Only chunks whose every access is statically in
+/// range go into a loop, so the loop body is the unrolled one's code at a
+/// shifted column; the rest stay unrolled after it.
 /// Whether a push leaves some field of the state independent of the
 /// element (a Welford count): unrolled, LLVM folds it to constants per
 /// vector (FoldKnowledge.h tracks them too); a loop would carry it and redo
@@ -543,7 +543,8 @@ void planRolledRows(const KernelDef &def, Plan &plan,
 /// Wan norm's two divisions and exp, LayerNorm's affine) is then spelled
 /// out once per W columns instead of once per column of a thread's share,
 /// which is what ptxas's time grows with; the DAG, and so the bits, are
-/// the unrolled plan's. W is the config's vector width, or from 8 up half
+/// the unrolled plan's; row plans only (a channels-first one maps pixels
+/// and lanes instead). W is the config's vector width, or from 8 up half
 /// of it where only that loops (the Wan norm at C = 192 on 16 threads x 8:
 /// one and a half chunks of 8, three of 4). Stays unrolled: a packed row,
 /// and where no W divides the row, passes the alignment and has its output
@@ -553,7 +554,7 @@ void planRolledRows(const KernelDef &def, Plan &plan,
 bool rollOnePass(const KernelDef &def, const ShapeSpec &shape, Plan &plan) {
   const TileConfig &c = plan.config;
   if (def.folds.empty() || c.twoPass || c.sharedRow || plan.rolled ||
-      plan.packedRow)
+      plan.packedRow || dsl::isChannelsFirst(def))
     return false;
   const int narrowest = c.vectorElems >= 8 ? c.vectorElems / 2 : c.vectorElems;
   for (int W = c.vectorElems; W >= narrowest; W /= 2) {

@@ -15,6 +15,7 @@
 #include "codegen/Assemble.h"
 #include "codegen/PtxAudit.h"
 #include "dsl/Parser.h"
+#include "keys/CacheKey.h"
 #include "tools/ShapedTemplate.h"
 
 #include "CompileStock.h"
@@ -449,6 +450,34 @@ TEST(RolledRows, OnePassPlansRollTheirOutputsRereadingTheRow) {
     }
   }
   EXPECT_GE(looped, 10);
+}
+
+// Channels-first plans map pixels and lanes, not row chunks: rolling rows
+// leaves every one of their configs as it was (the variable, and the quick
+// tier's option at the quick config), byte for byte.
+TEST(RolledRows, ChannelsFirstPlansKeepTheirPtx) {
+  const Stock cf[] = {
+      {"wan_rmsnorm_silu", "layout=channels_first,bias=0", "1,96,4,480,832"},
+      {"wan_rmsnorm_silu", "layout=channels_first,form=f32",
+       "1,384,2,120,208"}};
+  for (const Stock &s : cf) {
+    tools::ShapedTemplate st = shaped(s);
+    std::vector<TileConfig> configs = enumerateConfigs(*st.def, st.shape);
+    ASSERT_FALSE(configs.empty()) << s.name;
+    for (const TileConfig &c : configs) {
+      llvm::Expected<CompiledKernel> on = compileWith(st, c, "1");
+      llvm::Expected<CompiledKernel> off = compileWith(st, c, "0");
+      ASSERT_TRUE(on && off) << label(s, c);
+      EXPECT_EQ(on->ptx, off->ptx) << label(s, c);
+    }
+    const TileConfig quick = quickConfig(*st.def, st.shape);
+    CompileOptions fast = launchOptions("sm_90", false, true);
+    fast.emitCubin = false;
+    llvm::Expected<CompiledKernel> q = compile(*st.def, st.shape, quick, fast);
+    llvm::Expected<CompiledKernel> plain = compileWith(st, quick, "0");
+    ASSERT_TRUE(q && plain) << label(s, quick);
+    EXPECT_EQ(q->ptx, plain->ptx) << label(s, quick);
+  }
 }
 
 /// Wide rows: the configs of a kernel and shape past 64 vector accesses of
