@@ -15,7 +15,7 @@ Configs come from `bitfold compile TEMPLATE --shape S --list-configs`, or
 --configs a,b,... (a host without the CLI).
 Writes DIR/steady-configs-TEMPLATE.md (-rolled.md with
 BITFOLD_ROLLED_ROWS=1: the two-pass configs then run their rows as loops,
-codegen/EmitRolledRows.cpp).
+and the one-pass row configs their outputs, codegen/EmitRolledRows.cpp).
 """
 import argparse
 import os

@@ -1,10 +1,12 @@
 """Rolled rows (codegen/EmitRolledRows.cpp) vs the live eager chains, bit
-for bit: every two-pass config with BITFOLD_ROLLED_ROWS=1, and wide rows,
-which roll by default (past 64 vector accesses per thread).
+for bit: every config with BITFOLD_ROLLED_ROWS=1, and wide rows, which
+roll by default (past 64 vector accesses per thread).
 
 With the variable set, every two-pass config of a norm kernel runs its row
 as loops (the sum folds' vectors and the output chunks) instead of a full
-unroll; one-pass configs are unchanged. The cases are test_kernels.py's
+unroll, and a one-pass row config whose output loop would run three times
+or more folds the same way, then loops over its output chunks reading the
+row again (codegen/README.md, "Rolled rows"). The cases are test_kernels.py's
 every-config cases at the seed shapes and hf_rmsnorm's every-config check,
 on a runtime of their own created with the variable set (it enters the
 cache key, so no kernel compiled without it is reused).
