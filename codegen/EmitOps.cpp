@@ -440,12 +440,15 @@ Value KernelBuilder::farFromMidpointTest(Value v, int dropped, uint32_t k) {
 }
 
 Value KernelBuilder::fastSiluTest(DType t, Value x, Value s, Value geMin) {
-  // fastSiluAccepts: |dropped - half| > K as (bits << shift) + C compared
-  // unsigned (ptxas: one LEA and one ISETP), x >= kFastSiluMinX (false
-  // for NaN) and, for f16, s in f16's normal range.
-  Value accept = andI(geMin ? geMin : cmp(P::OGE, x, cF32(kFastSiluMinX)),
-                      farFromMidpointTest(s, fastSiluDroppedBits(t),
-                                          fastSiluMargin(t)));
+  // fastSiluAcceptsOn: x >= kFastSiluMinX (false for NaN); where the
+  // target needs it, |dropped - half| > K as (bits << shift) + C compared
+  // unsigned (ptxas: one LEA and one ISETP); for f16, s in f16's normal
+  // range.
+  Value mid;
+  if (fastSiluNeedsMidpointTest(t, plan.smVersion, rewrites.sm90SiluModels))
+    mid = farFromMidpointTest(s, fastSiluDroppedBits(t), fastSiluMargin(t));
+  Value accept =
+      andI(geMin ? geMin : cmp(P::OGE, x, cF32(kFastSiluMinX)), mid);
   if (t == DType::F16) // f16's subnormals round at another bit
     accept = andI(accept, cmp(P::OGE, LLVM::FAbsOp::create(b, loc, s),
                               cF32(0x1p-14f)));

@@ -203,10 +203,15 @@ bool codegen::fallbackLoopsEnabled() {
   return envFlag("BITFOLD_FALLBACK_LOOPS", true);
 }
 
+bool codegen::sm90SiluModelsEnabled() {
+  return envFlag("BITFOLD_SM90_SILU", true);
+}
+
 Rewrites codegen::findRewrites(const dsl::KernelDef &def, int smVersion,
                                bool pixelLanesOnThreads) {
   Rewrites r;
   r.fallbackLoops = fallbackLoopsEnabled();
+  r.sm90SiluModels = sm90SiluModelsEnabled();
   // The lowering's notion of a per-element node (KernelBuilder::isElem): a
   // load below it, not looking through folds.
   llvm::DenseMap<const ExprNode *, bool> memo;

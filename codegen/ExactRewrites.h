@@ -146,10 +146,33 @@ inline bool fastSiluAccepts(dsl::DType t, float x, float s) {
          farFromMidpoint(std::bit_cast<uint32_t>(s), fastSiluDroppedBits(t),
                          fastSiluMargin(t));
 }
+/// Whether the fast path needs the midpoint test on target sm_`smVersion`.
+/// Not for bf16 on sm_90: every sm_90 part is one die (GH100), whose
+/// ex2/rcp.approx.ftz the exact models reproduce on all 2^32 inputs
+/// (docs/approx-models.md), and on them the fast value of every bf16 x >=
+/// kFastSiluMinX rounds as the chain does (FastSiluTest checks all 2^16;
+/// tests/gpu/test_silu_exhaustive.py runs them on the H200). Elsewhere,
+/// and with sm90Models off (BITFOLD_SM90_SILU=0), the ISA's bounds need it
+/// (docs/exact-silu.md).
+inline constexpr bool fastSiluNeedsMidpointTest(dsl::DType t, int smVersion,
+                                                bool sm90Models = true) {
+  return !(sm90Models && t == dsl::DType::BF16 && smVersion == 90);
+}
+/// fastSiluAccepts as the lowering decides it on target sm_`smVersion`.
+inline bool fastSiluAcceptsOn(int smVersion, dsl::DType t, float x, float s) {
+  if (fastSiluNeedsMidpointTest(t, smVersion))
+    return fastSiluAccepts(t, x, s);
+  return x >= kFastSiluMinX; // bf16: |s| needs no range test
+}
 /// On unless BITFOLD_FAST_SILU=0 (recorded in the cache key); the H200
 /// oracle (tests/gpu/test_silu_exhaustive.py) ran it. Channels-first
-/// programs never take it (slower there; findRewrites).
+/// programs take it only with a pixel's lanes on several threads (one
+/// thread a pixel was slower with it; findRewrites).
 bool fastSiluEnabled();
+/// Whether bf16's fast SiLU on sm_90 relies on the exact models
+/// (fastSiluNeedsMidpointTest): on unless BITFOLD_SM90_SILU=0 (recorded
+/// in the cache key), which keeps the midpoint test there too.
+bool sm90SiluModelsEnabled();
 
 /// The exact fallbacks of the row division and the fast SiLU as one loop
 /// over an access's elements (one copy of div.rn / the chain per access in
@@ -174,6 +197,9 @@ struct Rewrites {
   llvm::DenseMap<const dsl::ExprNode *, const dsl::ExprNode *> fastSilu;
   /// Their fallbacks as loops (fallbackLoopsEnabled).
   bool fallbackLoops = true;
+  /// bf16's fast SiLU on sm_90 without the midpoint test
+  /// (sm90SiluModelsEnabled).
+  bool sm90SiluModels = true;
 };
 /// `pixelLanesOnThreads`: the plan holds a channels-first pixel's lanes on
 /// several threads (a warp apart or in one warp, Plan.h); a channels-first

@@ -103,6 +103,7 @@ llvm::ArrayRef<const char *> keys::codegenEnvVars() {
       "BITFOLD_FALLBACK_LOOPS", // exact fallbacks as loops (ExactRewrites.h)
       "BITFOLD_ROUNDED_DIVISION", // row division to bf16 (ExactRewrites.h)
       "BITFOLD_ROW_BOUND", // a row division's range from d (ExactRewrites.h)
+      "BITFOLD_SM90_SILU", // bf16 SiLU on sm_90's models (ExactRewrites.h)
   };
   return vars;
 }

@@ -611,7 +611,8 @@ TEST(Environment, SwitchesAcceptTheValuesTheyAlwaysDid) {
       {"BITFOLD_ROW_BOUND", rowBoundEnabled},
       {"BITFOLD_ROUNDED_DIVISION", roundedDivisionEnabled},
       {"BITFOLD_FAST_SILU", fastSiluEnabled},
-      {"BITFOLD_FALLBACK_LOOPS", fallbackLoopsEnabled}};
+      {"BITFOLD_FALLBACK_LOOPS", fallbackLoopsEnabled},
+      {"BITFOLD_SM90_SILU", sm90SiluModelsEnabled}};
   for (auto [name, enabled] : flags) {
     ::unsetenv(name);
     EXPECT_TRUE(enabled()) << name << " unset";

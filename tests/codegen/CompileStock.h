@@ -16,7 +16,8 @@
 namespace bitfold::testing {
 
 inline llvm::Expected<codegen::CompiledKernel>
-compileStock(const char *name, const char *params, const char *shape) {
+compileStock(const char *name, const char *params, const char *shape,
+             const char *arch = "sm_90") {
   llvm::Expected<templates::Problem> p =
       templates::makeProblem(name, params, shape);
   if (!p)
@@ -26,6 +27,7 @@ compileStock(const char *name, const char *params, const char *shape) {
       codegen::enumerateConfigs(*st.def, st.shape);
   keys::CompileOptions opts;
   opts.emitCubin = false;
+  opts.arch = arch;
   return codegen::compile(*st.def, st.shape, configs.front(), opts);
 }
 

@@ -174,7 +174,7 @@ TEST(FastSilu, EveryBf16AndF16InputOnTheSm90ModelsMatchesTheInterpreter) {
       float chain = x / (1.0f + dsl::expLibdevice(-x, *unit));
       ASSERT_EQ(out[h], narrow(t, chain)) << name(t) << " " << x;
       float s = fastSm90(x, *unit);
-      bool ok = fastSiluAccepts(t, x, s);
+      bool ok = fastSiluAcceptsOn(90, t, x, s);
       if (ok)
         ASSERT_EQ(narrow(t, s), out[h]) << name(t) << " " << x;
       slow += !ok;
@@ -193,6 +193,35 @@ TEST(FastSilu, EveryBf16AndF16InputOnTheSm90ModelsMatchesTheInterpreter) {
     // f16 also falls back where s is an f16 subnormal (x < -8 or so).
     EXPECT_LT(slowNear, near / (t == DType::BF16 ? 100 : 25)) << name(t);
   }
+}
+
+// On sm_90 the bf16 lowering drops the midpoint test: on the exact models
+// the fast value of every bf16 x >= kFastSiluMinX rounds as the chain does
+// (the interpreter runs the chain), so only x's range decides. f16 keeps
+// it (and needs it on these models too).
+TEST(FastSilu, OnSm90EveryBf16InputInRangeRoundsRightWithoutTheMidpointTest) {
+  llvm::Expected<const dsl::ApproxUnit &> unit = dsl::sm90Approx();
+  ASSERT_TRUE(bool(unit)) << llvm::toString(unit.takeError());
+  EXPECT_FALSE(fastSiluNeedsMidpointTest(DType::BF16, 90));
+  EXPECT_TRUE(fastSiluNeedsMidpointTest(DType::F16, 90));
+  for (int sm : {80, 89, 100, 120})
+    EXPECT_TRUE(fastSiluNeedsMidpointTest(DType::BF16, sm)) << sm;
+  int inRange = 0, f16Wrong = 0;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float x = widen(DType::BF16, h);
+    if (std::isnan(x) || x < kFastSiluMinX)
+      continue;
+    ++inRange;
+    float chain = x / (1.0f + dsl::expLibdevice(-x, *unit));
+    ASSERT_EQ(narrow(DType::BF16, fastSm90(x, *unit)), narrow(DType::BF16, chain))
+        << "bf16 x = " << x;
+    float xh = widen(DType::F16, h), sh = fastSm90(xh, *unit);
+    if (!std::isnan(xh) && xh >= kFastSiluMinX && std::fabs(sh) >= 0x1p-14f)
+      f16Wrong += narrow(DType::F16, sh) !=
+                  narrow(DType::F16, xh / (1.0f + dsl::expLibdevice(-xh, *unit)));
+  }
+  EXPECT_EQ(inRange, 49698);
+  EXPECT_GT(f16Wrong, 0);
 }
 
 // The range test is needed on the H200 itself: below it the fast value
@@ -244,9 +273,10 @@ TEST(FastSilu, OnlyOneNarrowTypeInAndOutMatches) {
 
 namespace {
 
-llvm::Expected<CompiledKernel> compileWan(const char *params) {
+llvm::Expected<CompiledKernel> compileWan(const char *params,
+                                          const char *arch = "sm_90") {
   return bitfold::testing::compileStock("wan_rmsnorm_silu", params,
-                                        "1,96,4,480,832");
+                                        "1,96,4,480,832", arch);
 }
 
 using bitfold::testing::countOf;
@@ -282,6 +312,33 @@ TEST(FastSilu, ChannelsFirstKernelsKeepTheChain) {
   llvm::Expected<CompiledKernel> k = compileWan("layout=channels_first");
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_EQ(countOf(k->ptx, "rcp.approx.ftz.f32"), 0u);
+}
+
+// The midpoint test in the PTX: `(bits << 16) + C >u (2K << 16)`, which
+// LLVM turns into an unsigned `<` of -(2K << 16) - 1 (bf16, K = 12). The
+// bf16 kernel has none on sm_90 and one per element elsewhere; the f16
+// kernel keeps its own (K = 24, 13 dropped bits) on sm_90.
+TEST(FastSilu, TheBf16KernelTestsMidpointsOnlyOffSm90) {
+  ::unsetenv("BITFOLD_FAST_SILU");
+  const std::string bf16Bound = std::to_string(-int64_t(24u << 16) - 1);
+  const std::string f16Bound = std::to_string(-int64_t(48u << 19) - 1);
+  for (const char *form : {"", "form=f32"}) {
+    llvm::Expected<CompiledKernel> sm90 = compileWan(form);
+    ASSERT_TRUE(bool(sm90)) << llvm::toString(sm90.takeError());
+    llvm::Expected<CompiledKernel> sm80 = compileWan(form, "sm_80");
+    ASSERT_TRUE(bool(sm80)) << llvm::toString(sm80.takeError());
+    EXPECT_GT(countOf(sm90->ptx, "rcp.approx.ftz.f32"), 0u) << form;
+    EXPECT_EQ(countOf(sm90->ptx, bf16Bound), 0u) << form;
+    EXPECT_GE(countOf(sm80->ptx, bf16Bound), 24u) << form;
+  }
+  llvm::Expected<CompiledKernel> f16 = compileWan("dtype=f16");
+  ASSERT_TRUE(bool(f16)) << llvm::toString(f16.takeError());
+  EXPECT_GE(countOf(f16->ptx, f16Bound), 24u);
+  ::setenv("BITFOLD_SM90_SILU", "0", 1); // the ISA's bounds on sm_90 too
+  llvm::Expected<CompiledKernel> bounds = compileWan("");
+  ::unsetenv("BITFOLD_SM90_SILU");
+  ASSERT_TRUE(bool(bounds)) << llvm::toString(bounds.takeError());
+  EXPECT_GE(countOf(bounds->ptx, bf16Bound), 24u);
 }
 
 // The fallback of an access (8 elements at the first config, r8.t4.v8;
