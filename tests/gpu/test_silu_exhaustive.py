@@ -3,7 +3,9 @@ docs/exact-silu.md) against torch.nn.functional.silu, bit for bit.
 
 - every one of the 65536 bf16 bit patterns and of the 65536 f16 ones
   through a user kernel `round(silu(x))` in that type, with
-  BITFOLD_FAST_SILU=1 and =0, compared with F.silu on the same tensor;
+  BITFOLD_FAST_SILU=1 (on sm_90 bf16 without the midpoint test), with
+  BITFOLD_FAST_SILU=1 BITFOLD_SM90_SILU=0 (the midpoint test everywhere)
+  and with BITFOLD_FAST_SILU=0, compared with F.silu on the same tensor;
 - wan_rmsnorm_silu, both forms, at [1,96,4,480,832] and [1,384,2,120,208]
   with the fast path on and off, against the eager chains of
   test_aten_norms.py, plus a case whose gamma and bias spread the SiLU
@@ -39,25 +41,37 @@ body:
 TORCH = {"bf16": torch.bfloat16, "f16": torch.float16} if torch else {}
 
 
-def with_fast_silu(value):
-    """Sets BITFOLD_FAST_SILU (part of the cache key); returns the undo."""
-    old = os.environ.get("BITFOLD_FAST_SILU")
-    os.environ["BITFOLD_FAST_SILU"] = value
+def with_fast_silu(value, sm90=None):
+    """Sets BITFOLD_FAST_SILU and BITFOLD_SM90_SILU (unset where None; both
+    part of the cache key); returns the undo."""
+    names = ("BITFOLD_FAST_SILU", "BITFOLD_SM90_SILU")
+    old = {n: os.environ.get(n) for n in names}
+    for n, v in zip(names, (value, sm90)):
+        if v is None:
+            os.environ.pop(n, None)
+        else:
+            os.environ[n] = v
 
     def undo():
-        if old is None:
-            os.environ.pop("BITFOLD_FAST_SILU", None)
-        else:
-            os.environ["BITFOLD_FAST_SILU"] = old
+        for n, v in old.items():
+            if v is None:
+                os.environ.pop(n, None)
+            else:
+                os.environ[n] = v
     return undo
 
 
-@pytest.fixture(params=["1", "0"], ids=["fast", "exact"])
+# label: (BITFOLD_FAST_SILU, BITFOLD_SM90_SILU)
+MODES = {"1": ("1", None), "1isa": ("1", "0"), "0": ("0", None)}
+
+
+@pytest.fixture(params=sorted(MODES), ids=lambda m: {"1": "fast", "1isa": "fast-isa-bounds",
+                                                        "0": "exact"}[m])
 def fast_rt(request, rt):
-    """(BITFOLD_FAST_SILU, a runtime of its own): a fresh runtime per mode,
-    so no kernel compiled under the other mode is reused in memory."""
+    """(mode label, a runtime of its own): a fresh runtime per mode, so no
+    kernel compiled under another mode is reused in memory."""
     import bitfold.torch
-    undo = with_fast_silu(request.param)
+    undo = with_fast_silu(*MODES[request.param])
     r = bitfold.torch.Runtime()
     try:
         yield request.param, r
@@ -79,7 +93,7 @@ def test_silu_of_every_input_is_eager_bits(fast_rt, dt):
     y = torch.full_like(x, float("nan"))
     kernel.launch([x, y])
     torch.cuda.synchronize()
-    check("silu_exhaustive", y, F.silu(x), f"{dt} BITFOLD_FAST_SILU={fast_silu}")
+    check("silu_exhaustive", y, F.silu(x), f"{dt} mode {fast_silu}")
 
 
 WAN_SHAPES = [(1, 96, 4, 480, 832), (1, 384, 2, 120, 208)]
@@ -97,7 +111,7 @@ def test_wan_seed_shapes_are_eager_bits(fast_rt, shape, form, bias, seed):
     params = wan_params("bf16", form, "bf16", bias, False)
     y = wan_launch(rt.kernel("wan_rmsnorm_silu", params), x, g, b, cb, expect.dtype)
     check("wan_rmsnorm_silu", y, expect,
-          f"shape {shape} form {form} bias {bias} seed {seed} FAST_SILU={fast_silu}")
+          f"shape {shape} form {form} bias {bias} seed {seed} mode {fast_silu}")
 
 
 @pytest.mark.parametrize("form", ["x", "f32"])
@@ -113,7 +127,7 @@ def test_wan_wide_silu_inputs_are_eager_bits(fast_rt, form):
     expect = wan_eager(x, g, b, cb, form)
     params = wan_params("bf16", form, "bf16", True, False)
     y = wan_launch(rt.kernel("wan_rmsnorm_silu", params), x, g, b, cb, expect.dtype)
-    check("wan_rmsnorm_silu", y, expect, f"wide inputs form {form} FAST_SILU={fast_silu}")
+    check("wan_rmsnorm_silu", y, expect, f"wide inputs form {form} mode {fast_silu}")
 
 
 @pytest.mark.parametrize("form", ["x", "f32"])
