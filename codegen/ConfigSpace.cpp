@@ -369,6 +369,11 @@ llvm::Error checkSharedRow(const KernelDef &def, const Plan &plan,
 }
 
 /// One pass reuses fold 0's mapping; otherwise W-element chunks.
+/// The output chunks of P threads x W columns that cover a row of D.
+int64_t outputChunks(int64_t D, int P, int W) {
+  return llvm::divideCeil(D, int64_t(P) * W);
+}
+
 llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
   const TileConfig &c = plan.config;
   const int64_t D = plan.cols;
@@ -391,7 +396,7 @@ llvm::Error planOutputPhase(const KernelDef &def, Plan &plan) {
     return illegal(c, llvm::formatv("{0} columns are not a multiple of the "
                                     "vector width {1}",
                                     D, W));
-  plan.outChunks = (D + int64_t(P) * W - 1) / (int64_t(P) * W);
+  plan.outChunks = outputChunks(D, P, W);
   plan.outVectorElems = W;
   return llvm::Error::success();
 }
@@ -551,11 +556,11 @@ void planRolledRows(const KernelDef &def, Plan &plan,
 /// loop run three times or more (two trips saved nothing at qk's 128
 /// columns: the loop and the re-read row's addresses cost what a chunk's
 /// code did).
-bool rollOnePass(const KernelDef &def, const ShapeSpec &shape, Plan &plan) {
+void rollOnePass(const KernelDef &def, const ShapeSpec &shape, Plan &plan) {
   const TileConfig &c = plan.config;
   if (def.folds.empty() || c.twoPass || c.sharedRow || plan.rolled ||
       plan.packedRow || dsl::isChannelsFirst(def))
-    return false;
+    return;
   const int narrowest = c.vectorElems >= 8 ? c.vectorElems / 2 : c.vectorElems;
   for (int W = c.vectorElems; W >= narrowest; W /= 2) {
     if (plan.cols % W != 0)
@@ -563,17 +568,15 @@ bool rollOnePass(const KernelDef &def, const ShapeSpec &shape, Plan &plan) {
     Plan rolledPlan = plan;
     rolledPlan.outputUsesFoldMapping = false;
     rolledPlan.outVectorElems = W;
-    rolledPlan.outChunks =
-        llvm::divideCeil(plan.cols, int64_t(c.threadsPerRow) * W);
+    rolledPlan.outChunks = outputChunks(plan.cols, c.threadsPerRow, W);
     if (llvm::errorToBool(checkAlignment(def, shape, rolledPlan)))
       continue;
     planRolledRows(def, rolledPlan, /*maxOutLoopStep=*/1);
     if (rolledPlan.outLoopChunks >= 3) {
       plan = std::move(rolledPlan);
-      return true;
+      return;
     }
   }
-  return false;
 }
 
 /// A fold's share of a row per thread is its lanes' vectors (k * reps):
