@@ -105,6 +105,8 @@ std::vector<EntryPoint> entryPoints(DriverApi &a) {
       BF_ENTRY(cuLinkAddData, "cuLinkAddData_v2"),
       BF_ENTRY(cuLinkComplete, "cuLinkComplete"),
       BF_ENTRY(cuLinkDestroy, "cuLinkDestroy"),
+      BF_OPTIONAL(cuThreadExchangeStreamCaptureMode,
+                  "cuThreadExchangeStreamCaptureMode"),
 #undef BF_ENTRY
 #undef BF_OPTIONAL
   };
@@ -312,6 +314,7 @@ llvm::Expected<CUcontext> retainPrimaryContext(int ordinal) {
   if (!dev)
     return dev.takeError();
   CUcontext ctx = nullptr;
+  RelaxedCapture relaxed(*api);
   if (llvm::Error e = checkCuda(api->cuDevicePrimaryCtxRetain(&ctx, *dev),
                                 llvm::formatv("cuDevicePrimaryCtxRetain(cuda:{0})",
                                               ordinal)))
@@ -330,6 +333,23 @@ llvm::Expected<CUcontext> bitfold::cuda::primaryContext(int ordinal) {
   // Retained once per ordinal and never released, as in PyTorch.
   static PerDevice<CUcontext> contexts;
   return contexts.get(ordinal, [&] { return retainPrimaryContext(ordinal); });
+}
+
+// ---- RelaxedCapture --------------------------------------------------------
+
+RelaxedCapture::RelaxedCapture(const DriverApi &a) {
+  if (!a.cuThreadExchangeStreamCaptureMode)
+    return;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (a.cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS)
+    return;
+  api = &a;
+  previous = mode;
+}
+
+RelaxedCapture::~RelaxedCapture() {
+  if (api)
+    api->cuThreadExchangeStreamCaptureMode(&previous);
 }
 
 // ---- ScopedContext ---------------------------------------------------------
@@ -395,6 +415,7 @@ llvm::Expected<Module> Module::load(llvm::ArrayRef<char> image) {
     return driverError("cannot load a module: no CUDA context is current");
   if (image.empty())
     return driverError("cannot load a module: the image is empty");
+  RelaxedCapture relaxed(*api);
   if (llvm::Error e = checkCuda(api->cuModuleLoadData(&m.mod, image.data()),
                                 llvm::formatv("cuModuleLoadData ({0} bytes)",
                                               image.size())))
@@ -427,7 +448,10 @@ void Module::reset() {
   CUcontext cur = nullptr;
   api.cuCtxGetCurrent(&cur);
   bool push = cur != ctx && api.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
-  api.cuModuleUnload(mod);
+  {
+    RelaxedCapture relaxed(api);
+    api.cuModuleUnload(mod);
+  }
   if (push) {
     CUcontext popped = nullptr;
     api.cuCtxPopCurrent(&popped);
@@ -516,6 +540,8 @@ LaunchGraph::capture(llvm::function_ref<llvm::Error(CUstream)> enqueue) {
   if (!available())
     return driverError("the CUDA driver has no stream capture or graphs");
   const DriverApi &a = loaded().api;
+  // Relaxed: the tuner times on its own thread while a caller may capture.
+  RelaxedCapture relaxed(a);
   LaunchGraph g;
   if (llvm::Error e = checkCuda(a.cuStreamCreate(&g.strm, CU_STREAM_DEFAULT),
                                 "cuStreamCreate"))
@@ -560,6 +586,7 @@ LaunchGraph::~LaunchGraph() { reset(); }
 
 void LaunchGraph::reset() {
   const DriverApi &a = loaded().api;
+  RelaxedCapture relaxed(a);
   if (exec)
     a.cuGraphExecDestroy(exec);
   if (graph)
@@ -577,6 +604,14 @@ llvm::Error LaunchGraph::launch() const {
 
 // ---- DeviceBuffer ----------------------------------------------------------
 
+namespace {
+void freeDevice(CUdeviceptr dptr) {
+  const DriverApi &api = loaded().api;
+  RelaxedCapture relaxed(api);
+  api.cuMemFree(dptr);
+}
+} // namespace
+
 llvm::Expected<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
   auto api = driver();
   if (!api)
@@ -584,6 +619,7 @@ llvm::Expected<DeviceBuffer> DeviceBuffer::allocate(size_t bytes) {
   DeviceBuffer b;
   if (bytes == 0)
     return std::move(b);
+  RelaxedCapture relaxed(*api);
   if (llvm::Error e = checkCuda(api->cuMemAlloc(&b.dptr, bytes),
                                 llvm::formatv("cuMemAlloc({0} bytes)", bytes)))
     return std::move(e);
@@ -600,7 +636,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   if (this != &other) {
     if (dptr)
-      loaded().api.cuMemFree(dptr);
+      freeDevice(dptr);
     dptr = other.dptr;
     bytes = other.bytes;
     other.dptr = 0;
@@ -611,7 +647,7 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
 
 DeviceBuffer::~DeviceBuffer() {
   if (dptr)
-    loaded().api.cuMemFree(dptr);
+    freeDevice(dptr);
 }
 
 llvm::Error DeviceBuffer::copyFromHost(const void *src, size_t n,
@@ -664,6 +700,8 @@ bitfold::cuda::linkPtxWithDriver(llvm::StringRef ptx, llvm::StringRef arch,
     if (accelerated)
       target += CU_COMPUTE_ACCELERATED_TARGET_BASE;
   }
+  // The whole link runs relaxed: the JIT linker is refused in a capture.
+  RelaxedCapture relaxed(*api);
   auto ctx = ScopedContext::forDevice(ordinal);
   if (!ctx)
     return ctx.takeError();

@@ -95,6 +95,9 @@ struct DriverApi {
   PFN_cuLinkAddData_v6050 cuLinkAddData = nullptr;
   PFN_cuLinkComplete_v5050 cuLinkComplete = nullptr;
   PFN_cuLinkDestroy_v5050 cuLinkDestroy = nullptr;
+  /// Optional (CUDA 10.1+): RelaxedCapture is a no-op without it.
+  PFN_cuThreadExchangeStreamCaptureMode_v10010
+      cuThreadExchangeStreamCaptureMode = nullptr;
 };
 
 /// Loads and initialises the driver once per process (thread safe). The
@@ -136,6 +139,27 @@ constexpr int kMinComputeCapability = 80;
 /// naming the device and the minimum when it is below
 /// kMinComputeCapability, so nothing reaches codegen for it.
 llvm::Expected<std::string> deviceArch(int ordinal);
+
+/// This thread's stream-capture mode, relaxed while the object lives and
+/// restored after. While a CUDA graph capture in global mode runs (the
+/// default of cuStreamBeginCapture and of torch.cuda.graph), on this thread
+/// or any other, every thread that is not relaxed is refused "potentially
+/// unsafe" calls (module loads and unloads, memory allocation, the JIT
+/// linker, context set-up), and the refused call also invalidates that
+/// capture. What cuda/ does in those calls is never part of a graph, so
+/// each runs relaxed: a first launch, or a compile on another thread, does
+/// not break a caller's capture. A no-op where the driver lacks the entry.
+class RelaxedCapture {
+public:
+  explicit RelaxedCapture(const DriverApi &api);
+  RelaxedCapture(const RelaxedCapture &) = delete;
+  RelaxedCapture &operator=(const RelaxedCapture &) = delete;
+  ~RelaxedCapture();
+
+private:
+  const DriverApi *api = nullptr; ///< null: nothing to restore.
+  CUstreamCaptureMode previous = CU_STREAM_CAPTURE_MODE_GLOBAL;
+};
 
 /// The primary context of a device, retained on first use and kept for the
 /// life of the process (as PyTorch does).

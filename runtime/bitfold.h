@@ -319,7 +319,9 @@ BITFOLD_API bitfold_status bitfold_prewarm(bitfold_kernel *kernel,
  *
  *  The first launch of a shape class compiles (or loads from the cache);
  *  later ones are a hash lookup and one cuLaunchKernel. Returns when the
- *  launch is queued. */
+ *  launch is queued. Inside a CUDA graph capture the launch is captured;
+ *  a first launch loads its module with the thread's capture mode relaxed,
+ *  so it leaves a capture on this or any other thread valid. */
 BITFOLD_API bitfold_status bitfold_launch(bitfold_kernel *kernel,
                                           const DLTensor *const *tensors,
                                           int num_tensors,

@@ -80,7 +80,7 @@ typedef struct {
 } Entry;
 
 static const BfExchangeApi *api;
-static PyObject *tensorType, *parameterType, *gradEnabled, *capturing;
+static PyObject *tensorType, *parameterType, *gradEnabled;
 static PyObject *sRequiresGrad, *sLaunches, *sIsNeg, *sOne;
 static long long served; /* warm calls served here (tests, bench) */
 
@@ -267,20 +267,13 @@ static int allocate(const Entry *e, const Key *k, PyObject *a,
 }
 
 /* The current stream of the launch's device (NULL for host tensors, as the
- * fake driver of the CPU tests takes them); 1 = a CUDA graph capture is on. */
+ * fake driver of the CPU tests takes them). Inside a CUDA graph capture that
+ * is the capturing stream: the launch is captured (the runtime relaxes the
+ * capture mode around anything a launch loads). */
 static int currentStream(const DLTensor *x, void **stream) {
   *stream = NULL;
   if (x->device.device_type != kDLCUDA)
     return 0;
-  if (capturing != Py_None) {
-    PyObject *on = PyObject_CallNoArgs(capturing);
-    if (!on)
-      return -1;
-    int capture = on == Py_True;
-    Py_DECREF(on);
-    if (capture)
-      return 1; /* a launch may load a module: the Python path relaxes it */
-  }
   return api->current_work_stream(kDLCUDA, x->device.device_id, stream);
 }
 
@@ -304,9 +297,8 @@ static PyObject *launchEntry(const Entry *e, const Key *k, PyObject *a,
   if (grad != 0)
     return grad < 0 ? NULL : Py_NewRef(Py_None);
   void *stream = NULL;
-  int capture = currentStream(&k->dl[k->firstTensor], &stream);
-  if (capture != 0)
-    return capture < 0 ? NULL : Py_NewRef(Py_None);
+  if (currentStream(&k->dl[k->firstTensor], &stream) != 0)
+    return NULL;
   PyObject *outs[kMaxOuts] = {0};
   void *outData[kMaxOuts] = {0};
   const void *addr[kMaxSlots];
@@ -478,12 +470,11 @@ static PyObject *entry(PyObject *self, PyObject *args) {
   return c;
 }
 
-/* init(exchange_api_capsule, Tensor, Parameter, is_grad_enabled,
- *      is_current_stream_capturing or None) -> None. */
+/* init(exchange_api_capsule, Tensor, Parameter, is_grad_enabled) -> None. */
 static PyObject *init(PyObject *self, PyObject *args) {
   (void)self;
-  PyObject *capsule, *t, *p, *g, *c;
-  if (!PyArg_ParseTuple(args, "OOOOO", &capsule, &t, &p, &g, &c))
+  PyObject *capsule, *t, *p, *g;
+  if (!PyArg_ParseTuple(args, "OOOO", &capsule, &t, &p, &g))
     return NULL;
   const BfExchangeApi *x = PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
   if (!x)
@@ -496,10 +487,9 @@ static PyObject *init(PyObject *self, PyObject *args) {
                  x->header.version.major, x->header.version.minor);
     return NULL;
   }
-  PyObject **slots[4] = {&tensorType, &parameterType, &gradEnabled,
-                         &capturing};
-  PyObject *given[4] = {t, p, g, c};
-  for (int i = 0; i < 4; ++i) {
+  PyObject **slots[3] = {&tensorType, &parameterType, &gradEnabled};
+  PyObject *given[3] = {t, p, g};
+  for (int i = 0; i < 3; ++i) {
     PyObject *old = *slots[i];
     *slots[i] = Py_NewRef(given[i]);
     Py_XDECREF(old);

@@ -442,8 +442,8 @@ def test_cuda_graph_capture_and_replay_of_warm_shapes():
 
 
 def test_cuda_graph_capture_of_a_cold_shape_class():
-    """The first launch of a shape class inside capture: bitfold relaxes the
-    thread's capture mode around the module load (bitfold.torch docs)."""
+    """The first launch of a shape class inside capture: the runtime relaxes
+    the thread's capture mode around the module load (cuda/README.md)."""
     gen = torch.Generator(device="cuda").manual_seed(9)
     x = randn((1, 17, 1996), BF, 1.0, gen)  # a column count no other test uses
     sc, sh = randn((1, 1996), BF, 0.1, gen), randn((1, 1996), BF, 0.1, gen)
@@ -453,6 +453,54 @@ def test_cuda_graph_capture_of_a_cold_shape_class():
     graph.replay()
     torch.cuda.synchronize()
     check("cuda_graph", y, ref.ln_modulate(x, sc, sh, 1e-6), "cold shape captured")
+
+
+def test_a_first_launch_while_another_thread_captures_keeps_the_capture():
+    """torch.cuda.graph captures in global mode: a module load on any thread
+    that is not relaxed is refused then and invalidates the capture. A
+    synchronous first launch on another thread (compile, module load) while
+    this thread captures must leave the capture valid and run the kernel."""
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    x = randn((1, 9, 1868), BF, 1.0, gen)  # a column count no other test uses
+    sc, sh = randn((1, 1868), BF, 0.1, gen), randn((1, 1868), BF, 0.1, gen)
+    out = torch.empty_like(x)  # nothing allocated on the other thread
+    a = randn((4096,), BF, 1.0, gen)
+    side = torch.cuda.Stream()  # not the legacy stream, which a capture forbids
+    was_async = bt.configure()["async_compile"]
+    bt.configure(async_compile=False)
+    bt.reset_stats()
+    go, done, errors = threading.Event(), threading.Event(), []
+
+    def other():
+        try:
+            go.wait()
+            with torch.cuda.stream(side):
+                bt.ln_modulate(x, sc, sh, 1e-6, out=out)
+        except Exception as e:  # reported below
+            errors.append(repr(e))
+        finally:
+            done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # raises at its end if invalidated
+            go.set()
+            done.wait(120)
+            b = a * 2
+    finally:
+        go.set()
+        t.join()
+        bt.configure(async_compile=was_async)
+    torch.cuda.synchronize()
+    assert errors == []
+    s = bt.stats()["ln_modulate"]
+    assert s["fallbacks"] == {} and s["launches"] == 1, s
+    check("cuda_graph", out, ref.ln_modulate(x, sc, sh, 1e-6), "first launch during a capture")
+    graph.replay()
+    torch.cuda.synchronize()
+    check("cuda_graph", b, a * 2, "the capture around it")
 
 
 def test_two_threads_on_two_streams():

@@ -5,7 +5,8 @@
 // through it) plus fake_cuda_* hooks the tests reach with dlopen(NOLOAD).
 // Two devices (sm_90); contexts are a per-thread stack of fake handles;
 // "device memory" is host memory; cuLaunchKernel records what it was given;
-// stream capture and graphs count what they capture and replay.
+// stream capture and graphs count what they capture and replay, and
+// refuse capture-unsafe calls as the driver does (see forbidden()).
 //
 // fake_cuda_expect_params(n) makes the next launch record n parameters.
 // Knobs (environment): FAKE_CUDA_INIT_RESULT (cuInit's result),
@@ -26,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -119,8 +121,11 @@ CUresult cuDeviceTotalMem(size_t *b, CUdevice) {
   *b = size_t(141) << 30;
   return CUDA_SUCCESS;
 }
+CUresult forbidden(const char *what);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   count("cuDevicePrimaryCtxRetain");
+  if (CUresult r = forbidden("cuDevicePrimaryCtxRetain"))
+    return r;
   *c = primaryOf(d);
   return CUDA_SUCCESS;
 }
@@ -161,8 +166,48 @@ CUresult cuCtxGetDevice(CUdevice *d) {
   return CUDA_SUCCESS;
 }
 CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+
+// Stream-capture modes. While a capture runs, a thread whose mode is not
+// relaxed is refused "potentially unsafe" calls (here: module load and
+// unload, memory allocation and free, the JIT linker, primary context
+// retain) when it is capturing itself, or when its mode is global and
+// another thread runs a global-mode capture; the refused call returns
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates those captures
+// (cuStreamEndCapture then returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED).
+thread_local CUstreamCaptureMode threadMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+thread_local CUstream capturing = nullptr;
+thread_local CUstreamCaptureMode capturingMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+thread_local bool ownCaptureInvalid = false;
+int globalCaptures = 0;       // under mu
+bool globalCaptureInvalid = false; // under mu
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  count("cuThreadExchangeStreamCaptureMode");
+  std::swap(threadMode, *mode);
+  return CUDA_SUCCESS;
+}
+CUresult forbidden(const char *what) {
+  if (threadMode == CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_SUCCESS;
+  bool own = capturing && capturingMode != CU_STREAM_CAPTURE_MODE_RELAXED;
+  std::lock_guard<std::mutex> lock(mu);
+  int others = globalCaptures -
+               (capturing && capturingMode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+  bool byOthers = threadMode == CU_STREAM_CAPTURE_MODE_GLOBAL && others > 0;
+  if (!own && !byOthers)
+    return CUDA_SUCCESS;
+  ++counters["refused in a capture"];
+  ++counters[std::string("refused in a capture: ") + what];
+  ownCaptureInvalid |= own;
+  globalCaptureInvalid |= byOthers || (own && capturingMode ==
+                                                  CU_STREAM_CAPTURE_MODE_GLOBAL);
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   count("cuModuleLoadData");
+  if (CUresult r = forbidden("cuModuleLoadData"))
+    return r;
   if (CUresult r = CUresult(envInt("FAKE_CUDA_LOAD_RESULT", 0)))
     return r;
   std::lock_guard<std::mutex> lock(mu);
@@ -173,7 +218,7 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
 }
 CUresult cuModuleUnload(CUmodule) {
   count("cuModuleUnload");
-  return CUDA_SUCCESS;
+  return forbidden("cuModuleUnload");
 }
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
   std::lock_guard<std::mutex> lock(mu);
@@ -206,7 +251,6 @@ CUresult recordLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 // Stream capture: a launch on the capturing stream joins the graph (counted
 // as "captured launch"); a graph replay counts "cuGraphLaunch" and each of
 // its launches as "replayed launch".
-thread_local CUstream capturing = nullptr;
 thread_local int captured = 0;
 void countCaptured(CUstream stream) {
   if (capturing && stream == capturing) {
@@ -247,10 +291,14 @@ CUresult cuEventElapsedTime(float *ms, CUevent, CUevent) {
   return CUDA_SUCCESS;
 }
 CUresult cuMemAlloc(CUdeviceptr *p, size_t n) {
+  if (CUresult r = forbidden("cuMemAlloc"))
+    return r;
   *p = reinterpret_cast<CUdeviceptr>(std::malloc(n));
   return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuMemFree(CUdeviceptr p) {
+  if (CUresult r = forbidden("cuMemFree"))
+    return r;
   std::free(reinterpret_cast<void *>(p));
   return CUDA_SUCCESS;
 }
@@ -277,20 +325,40 @@ CUresult cuStreamDestroy(CUstream s) {
   delete reinterpret_cast<int *>(s);
   return CUDA_SUCCESS;
 }
-CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode) {
+CUresult beginOwnCapture(CUstream s, CUstreamCaptureMode mode) {
   if (capturing)
     return CUDA_ERROR_ILLEGAL_STATE;
   capturing = s;
+  capturingMode = mode;
+  ownCaptureInvalid = false;
   captured = 0;
+  if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (globalCaptures++ == 0)
+      globalCaptureInvalid = false;
+  }
   return CUDA_SUCCESS;
 }
-CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
+CUresult endOwnCapture(CUstream s, CUgraph *g) {
   if (capturing != s)
     return CUDA_ERROR_ILLEGAL_STATE;
   capturing = nullptr;
+  bool invalid = ownCaptureInvalid;
+  if (capturingMode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+    std::lock_guard<std::mutex> lock(mu);
+    --globalCaptures;
+    invalid |= globalCaptureInvalid;
+  }
+  *g = nullptr;
+  if (invalid)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   *g = reinterpret_cast<CUgraph>(new int(captured));
   return CUDA_SUCCESS;
 }
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+  return beginOwnCapture(s, mode);
+}
+CUresult cuStreamEndCapture(CUstream s, CUgraph *g) { return endOwnCapture(s, g); }
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g,
                                      unsigned long long) {
   *e = reinterpret_cast<CUgraphExec>(new int(*reinterpret_cast<int *>(g)));
@@ -313,6 +381,8 @@ CUresult cuGraphDestroy(CUgraph g) {
 }
 const char kLinked[] = "FAKE-LINKED-CUBIN";
 CUresult cuLinkCreate(unsigned, CUjit_option *, void **, CUlinkState *s) {
+  if (CUresult r = forbidden("cuLinkCreate"))
+    return r;
   *s = reinterpret_cast<CUlinkState>(uintptr_t(0x7000));
   return CUDA_SUCCESS;
 }
@@ -351,6 +421,7 @@ const Entry entries[] = {
     E(cuStreamEndCapture), E(cuGraphInstantiateWithFlags), E(cuGraphLaunch),
     E(cuGraphExecDestroy), E(cuGraphDestroy),
     E(cuLinkCreate), E(cuLinkAddData), E(cuLinkComplete), E(cuLinkDestroy),
+    E(cuThreadExchangeStreamCaptureMode),
 };
 #undef E
 
@@ -395,3 +466,26 @@ EXPORT const char *fake_cuda_last_function() { return lastFunctionName.c_str(); 
 EXPORT CUcontext fake_cuda_user_context(int device) { return userOf(device); }
 
 EXPORT void fake_cuda_clear_contexts() { stack.clear(); }
+
+/// This thread's stream-capture mode (CUstreamCaptureMode).
+EXPORT int fake_cuda_capture_mode() { return int(threadMode); }
+
+/// Begins a capture in `mode` on a stream of its own on this thread (the
+/// stream is returned: launches on it are captured).
+EXPORT CUstream fake_cuda_begin_capture(int mode) {
+  CUstream s = reinterpret_cast<CUstream>(new int(0));
+  if (beginOwnCapture(s, CUstreamCaptureMode(mode)) != CUDA_SUCCESS) {
+    delete reinterpret_cast<int *>(s);
+    return nullptr;
+  }
+  return s;
+}
+
+/// Ends this thread's capture: cuStreamEndCapture's result.
+EXPORT CUresult fake_cuda_end_capture(CUstream s) {
+  CUgraph g = nullptr;
+  CUresult r = endOwnCapture(s, &g);
+  delete reinterpret_cast<int *>(g);
+  delete reinterpret_cast<int *>(s);
+  return r;
+}

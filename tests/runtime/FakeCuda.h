@@ -27,5 +27,8 @@ using FakeCountFn = int (*)(const char *);
 using FakeTextFn = const char *(*)();
 using FakeUserContextFn = CUcontext (*)(int);
 using FakeClearContextsFn = void (*)();
+using FakeCaptureModeFn = int (*)();
+using FakeBeginCaptureFn = CUstream (*)(int);
+using FakeEndCaptureFn = CUresult (*)(CUstream);
 
 #endif

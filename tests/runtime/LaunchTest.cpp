@@ -32,7 +32,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <new>
+#include <thread>
 
 using namespace bitfold;
 using namespace bitfold::runtime;
@@ -56,6 +58,9 @@ struct Hooks {
   FakeTextFn lastImage, lastFunction;
   FakeUserContextFn userContext;
   FakeClearContextsFn clearContexts;
+  FakeCaptureModeFn captureMode;
+  FakeBeginCaptureFn beginCapture;
+  FakeEndCaptureFn endCapture;
 };
 
 /// The fake's hooks (loading the driver first, as the runtime would).
@@ -73,6 +78,9 @@ const Hooks &hooks() {
     h.lastFunction = (FakeTextFn)dlsym(lib, "fake_cuda_last_function");
     h.userContext = (FakeUserContextFn)dlsym(lib, "fake_cuda_user_context");
     h.clearContexts = (FakeClearContextsFn)dlsym(lib, "fake_cuda_clear_contexts");
+    h.captureMode = (FakeCaptureModeFn)dlsym(lib, "fake_cuda_capture_mode");
+    h.beginCapture = (FakeBeginCaptureFn)dlsym(lib, "fake_cuda_begin_capture");
+    h.endCapture = (FakeEndCaptureFn)dlsym(lib, "fake_cuda_end_capture");
     return h;
   }();
   return h;
@@ -1007,4 +1015,124 @@ TEST_F(Launch, AHugeNdimIsRejectedBeforeAnyShapeIsRead) {
   std::string msg;
   EXPECT_EQ(takeStatus(std::move(e), msg), BITFOLD_ERROR_SHAPE);
   EXPECT_NE(msg.find("1073741824 dimensions"), std::string::npos) << msg;
+}
+
+// ---- CUDA graph capture ----------------------------------------------------
+//
+// A capture in global mode (torch.cuda.graph's default) refuses module
+// loads, allocations and the JIT linker on every thread that is not
+// relaxed, and the refused call invalidates the capture; the fake driver
+// does the same. What bitfold does on a cold launch is never part of a
+// graph, so it runs relaxed: a first launch inside a caller's capture, or
+// on another thread while one runs, leaves the capture valid.
+
+namespace {
+
+/// A global-mode capture on a thread of its own, from construction until
+/// end() (which returns cuStreamEndCapture's result).
+class CaptureOnAnotherThread {
+public:
+  CaptureOnAnotherThread() {
+    thread = std::thread([this] {
+      CUstream s = hooks().beginCapture(CU_STREAM_CAPTURE_MODE_GLOBAL);
+      began.set_value(s != nullptr);
+      stop.get_future().wait();
+      ended.set_value(s ? hooks().endCapture(s) : CUDA_ERROR_ILLEGAL_STATE);
+    });
+    ok = began.get_future().get();
+  }
+  CUresult end() {
+    stop.set_value();
+    CUresult r = ended.get_future().get();
+    thread.join();
+    return r;
+  }
+  bool ok = false;
+
+private:
+  std::thread thread;
+  std::promise<bool> began;
+  std::promise<void> stop;
+  std::promise<CUresult> ended;
+};
+
+} // namespace
+
+TEST(FakeDriver, AGlobalCaptureRefusesUnsafeCallsOfOtherThreadsAndIsInvalidated) {
+  // The premise of the tests below: without relaxing, a load fails and
+  // breaks the other thread's capture.
+  auto ctx = ScopedContext::forDevice(0);
+  ASSERT_TRUE(bool(ctx)) << llvm::toString(ctx.takeError());
+  int refused = hooks().count("refused in a capture");
+  CaptureOnAnotherThread capture;
+  ASSERT_TRUE(capture.ok);
+  CUmodule m = nullptr;
+  EXPECT_EQ(driver()->cuModuleLoadData(&m, "image"),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(capture.end(), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(hooks().count("refused in a capture"), refused + 1);
+}
+
+TEST_F(Launch, AColdLaunchWhileAnotherThreadCapturesLeavesTheCaptureValid) {
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  int refused = hooks().count("refused in a capture");
+  int loads = hooks().count("cuModuleLoadData");
+  CaptureOnAnotherThread capture;
+  ASSERT_TRUE(capture.ok);
+  llvm::Error e = launch(k, {&x, &sc, &sh, &y}, {1e-5f});
+  EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  EXPECT_EQ(capture.end(), CUDA_SUCCESS);
+  EXPECT_EQ(hooks().count("cuModuleLoadData"), loads + 1);
+  EXPECT_EQ(hooks().count("refused in a capture"), refused);
+  EXPECT_EQ(hooks().captureMode(), CU_STREAM_CAPTURE_MODE_GLOBAL); // restored
+}
+
+TEST_F(Launch, AColdLaunchInsideTheCallersCaptureIsCapturedAndTheCaptureValid) {
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  int captured = hooks().count("captured launch");
+  int refused = hooks().count("refused in a capture");
+  CUstream s = hooks().beginCapture(CU_STREAM_CAPTURE_MODE_GLOBAL);
+  ASSERT_NE(s, nullptr);
+  llvm::Error e = launch(k, {&x, &sc, &sh, &y}, {1e-5f}, s);
+  EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
+  EXPECT_EQ(hooks().endCapture(s), CUDA_SUCCESS);
+  EXPECT_EQ(hooks().count("captured launch"), captured + 1);
+  EXPECT_EQ(hooks().count("refused in a capture"), refused);
+  EXPECT_EQ(hooks().captureMode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+TEST_F(Launch, WarmLaunchesLeaveTheCaptureModeAlone) {
+  // Relaxing costs two driver calls: only cold launches pay them.
+  Kernel *k = kernel("ln_modulate");
+  Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
+      sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
+  const char *exchange = "cuThreadExchangeStreamCaptureMode";
+  int before = hooks().count(exchange);
+  ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f})));
+  int cold = hooks().count(exchange);
+  EXPECT_GT(cold, before);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_FALSE(bool(launch(k, {&x, &sc, &sh, &y}, {1e-5f})));
+  EXPECT_EQ(hooks().count(exchange), cold);
+}
+
+TEST(FakeDriver, TheLinkerAndDeviceMemoryRunRelaxedDuringACapture) {
+  auto ctx = ScopedContext::forDevice(0);
+  ASSERT_TRUE(bool(ctx)) << llvm::toString(ctx.takeError());
+  int refused = hooks().count("refused in a capture");
+  CaptureOnAnotherThread capture;
+  ASSERT_TRUE(capture.ok);
+  auto cubin = linkPtxWithDriver(".version 8.0\n", "sm_90");
+  EXPECT_TRUE(bool(cubin)) << llvm::toString(cubin.takeError());
+  {
+    auto buf = DeviceBuffer::allocate(64);
+    EXPECT_TRUE(bool(buf)) << llvm::toString(buf.takeError());
+  } // freed here, still during the capture
+  EXPECT_EQ(capture.end(), CUDA_SUCCESS);
+  EXPECT_EQ(hooks().count("refused in a capture"), refused);
+  EXPECT_EQ(hooks().captureMode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
 }

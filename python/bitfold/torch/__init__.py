@@ -38,10 +38,13 @@ the op for the process, warns once with the first differing index, and
 returns the eager result. Verification is skipped while a CUDA graph is
 being captured (it needs a host sync) and happens at the next call outside.
 
-CUDA graphs: the first call of a new shape class compiles or loads a
-module; inside a capture that is done with this thread's capture mode
-relaxed (CUDA forbids module loads in a global-mode capture), so capturing
-a cold shape works; warming shapes before capture keeps compiles out of it.
+CUDA graphs: warm calls inside a capture are captured like any others. The
+first call of a new shape class compiles or loads a module; the runtime
+does that with the thread's capture mode relaxed (a global-mode capture,
+torch.cuda.graph's default, refuses module loads on every thread and is
+invalidated by a refused one), so capturing a cold shape works, and so does
+a first call on another thread while one captures; warming shapes before
+capture keeps compiles out of it.
 
 Compiles never stall a call: the default runtime compiles a new shape class
 in the background (async compile mode) while the op serves its eager chain

@@ -8,8 +8,10 @@ chain), with no Python frame between the op's own function and the
 driver. The Python path (_ops.call) stays the reference: it registers
 here, after its own checked launch, only sites whose launch it can state
 as argument positions and fresh dense outputs; everything else (out=,
-verify=, mode=, copies of operands, other layouts, grad, graph captures,
-a rejected launch) reaches it as before.
+verify=, mode=, copies of operands, other layouts, grad, a rejected
+launch, a shape class still compiling) reaches it as before. Inside a CUDA
+graph capture a warm call is served here too and captured like any other
+launch.
 
 On by default (the H200 oracle ran tests/gpu/test_fast_path.py and the op
 suites with it on): it looks for the module next to $BITFOLD_LIB, inside
@@ -57,8 +59,7 @@ def _load():
         spec = importlib.util.spec_from_file_location("_bitfold_fast", paths[0])
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        module.init(api, *PLAIN, torch.is_grad_enabled,
-                    getattr(torch._C, "_cuda_isCurrentStreamCapturing", None))
+        module.init(api, *PLAIN, torch.is_grad_enabled)
     except (ImportError, OSError, RuntimeError, AttributeError) as e:
         why_not = f"{paths[0]}: {e}"
         return None

@@ -351,18 +351,6 @@ else:  # pragma: no cover - older torch
         return torch.cuda.current_stream(index).cuda_stream
 
 _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
-_libcuda = None
-
-
-def _exchange_capture_mode(mode):
-    """cuThreadExchangeStreamCaptureMode on this thread; returns the old mode."""
-    global _libcuda
-    if _libcuda is None:
-        _libcuda = ctypes.CDLL("libcuda.so.1")
-        _libcuda.cuThreadExchangeStreamCaptureMode.argtypes = [ctypes.POINTER(ctypes.c_int)]
-    m = ctypes.c_int(mode)
-    _libcuda.cuThreadExchangeStreamCaptureMode(ctypes.byref(m))
-    return m.value
 
 
 _streams = {0: None}
@@ -400,9 +388,11 @@ def _prepare(op, kernel, tensors, meta, scalars, dev):
     """A launcher for operands laid out as `tensors` are now (dtypes,
     shapes, strides, devices): launch(ts) queues the kernel on the current
     stream with ts's addresses and returns True, or returns False having
-    launched nothing (grad needed, a CUDA graph capture, or the C API
-    rejected the launch): the caller takes the checked path. None where the
-    library has no prepared launches (each call takes the checked path)."""
+    launched nothing (grad needed, or the C API rejected the launch): the
+    caller takes the checked path. Inside a CUDA graph capture it is
+    captured like any other launch (the runtime relaxes the capture mode
+    around what a first launch loads). None where the library has no
+    prepared launches (each call takes the checked path)."""
     lib, n = kernel.lib, len(tensors)
     if getattr(lib, "bitfold_prepare_raw", None) is None:
         return None
@@ -410,7 +400,7 @@ def _prepare(op, kernel, tensors, meta, scalars, dev):
     # Untyped: ctypes converts bytes and c_void_p arguments fastest so.
     c, handle = lib["bitfold_launch_prepared"], prepared.handle
     addresses = _packers[n]
-    grad, capturing, raw_stream, stream_arg = _grad_enabled, _capturing, _raw_stream, _streams
+    grad, raw_stream, stream_arg = _grad_enabled, _raw_stream, _streams
     cuda = tensors[0].is_cuda
     counts = _op_stats(op)  # reset in place by reset_stats
 
@@ -419,8 +409,6 @@ def _prepare(op, kernel, tensors, meta, scalars, dev):
             return False
         if not cuda:
             sarg = None
-        elif capturing is not None and capturing():
-            return False  # a first launch may load a module: _launch relaxes the capture
         else:
             s = raw_stream(dev)
             try:
@@ -443,16 +431,7 @@ def _launch(op, kernel, tensors, scalars, dev):
     launch = _prepare(op, kernel, tensors, (meta, nmeta), scalars, dev)
     data = _packers[len(tensors)](tensors)
     stream = _raw_stream(dev) if tensors[0].is_cuda else 0
-    if tensors[0].is_cuda and _capturing is not None and _capturing():
-        # A first launch of a shape class loads a module, which CUDA
-        # forbids inside a global-mode capture: relax this thread's mode.
-        old = _exchange_capture_mode(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
-        try:
-            kernel.launch_raw(data, meta, nmeta, len(tensors), scalars, stream)
-        finally:
-            _exchange_capture_mode(old)
-    else:
-        kernel.launch_raw(data, meta, nmeta, len(tensors), scalars, stream or None)
+    kernel.launch_raw(data, meta, nmeta, len(tensors), scalars, stream or None)
     return launch
 
 
