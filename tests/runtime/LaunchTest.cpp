@@ -1041,6 +1041,12 @@ public:
     });
     ok = began.get_future().get();
   }
+  CaptureOnAnotherThread(const CaptureOnAnotherThread &) = delete;
+  CaptureOnAnotherThread &operator=(const CaptureOnAnotherThread &) = delete;
+  ~CaptureOnAnotherThread() {
+    if (thread.joinable()) // a failed assertion left before end()
+      end();
+  }
   CUresult end() {
     stop.set_value();
     CUresult r = ended.get_future().get();
