@@ -1062,9 +1062,13 @@ private:
   std::promise<CUresult> ended;
 };
 
+/// Launch's fixture; the suite name puts the threaded cases under TSan
+/// (scripts/sanitize.sh, TSAN_TESTS).
+class LaunchCaptureConcurrency : public Launch {};
+
 } // namespace
 
-TEST(FakeDriver, AGlobalCaptureRefusesUnsafeCallsOfOtherThreadsAndIsInvalidated) {
+TEST(FakeDriverCaptureConcurrency, AGlobalCaptureRefusesUnsafeCallsOfOtherThreads) {
   // The premise of the tests below: without relaxing, a load fails and
   // breaks the other thread's capture.
   auto ctx = ScopedContext::forDevice(0);
@@ -1079,7 +1083,7 @@ TEST(FakeDriver, AGlobalCaptureRefusesUnsafeCallsOfOtherThreadsAndIsInvalidated)
   EXPECT_EQ(hooks().count("refused in a capture"), refused + 1);
 }
 
-TEST_F(Launch, AColdLaunchWhileAnotherThreadCapturesLeavesTheCaptureValid) {
+TEST_F(LaunchCaptureConcurrency, AColdLaunchWhileAnotherThreadCapturesLeavesItValid) {
   Kernel *k = kernel("ln_modulate");
   Tensor x({1, 8, 64}, 0x10000000), sc({1, 64}, 0x20000000),
       sh({1, 64}, 0x30000000), y({1, 8, 64}, 0x40000000);
@@ -1126,7 +1130,7 @@ TEST_F(Launch, WarmLaunchesLeaveTheCaptureModeAlone) {
   EXPECT_EQ(hooks().count(exchange), cold);
 }
 
-TEST(FakeDriver, TheLinkerAndDeviceMemoryRunRelaxedDuringACapture) {
+TEST(FakeDriverCaptureConcurrency, TheLinkerAndDeviceMemoryRunRelaxedDuringACapture) {
   auto ctx = ScopedContext::forDevice(0);
   ASSERT_TRUE(bool(ctx)) << llvm::toString(ctx.takeError());
   int refused = hooks().count("refused in a capture");
