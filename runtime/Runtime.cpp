@@ -416,9 +416,8 @@ Kernel::currentFunction(const DriverApi &api, Specialisation &s, int device,
   if (CUfunction fn = s.find(cur, device))
     return fn;
   // Not loaded in the current context: use the device's primary context,
-  // current until the launch is enqueued. The load runs relaxed (a capture
-  // on any thread would refuse it); the launch itself is captured as usual.
-  RelaxedCapture relaxed(api);
+  // current until the launch is enqueued (cuda/ relaxes the retain and the
+  // load for a capture on any thread; the launch is captured as usual).
   auto sc = ScopedContext::forDevice(device);
   if (!sc)
     return runtimeError(BITFOLD_ERROR_DEVICE,
