@@ -40,11 +40,11 @@ private:
     std::vector<uint64_t> values; ///< one 8-byte slot per kernel parameter
     std::vector<void *> params;   ///< pointers into values
   };
-  llvm::Error launch(BufferSet &set, CUstream stream = nullptr);
+  llvm::Error launch(BufferSet &set, CUstream on);
   llvm::Expected<double> timeDirectUs();
   /// Microseconds per launch of what `enqueue` launches (`launches` of
-  /// them) on `stream`, between the start and stop events.
-  llvm::Expected<double> between(CUstream stream, int launches,
+  /// them) on `on`, between the start and stop events.
+  llvm::Expected<double> between(CUstream on, int launches,
                                  llvm::function_ref<llvm::Error()> enqueue);
   llvm::Error captureReplay();
   llvm::Error deviceSizes(int device, size_t &l2, size_t &totalMem);
@@ -53,6 +53,10 @@ private:
   const cuda::DriverApi *api = nullptr;
   Timing timing = Timing::Steady;
   std::optional<cuda::ScopedContext> ctx;
+  /// Every launch, copy, fill and event of the runner but the replays: never
+  /// the legacy stream, never a context-wide synchronisation, so a tune does
+  /// not touch the work or the graph capture of the caller's streams.
+  cuda::Stream stream;
   const dsl::KernelDef *def = nullptr;
   std::vector<BufferSet> sets;
   size_t next = 0;
@@ -78,10 +82,15 @@ llvm::Error GpuRunner::init(const dsl::KernelDef &d,
   if (!drv)
     return drv.takeError();
   api = &*drv;
+  cuda::RelaxedCapture relaxed(*api);
   auto sc = cuda::ScopedContext::forDevice(opts.device);
   if (!sc)
     return sc.takeError();
   ctx.emplace(std::move(*sc));
+  auto st = cuda::Stream::create();
+  if (!st)
+    return st.takeError();
+  stream = std::move(*st);
   size_t l2 = 0, totalMem = 0;
   if (llvm::Error e = deviceSizes(opts.device, l2, totalMem))
     return e;
@@ -145,7 +154,8 @@ llvm::Error GpuRunner::fillSet(BufferSet &s,
       auto buf = DeviceBuffer::allocate(std::max<size_t>(host.size(), 16));
       if (!buf)
         return buf.takeError();
-      if (llvm::Error e = buf->copyFromHost(host.data(), host.size()))
+      if (llvm::Error e = buf->copyFromHost(host.data(), host.size(), 0,
+                                            stream.get()))
         return e;
       s.buffers[g].push_back(std::move(*buf));
     }
@@ -188,6 +198,7 @@ llvm::Error GpuRunner::load(const codegen::CompiledKernel &k) {
     return keys::driverError(llvm::formatv(
         "{0}: the kernel takes {1} parameters, the problem binds {2}",
         k.config.str(), k.abi.paramCount(), sets.front().params.size()));
+  cuda::RelaxedCapture relaxed(*api);
   std::vector<char> image(k.cubin.begin(), k.cubin.end());
   if (image.empty()) { // PTX: the driver JIT-compiles it
     image.assign(k.ptx.begin(), k.ptx.end());
@@ -224,9 +235,9 @@ llvm::Error GpuRunner::captureReplay() {
   const int n = int(sets.size());
   int want = int(std::clamp(200.0 / std::max(*once, 0.1), 8.0, 256.0));
   replayLaunches = n * ((want + n - 1) / n);
-  auto g = cuda::LaunchGraph::capture([&](CUstream stream) -> llvm::Error {
+  auto g = cuda::LaunchGraph::capture([&](CUstream captured) -> llvm::Error {
     for (int i = 0; i < replayLaunches; ++i)
-      if (llvm::Error e = launch(sets[size_t(i % n)], stream))
+      if (llvm::Error e = launch(sets[size_t(i % n)], captured))
         return e;
     return llvm::Error::success();
   });
@@ -236,37 +247,38 @@ llvm::Error GpuRunner::captureReplay() {
   return llvm::Error::success();
 }
 
-llvm::Error GpuRunner::launch(BufferSet &s, CUstream stream) {
+llvm::Error GpuRunner::launch(BufferSet &s, CUstream on) {
   if (!fn)
     return keys::driverError("no kernel loaded");
   int64_t rpc = std::max(config.rowsPerCta, 1);
   unsigned grid = unsigned((totalRows + rpc - 1) / rpc);
   return checkCuda(api->cuLaunchKernel(fn, grid, 1, 1,
                                        unsigned(config.ctaThreads()), 1, 1, 0,
-                                       stream, s.params.data(),
-                                       nullptr),
+                                       on, s.params.data(), nullptr),
                    "cuLaunchKernel " + config.str());
 }
 
 llvm::Error GpuRunner::warmUp(int runs) {
+  cuda::RelaxedCapture relaxed(*api);
   for (int i = 0; i < runs; ++i) {
-    if (llvm::Error e = launch(sets[next]))
+    if (llvm::Error e = launch(sets[next], stream.get()))
       return e;
     next = (next + 1) % sets.size();
   }
-  return checkCuda(api->cuCtxSynchronize(), "warm-up");
+  return stream.synchronize();
 }
 
 llvm::Expected<std::vector<uint8_t>> GpuRunner::outputBytes() {
+  cuda::RelaxedCapture relaxed(*api);
   BufferSet &s = sets[0];
   for (auto &group : s.buffers)
     for (size_t i = 0; i < group.size(); ++i)
       if (def->operands[i].isOutput)
-        if (llvm::Error e = group[i].fill(0xFF))
+        if (llvm::Error e = group[i].fill(0xFF, stream.get()))
           return std::move(e);
-  if (llvm::Error e = launch(s))
+  if (llvm::Error e = launch(s, stream.get()))
     return std::move(e);
-  if (llvm::Error e = checkCuda(api->cuCtxSynchronize(), "output run"))
+  if (llvm::Error e = stream.synchronize())
     return std::move(e);
   std::vector<uint8_t> out;
   for (auto &group : s.buffers)
@@ -274,13 +286,15 @@ llvm::Expected<std::vector<uint8_t>> GpuRunner::outputBytes() {
       if (def->operands[i].isOutput) {
         size_t at = out.size();
         out.resize(at + group[i].size());
-        if (llvm::Error e = group[i].copyToHost(out.data() + at, group[i].size()))
+        if (llvm::Error e = group[i].copyToHost(out.data() + at,
+                                                group[i].size(), 0, stream.get()))
           return std::move(e);
       }
   return out;
 }
 
 llvm::Expected<double> GpuRunner::timeOnceUs() {
+  cuda::RelaxedCapture relaxed(*api);
   if (!replay)
     return timeDirectUs();
   // The replay streams its launches back to back; the events around it
@@ -299,16 +313,17 @@ llvm::Expected<double> GpuRunner::timeDirectUs() {
     // is already busy, so the sample holds no idle ramp-up. At least 8
     // timed launches, so the host's launch cost stays hidden behind them.
     timed = n * ((8 + n - 1) / n);
-    if (llvm::Error e = launch(sets[(next + n - 1) % n]))
+    if (llvm::Error e = launch(sets[(next + n - 1) % n], stream.get()))
       return std::move(e);
   } else if (llvm::Error e = checkCuda(
-                 api->cuMemsetD8(flush.ptr(), flushByte++, flush.size()),
+                 api->cuMemsetD8Async(flush.ptr(), flushByte++, flush.size(),
+                                      stream.get()),
                  "L2 flush")) {
     return std::move(e);
   }
-  return between(nullptr, timed, [&]() -> llvm::Error {
+  return between(stream.get(), timed, [&]() -> llvm::Error {
     for (int i = 0; i < timed; ++i) {
-      if (llvm::Error e = launch(sets[next]))
+      if (llvm::Error e = launch(sets[next], stream.get()))
         return e;
       next = (next + 1) % n;
     }
@@ -317,13 +332,13 @@ llvm::Expected<double> GpuRunner::timeDirectUs() {
 }
 
 llvm::Expected<double>
-GpuRunner::between(CUstream stream, int launches,
+GpuRunner::between(CUstream on, int launches,
                    llvm::function_ref<llvm::Error()> enqueue) {
-  if (llvm::Error e = start.record(stream))
+  if (llvm::Error e = start.record(on))
     return std::move(e);
   if (llvm::Error e = enqueue())
     return std::move(e);
-  if (llvm::Error e = stop.record(stream))
+  if (llvm::Error e = stop.record(on))
     return std::move(e);
   if (llvm::Error e = stop.synchronize())
     return std::move(e);

@@ -92,6 +92,9 @@ std::vector<EntryPoint> entryPoints(DriverApi &a) {
       BF_ENTRY(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
       BF_ENTRY(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
       BF_ENTRY(cuMemsetD8, "cuMemsetD8_v2"),
+      BF_ENTRY(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
+      BF_ENTRY(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
+      BF_ENTRY(cuMemsetD8Async, "cuMemsetD8Async"),
       BF_ENTRY(cuStreamSynchronize, "cuStreamSynchronize"),
       BF_OPTIONAL(cuStreamCreate, "cuStreamCreate"),
       BF_OPTIONAL(cuStreamDestroy, "cuStreamDestroy_v2"),
@@ -521,6 +524,48 @@ llvm::Expected<float> Event::elapsedSince(const Event &start) const {
   return ms;
 }
 
+// ---- Stream ----------------------------------------------------------------
+
+llvm::Expected<Stream> Stream::create() {
+  auto api = driver();
+  if (!api)
+    return api.takeError();
+  if (!api->cuStreamCreate || !api->cuStreamDestroy)
+    return driverError("the CUDA driver has no cuStreamCreate");
+  Stream s;
+  if (llvm::Error e = checkCuda(api->cuStreamCreate(&s.strm, CU_STREAM_NON_BLOCKING),
+                                "cuStreamCreate"))
+    return std::move(e);
+  return std::move(s);
+}
+
+Stream::Stream(Stream &&other) noexcept : strm(other.strm) {
+  other.strm = nullptr;
+}
+
+Stream &Stream::operator=(Stream &&other) noexcept {
+  if (this != &other) {
+    reset();
+    std::swap(strm, other.strm);
+  }
+  return *this;
+}
+
+Stream::~Stream() { reset(); }
+
+void Stream::reset() {
+  if (!strm)
+    return;
+  const DriverApi &a = loaded().api;
+  RelaxedCapture relaxed(a);
+  a.cuStreamDestroy(strm);
+  strm = nullptr;
+}
+
+llvm::Error Stream::synchronize() const {
+  return checkCuda(loaded().api.cuStreamSynchronize(strm), "cuStreamSynchronize");
+}
+
 // ---- LaunchGraph -------------------------------------------------------------
 
 bool LaunchGraph::available() {
@@ -650,33 +695,56 @@ DeviceBuffer::~DeviceBuffer() {
     freeDevice(dptr);
 }
 
-llvm::Error DeviceBuffer::copyFromHost(const void *src, size_t n,
-                                       size_t offset) {
-  if (offset + n > bytes)
-    return driverError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
-                                     "a {2}-byte device buffer",
-                                     n, offset, bytes));
-  if (n == 0)
-    return llvm::Error::success();
-  return checkCuda(loaded().api.cuMemcpyHtoD(dptr + offset, src, n),
-                   "cuMemcpyHtoD");
+namespace {
+/// An enqueued copy or fill on `stream` followed by its synchronisation.
+llvm::Error onStream(CUresult enqueued, CUstream stream, const char *what) {
+  if (llvm::Error e = checkCuda(enqueued, what))
+    return e;
+  return checkCuda(loaded().api.cuStreamSynchronize(stream),
+                   llvm::Twine(what) + " (cuStreamSynchronize)");
 }
 
-llvm::Error DeviceBuffer::copyToHost(void *dst, size_t n, size_t offset) const {
+llvm::Error overrun(size_t n, size_t offset, size_t bytes) {
+  return driverError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
+                                   "a {2}-byte device buffer",
+                                   n, offset, bytes));
+}
+} // namespace
+
+llvm::Error DeviceBuffer::copyFromHost(const void *src, size_t n, size_t offset,
+                                       CUstream stream) {
   if (offset + n > bytes)
-    return driverError(llvm::formatv("copy of {0} bytes at offset {1} overruns "
-                                     "a {2}-byte device buffer",
-                                     n, offset, bytes));
+    return overrun(n, offset, bytes);
   if (n == 0)
     return llvm::Error::success();
-  return checkCuda(loaded().api.cuMemcpyDtoH(dst, dptr + offset, n),
-                   "cuMemcpyDtoH");
+  const DriverApi &a = loaded().api;
+  if (stream)
+    return onStream(a.cuMemcpyHtoDAsync(dptr + offset, src, n, stream), stream,
+                    "cuMemcpyHtoDAsync");
+  return checkCuda(a.cuMemcpyHtoD(dptr + offset, src, n), "cuMemcpyHtoD");
 }
 
-llvm::Error DeviceBuffer::fill(uint8_t byte) {
+llvm::Error DeviceBuffer::copyToHost(void *dst, size_t n, size_t offset,
+                                     CUstream stream) const {
+  if (offset + n > bytes)
+    return overrun(n, offset, bytes);
+  if (n == 0)
+    return llvm::Error::success();
+  const DriverApi &a = loaded().api;
+  if (stream)
+    return onStream(a.cuMemcpyDtoHAsync(dst, dptr + offset, n, stream), stream,
+                    "cuMemcpyDtoHAsync");
+  return checkCuda(a.cuMemcpyDtoH(dst, dptr + offset, n), "cuMemcpyDtoH");
+}
+
+llvm::Error DeviceBuffer::fill(uint8_t byte, CUstream stream) {
   if (bytes == 0)
     return llvm::Error::success();
-  return checkCuda(loaded().api.cuMemsetD8(dptr, byte, bytes), "cuMemsetD8");
+  const DriverApi &a = loaded().api;
+  if (stream)
+    return onStream(a.cuMemsetD8Async(dptr, byte, bytes, stream), stream,
+                    "cuMemsetD8Async");
+  return checkCuda(a.cuMemsetD8(dptr, byte, bytes), "cuMemsetD8");
 }
 
 // ---- PTX -> cubin through the driver's linker ------------------------------

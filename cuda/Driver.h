@@ -80,6 +80,9 @@ struct DriverApi {
   PFN_cuMemcpyHtoD_v3020 cuMemcpyHtoD = nullptr;
   PFN_cuMemcpyDtoH_v3020 cuMemcpyDtoH = nullptr;
   PFN_cuMemsetD8_v3020 cuMemsetD8 = nullptr;
+  PFN_cuMemcpyHtoDAsync_v3020 cuMemcpyHtoDAsync = nullptr;
+  PFN_cuMemcpyDtoHAsync_v3020 cuMemcpyDtoHAsync = nullptr;
+  PFN_cuMemsetD8Async_v3020 cuMemsetD8Async = nullptr;
   PFN_cuStreamSynchronize_v2000 cuStreamSynchronize = nullptr;
   /// Optional (CUDA 11.4+): streams, stream capture and graphs, for timing
   /// launches back to back without the host between them (LaunchGraph).
@@ -222,6 +225,27 @@ private:
   CUevent ev = nullptr;
 };
 
+/// A non-blocking stream of bitfold's own (no implicit order with the
+/// legacy default stream), destroyed with the object. Work that must not
+/// touch a caller's stream or the legacy one (the tuner's timing runs, which
+/// may overlap a caller's graph capture) is enqueued here.
+class Stream {
+public:
+  static llvm::Expected<Stream> create();
+  Stream() = default;
+  Stream(Stream &&other) noexcept;
+  Stream &operator=(Stream &&other) noexcept;
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+  ~Stream();
+  llvm::Error synchronize() const;
+  CUstream get() const { return strm; }
+
+private:
+  void reset();
+  CUstream strm = nullptr;
+};
+
 /// Launches captured once into a CUDA graph on a stream of its own, then
 /// replayed: what the host costs per launch stays out of the replay. The
 /// stream synchronises with the legacy default stream, so work enqueued
@@ -259,9 +283,14 @@ public:
   CUdeviceptr ptr() const { return dptr; }
   void *data() const { return reinterpret_cast<void *>(dptr); }
   size_t size() const { return bytes; }
-  llvm::Error copyFromHost(const void *src, size_t n, size_t offset = 0);
-  llvm::Error copyToHost(void *dst, size_t n, size_t offset = 0) const;
-  llvm::Error fill(uint8_t byte);
+  /// Each copy and fill is complete when it returns: on the legacy default
+  /// stream, or enqueued on `stream` (a Stream's) and that stream
+  /// synchronised.
+  llvm::Error copyFromHost(const void *src, size_t n, size_t offset = 0,
+                           CUstream stream = nullptr);
+  llvm::Error copyToHost(void *dst, size_t n, size_t offset = 0,
+                         CUstream stream = nullptr) const;
+  llvm::Error fill(uint8_t byte, CUstream stream = nullptr);
 
 private:
   CUdeviceptr dptr = 0;

@@ -127,7 +127,9 @@ typedef struct bitfold_runtime_options {
    *  configs are timed on a background thread on the same GPU, then the
    *  winner (written to the tune DB file atomically); BITFOLD_TUNE_NOW: the
    *  first launch of the class tunes, then launches the winner. Every
-   *  config gives the same bits: only speed changes. */
+   *  config gives the same bits: only speed changes. A tune times on a
+   *  stream of its own and leaves a caller's CUDA graph capture valid
+   *  (with NOW inside a capture, only the winner's launch is captured). */
   int tune_on_miss;
   /** Wall time all tunes of this runtime may take together, in seconds;
    *  once spent, missed classes get the default. Default 60; <= 0:

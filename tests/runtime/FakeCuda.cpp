@@ -22,6 +22,7 @@
 
 #include "FakeCuda.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -122,6 +123,7 @@ CUresult cuDeviceTotalMem(size_t *b, CUdevice) {
   return CUDA_SUCCESS;
 }
 CUresult forbidden(const char *what);
+CUresult synchronous(const char *what);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   count("cuDevicePrimaryCtxRetain");
   if (CUresult r = forbidden("cuDevicePrimaryCtxRetain"))
@@ -165,20 +167,31 @@ CUresult cuCtxGetDevice(CUdevice *d) {
   *d = deviceOf(stack.back());
   return CUDA_SUCCESS;
 }
-CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize() { return synchronous("cuCtxSynchronize"); }
 
 // Stream-capture modes. While a capture runs, a thread whose mode is not
 // relaxed is refused "potentially unsafe" calls (here: module load and
 // unload, memory allocation and free, the JIT linker, primary context
-// retain) when it is capturing itself, or when its mode is global and
-// another thread runs a global-mode capture; the refused call returns
-// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates those captures
-// (cuStreamEndCapture then returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED).
+// retain, and every synchronous call: context, stream and event
+// synchronisation, synchronous copies and fills) when it is capturing
+// itself, or when its mode is global and another thread runs a global-mode
+// capture; the refused call returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+// and invalidates those captures (cuStreamEndCapture then returns
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED). A thread may capture several
+// streams at once. Work on the legacy default stream, or a context-wide
+// synchronisation, while any capture runs is counted ("legacy stream in a
+// capture"): with a capture on a blocking stream the driver refuses it
+// whatever the mode.
+struct Capture {
+  CUstream stream;
+  CUstreamCaptureMode mode;
+  bool invalid = false;
+  int captured = 0; ///< launches captured
+};
 thread_local CUstreamCaptureMode threadMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-thread_local CUstream capturing = nullptr;
-thread_local CUstreamCaptureMode capturingMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-thread_local bool ownCaptureInvalid = false;
-int globalCaptures = 0;       // under mu
+thread_local std::vector<Capture> captures;
+int globalCaptures = 0;            // under mu
+int activeCaptures = 0;            // under mu (every mode)
 bool globalCaptureInvalid = false; // under mu
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
@@ -189,19 +202,36 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
 CUresult forbidden(const char *what) {
   if (threadMode == CU_STREAM_CAPTURE_MODE_RELAXED)
     return CUDA_SUCCESS;
-  bool own = capturing && capturingMode != CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool own = false;
+  int ownGlobal = 0;
+  for (const Capture &c : captures) {
+    own |= c.mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+    ownGlobal += c.mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+  }
   std::lock_guard<std::mutex> lock(mu);
-  int others = globalCaptures -
-               (capturing && capturingMode == CU_STREAM_CAPTURE_MODE_GLOBAL);
-  bool byOthers = threadMode == CU_STREAM_CAPTURE_MODE_GLOBAL && others > 0;
+  bool byOthers = threadMode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                  globalCaptures - ownGlobal > 0;
   if (!own && !byOthers)
     return CUDA_SUCCESS;
   ++counters["refused in a capture"];
   ++counters[std::string("refused in a capture: ") + what];
-  ownCaptureInvalid |= own;
-  globalCaptureInvalid |= byOthers || (own && capturingMode ==
-                                                  CU_STREAM_CAPTURE_MODE_GLOBAL);
+  for (Capture &c : captures)
+    c.invalid |= c.mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+  globalCaptureInvalid |= byOthers || ownGlobal > 0;
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+/// Counts work on the legacy stream (or context-wide) during any capture.
+void legacy(CUstream stream) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!stream && activeCaptures > 0)
+    ++counters["legacy stream in a capture"];
+}
+/// A synchronous call: refused as forbidden() says, else legacy-stream work.
+CUresult synchronous(const char *what) {
+  if (CUresult r = forbidden(what))
+    return r;
+  legacy(nullptr);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuModuleLoadData(CUmodule *m, const void *image) {
@@ -251,12 +281,13 @@ CUresult recordLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 // Stream capture: a launch on the capturing stream joins the graph (counted
 // as "captured launch"); a graph replay counts "cuGraphLaunch" and each of
 // its launches as "replayed launch".
-thread_local int captured = 0;
 void countCaptured(CUstream stream) {
-  if (capturing && stream == capturing) {
-    ++captured;
-    count("captured launch");
-  }
+  legacy(stream);
+  for (Capture &c : captures)
+    if (c.stream == stream) {
+      ++c.captured;
+      count("captured launch");
+    }
 }
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                         unsigned bx, unsigned by, unsigned bz, unsigned smem,
@@ -268,6 +299,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f,
                           void **params, void **) {
   count("cuLaunchKernelEx");
+  countCaptured(c->hStream);
   int programmatic = 0;
   for (unsigned i = 0; i < c->numAttrs; ++i)
     if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
@@ -284,8 +316,11 @@ CUresult cuEventDestroy(CUevent e) {
   delete reinterpret_cast<float *>(e);
   return CUDA_SUCCESS;
 }
-CUresult cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
-CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult cuEventRecord(CUevent, CUstream s) {
+  legacy(s);
+  return CUDA_SUCCESS;
+}
+CUresult cuEventSynchronize(CUevent) { return forbidden("cuEventSynchronize"); }
 CUresult cuEventElapsedTime(float *ms, CUevent, CUevent) {
   *ms = 0.5f;
   return CUDA_SUCCESS;
@@ -303,18 +338,47 @@ CUresult cuMemFree(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyHtoD(CUdeviceptr d, const void *s, size_t n) {
+  if (CUresult r = synchronous("cuMemcpyHtoD"))
+    return r;
   std::memcpy(reinterpret_cast<void *>(d), s, n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH(void *d, CUdeviceptr s, size_t n) {
+  if (CUresult r = synchronous("cuMemcpyDtoH"))
+    return r;
   std::memcpy(d, reinterpret_cast<void *>(s), n);
   return CUDA_SUCCESS;
 }
 CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) {
+  if (CUresult r = synchronous("cuMemsetD8"))
+    return r;
   std::memset(reinterpret_cast<void *>(d), v, n);
   return CUDA_SUCCESS;
 }
-CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+// The fake GPU runs what is enqueued at once, so async copies are done
+// when they return.
+CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, CUstream st) {
+  legacy(st);
+  std::memcpy(reinterpret_cast<void *>(d), s, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, CUstream st) {
+  legacy(st);
+  std::memcpy(d, reinterpret_cast<void *>(s), n);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st) {
+  legacy(st);
+  std::memset(reinterpret_cast<void *>(d), v, n);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream s) {
+  count(s ? "cuStreamSynchronize" : "cuStreamSynchronize(legacy)");
+  if (CUresult r = forbidden("cuStreamSynchronize"))
+    return r;
+  legacy(s);
+  return CUDA_SUCCESS;
+}
 CUresult cuStreamCreate(CUstream *s, unsigned) {
   count("cuStreamCreate");
   *s = reinterpret_cast<CUstream>(new int(0));
@@ -326,33 +390,36 @@ CUresult cuStreamDestroy(CUstream s) {
   return CUDA_SUCCESS;
 }
 CUresult beginOwnCapture(CUstream s, CUstreamCaptureMode mode) {
-  if (capturing)
-    return CUDA_ERROR_ILLEGAL_STATE;
-  capturing = s;
-  capturingMode = mode;
-  ownCaptureInvalid = false;
-  captured = 0;
-  if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (globalCaptures++ == 0)
-      globalCaptureInvalid = false;
-  }
+  for (const Capture &c : captures)
+    if (c.stream == s)
+      return CUDA_ERROR_ILLEGAL_STATE;
+  captures.push_back(Capture{s, mode});
+  std::lock_guard<std::mutex> lock(mu);
+  ++activeCaptures;
+  if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL && globalCaptures++ == 0)
+    globalCaptureInvalid = false;
   return CUDA_SUCCESS;
 }
 CUresult endOwnCapture(CUstream s, CUgraph *g) {
-  if (capturing != s)
-    return CUDA_ERROR_ILLEGAL_STATE;
-  capturing = nullptr;
-  bool invalid = ownCaptureInvalid;
-  if (capturingMode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
-    std::lock_guard<std::mutex> lock(mu);
-    --globalCaptures;
-    invalid |= globalCaptureInvalid;
-  }
   *g = nullptr;
+  auto it = std::find_if(captures.begin(), captures.end(),
+                         [&](const Capture &c) { return c.stream == s; });
+  if (it == captures.end())
+    return CUDA_ERROR_ILLEGAL_STATE;
+  Capture c = *it;
+  captures.erase(it);
+  bool invalid = c.invalid;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    --activeCaptures;
+    if (c.mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+      --globalCaptures;
+      invalid |= globalCaptureInvalid;
+    }
+  }
   if (invalid)
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-  *g = reinterpret_cast<CUgraph>(new int(captured));
+  *g = reinterpret_cast<CUgraph>(new int(c.captured));
   return CUDA_SUCCESS;
 }
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
@@ -416,7 +483,8 @@ const Entry entries[] = {
     E(cuLaunchKernelEx),
     E(cuEventCreate), E(cuEventDestroy), E(cuEventRecord),
     E(cuEventSynchronize), E(cuEventElapsedTime), E(cuMemAlloc), E(cuMemFree),
-    E(cuMemcpyHtoD), E(cuMemcpyDtoH), E(cuMemsetD8), E(cuStreamSynchronize),
+    E(cuMemcpyHtoD), E(cuMemcpyDtoH), E(cuMemsetD8), E(cuMemcpyHtoDAsync),
+    E(cuMemcpyDtoHAsync), E(cuMemsetD8Async), E(cuStreamSynchronize),
     E(cuStreamCreate), E(cuStreamDestroy), E(cuStreamBeginCapture),
     E(cuStreamEndCapture), E(cuGraphInstantiateWithFlags), E(cuGraphLaunch),
     E(cuGraphExecDestroy), E(cuGraphDestroy),
@@ -479,6 +547,14 @@ EXPORT CUstream fake_cuda_begin_capture(int mode) {
     return nullptr;
   }
   return s;
+}
+
+/// The launches captured so far by this thread's capture of `s` (-1: none).
+EXPORT int fake_cuda_captured_on(CUstream s) {
+  for (const Capture &c : captures)
+    if (c.stream == s)
+      return c.captured;
+  return -1;
 }
 
 /// Ends this thread's capture: cuStreamEndCapture's result.

@@ -30,5 +30,6 @@ using FakeClearContextsFn = void (*)();
 using FakeCaptureModeFn = int (*)();
 using FakeBeginCaptureFn = CUstream (*)(int);
 using FakeEndCaptureFn = CUresult (*)(CUstream);
+using FakeCapturedOnFn = int (*)(CUstream);
 
 #endif

@@ -47,10 +47,10 @@ struct LnTensors {
       t[i].shape = perBatch ? vShape.data() : xShape.data();
     }
   }
-  llvm::Error launch(Kernel *k) const {
+  llvm::Error launch(Kernel *k, CUstream stream = nullptr) const {
     const DLTensor *ts[] = {&t[0], &t[1], &t[2], &t[3]};
     float eps = 1e-6f;
-    return k->launch(ts, 4, &eps, 1, nullptr);
+    return k->launch(ts, 4, &eps, 1, stream);
   }
 };
 

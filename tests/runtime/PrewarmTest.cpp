@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FakeCodegen.h"
+#include "FakeCuda.h"
 #include "GatedCompiler.h"
 
 #include "autotune/Policy.h"
@@ -25,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <dlfcn.h>
 #include <future>
 #include <thread>
 
@@ -294,6 +296,99 @@ TEST_F(Prewarm, TuneOnMissInBackgroundSwitchesToTheRecordedWinner) {
   auto onDisk = autotune::TuneDB::load(db);
   ASSERT_TRUE(bool(onDisk)) << llvm::toString(onDisk.takeError());
   EXPECT_EQ(onDisk->size(), 1u) << "the winner is not in " << db;
+}
+
+} // namespace
+
+// ---- Tunes during a caller's CUDA graph capture ----------------------------
+//
+// With tune-on-miss, a first launch of a class may be timed while the
+// caller captures a graph: on the tuner's thread while the caller's thread
+// captures (background), or on the capturing thread itself (now). The fake
+// driver refuses synchronisation, synchronous copies and other unsafe calls
+// of a thread that is not relaxed during a global capture (and the refusal
+// invalidates the capture), and counts work on the legacy stream during any
+// capture. The suite name puts these cases under TSan (scripts/sanitize.sh).
+
+namespace {
+
+struct FakeHooks {
+  FakeCountFn count = nullptr;
+  FakeBeginCaptureFn beginCapture = nullptr;
+  FakeEndCaptureFn endCapture = nullptr;
+  FakeCapturedOnFn capturedOn = nullptr;
+};
+
+const FakeHooks &fakeHooks() {
+  static FakeHooks h = [] {
+    FakeHooks f;
+    auto api = driver(); // loads the fake first
+    EXPECT_TRUE(bool(api)) << llvm::toString(api.takeError());
+    void *lib = dlopen(BITFOLD_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
+    EXPECT_NE(lib, nullptr);
+    if (!lib)
+      return f;
+    f.count = (FakeCountFn)dlsym(lib, "fake_cuda_count");
+    f.beginCapture = (FakeBeginCaptureFn)dlsym(lib, "fake_cuda_begin_capture");
+    f.endCapture = (FakeEndCaptureFn)dlsym(lib, "fake_cuda_end_capture");
+    f.capturedOn = (FakeCapturedOnFn)dlsym(lib, "fake_cuda_captured_on");
+    return f;
+  }();
+  return h;
+}
+
+class TuneCaptureConcurrency : public Prewarm {
+protected:
+  std::unique_ptr<Runtime> tuningRuntime(autotune::TuneOnMissOptions::Mode mode) {
+    RuntimeOptions o;
+    o.compiler = gatedCompiler(nullptr, 0, &probes);
+    o.cache.disk = false;
+    capi::TuneDbOptions tdb;
+    tdb.path = dir.path + "/tune-db.json";
+    tdb.tuneOnMiss.mode = mode;
+    tdb.tuneOnMiss.perTuneSeconds = 0; // every config (the fake times them fast)
+    return capi::makeRuntime(std::move(o), tdb);
+  }
+  /// A first launch of ln_modulate inside a global-mode capture on this
+  /// thread, `during` still inside it; the capture must stay valid, hold the
+  /// launch alone, and the tune must record its winner.
+  void captureAFirstLaunch(Runtime &rt, llvm::function_ref<void()> during) {
+    const FakeHooks &h = fakeHooks();
+    ASSERT_TRUE(h.count && h.beginCapture && h.endCapture && h.capturedOn);
+    int refused = h.count("refused in a capture");
+    int legacy = h.count("legacy stream in a capture");
+    CUstream s = h.beginCapture(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    ASSERT_NE(s, nullptr);
+    llvm::Error e = LnTensors(8, 64).launch(lnModulate(rt), s);
+    EXPECT_FALSE(bool(e)) << llvm::toString(std::move(e));
+    during();
+    EXPECT_EQ(h.capturedOn(s), 1); // the caller's launch, none of the tune's
+    EXPECT_EQ(h.endCapture(s), CUDA_SUCCESS);
+    EXPECT_EQ(h.count("refused in a capture"), refused);
+    EXPECT_EQ(h.count("legacy stream in a capture"), legacy);
+    EXPECT_EQ(tunedClasses(), 1u) << "the tune did not record a winner";
+  }
+  size_t tunedClasses() {
+    auto db = autotune::TuneDB::load(dir.path + "/tune-db.json");
+    EXPECT_TRUE(bool(db)) << llvm::toString(db.takeError());
+    return db ? db->size() : 0;
+  }
+};
+
+TEST_F(TuneCaptureConcurrency, ABackgroundTuneKeepsTheCallersCaptureValid) {
+  auto rt = tuningRuntime(autotune::TuneOnMissOptions::Background);
+  captureAFirstLaunch(*rt, [&] {
+    auto *policy = dynamic_cast<autotune::TunePolicy *>(rt->configSource());
+    ASSERT_NE(policy, nullptr);
+    policy->waitIdle(); // the whole tune ran during the capture
+  });
+}
+
+TEST_F(TuneCaptureConcurrency, ATuneOnTheCapturingThreadKeepsTheCaptureValid) {
+  auto rt = tuningRuntime(autotune::TuneOnMissOptions::Now);
+  captureAFirstLaunch(*rt, [&] {
+    EXPECT_EQ(lnModulate(*rt)->lastSpecialisation().configFrom, "tuned now");
+  });
 }
 
 } // namespace
