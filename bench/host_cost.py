@@ -226,7 +226,7 @@ def pieces(bt, bitfold, t):
         lambda: raw(h, 4, data, meta, nmeta, eps, 1, None))
     if not ARGS.fake_lib:
         out["current raw stream"] = per_call_us(lambda: _ops._raw_stream(0))
-        out["capture check"] = per_call_us(lambda: _ops._capturing())
+        out["capture check (the checked path only)"] = per_call_us(lambda: _ops._capturing())
     return out
 
 
