@@ -70,13 +70,16 @@ typedef struct {
   int numOuts;
   int8_t outArg[kMaxOuts];  /* the argument whose shape and device it takes */
   int8_t inPlace[kMaxOuts]; /* 1: the output is that argument (out=, an alias) */
-  /* A fresh output's strides (elements), exactly the Python path's: the key
-   * fixes every argument's shape and strides, so the op's allocation gives
-   * these every time (size-1 dims' strides included, as empty_like keeps
-   * them); extent: the elements its dense layout spans. */
-  int64_t strides[kMaxOuts][kMaxDims];
-  int64_t extent[kMaxOuts];
-  DLDataType outType[kMaxOuts];
+  /* A fresh output's allocation, exactly the Python path's shape, strides
+   * and dtype (the key fixes every argument's shape and strides, so the op's
+   * allocation gives these every time): make(argument) where likeArg
+   * (torch.empty_like), else make() (torch.empty_strided bound to them).
+   * Through torch's own factories, so the output is a caching-allocator
+   * block as any tensor torch makes (record_stream, resize_, memory stats);
+   * DLPack's allocator would give a foreign blob, which record_stream
+   * silently skips. */
+  PyObject *make[kMaxOuts];
+  int8_t likeArg[kMaxOuts];
 } Entry;
 
 static const BfExchangeApi *api;
@@ -217,37 +220,8 @@ static int needsGrad(const Key *k, PyObject *a) {
   return 0;
 }
 
-static void setError(void *ctx, const char *kind, const char *message) {
-  (void)ctx;
-  PyErr_Format(PyExc_RuntimeError, "%s: %s", kind, message);
-}
-
-/* A fresh dense tensor shaped like `like` with the given strides: torch's
- * allocator gives `extent` elements in one dimension, and the DLTensor then
- * names the logical shape and strides as torch takes it in (any dense
- * layout spans exactly its element count, so that is one allocation). */
-static PyObject *allocateLike(const DLTensor *like, DLDataType type,
-                              int64_t *strides, int64_t extent, void **data) {
-  DLTensor proto = {0};
-  proto.device = like->device;
-  proto.ndim = 1;
-  proto.dtype = type;
-  proto.shape = &extent;
-  BfManaged *m = NULL;
-  void *obj = NULL;
-  if (api->managed_tensor_allocator(&proto, &m, NULL, setError) != 0)
-    return NULL;
-  m->dl_tensor.ndim = like->ndim; /* read by the call below only */
-  m->dl_tensor.shape = like->shape;
-  m->dl_tensor.strides = strides;
-  *data = (char *)m->dl_tensor.data + m->dl_tensor.byte_offset;
-  if (api->managed_tensor_to_py_object_no_sync(m, &obj) != 0)
-    return NULL;
-  return (PyObject *)obj;
-}
-
 /* e's outputs into outs[] (new references) and their addresses: fresh
- * ones from torch's allocator, in-place ones the arguments themselves. */
+ * ones from torch's factories, in-place ones the arguments themselves. */
 static int allocate(const Entry *e, const Key *k, PyObject *a,
                     PyObject **outs, void **data) {
   for (int j = 0; j < e->numOuts; ++j) {
@@ -257,11 +231,19 @@ static int allocate(const Entry *e, const Key *k, PyObject *a,
       data[j] = (char *)like->data + like->byte_offset;
       continue;
     }
-    int64_t strides[kMaxDims];
-    memcpy(strides, e->strides[j], sizeof strides);
-    if (!(outs[j] = allocateLike(like, e->outType[j], strides, e->extent[j],
-                                 &data[j])))
+    DLTensor d;
+    PyObject *arg = PyTuple_GetItem(a, e->outArg[j]);
+    outs[j] = e->likeArg[j] ? PyObject_CallFunctionObjArgs(e->make[j], arg, NULL)
+                            : PyObject_CallNoArgs(e->make[j]);
+    if (!outs[j])
       return -1;
+    if (api->dltensor_from_py_object_no_sync(outs[j], &d) != 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "bitfold fast path: an output "
+                                            "DLPack cannot describe");
+      return -1;
+    }
+    data[j] = (char *)d.data + d.byte_offset;
   }
   return 0;
 }
@@ -394,8 +376,16 @@ static PyObject *key(PyObject *self, PyObject *a) {
   return keyBytes(&k);
 }
 
+static void dropEntry(Entry *e) {
+  if (!e)
+    return;
+  for (int j = 0; j < kMaxOuts; ++j)
+    Py_XDECREF(e->make[j]);
+  PyMem_Free(e);
+}
+
 static void freeEntry(PyObject *capsule) {
-  PyMem_Free(PyCapsule_GetPointer(capsule, ENTRY_CAPSULE));
+  dropEntry(PyCapsule_GetPointer(capsule, ENTRY_CAPSULE));
 }
 
 static int fillOuts(Entry *e, PyObject *outs) {
@@ -403,29 +393,22 @@ static int fillOuts(Entry *e, PyObject *outs) {
   if (e->numOuts < 0 || e->numOuts > kMaxOuts)
     return -1;
   for (int j = 0; j < e->numOuts; ++j) {
-    /* (argument, example, in place, strides, extent) */
+    /* (argument, in place, make, like): Entry's fields */
     PyObject *spec = PyTuple_GetItem(outs, j);
-    DLTensor d;
     long arg = spec ? PyLong_AsLong(PyTuple_GetItem(spec, 0)) : -1;
-    PyObject *example = arg >= 0 ? PyTuple_GetItem(spec, 1) : NULL;
-    PyObject *inPlace = example ? PyTuple_GetItem(spec, 2) : NULL;
-    PyObject *strides = inPlace ? PyTuple_GetItem(spec, 3) : NULL;
-    PyObject *extent = strides ? PyTuple_GetItem(spec, 4) : NULL;
-    if (arg >= kMaxArgs || !extent || !PyTuple_Check(strides) ||
-        api->dltensor_from_py_object_no_sync(example, &d))
+    PyObject *inPlace = arg >= 0 ? PyTuple_GetItem(spec, 1) : NULL;
+    PyObject *make = inPlace ? PyTuple_GetItem(spec, 2) : NULL;
+    PyObject *like = make ? PyTuple_GetItem(spec, 3) : NULL;
+    if (arg >= kMaxArgs || !like)
       return -1;
     e->outArg[j] = (int8_t)arg;
     e->inPlace[j] = (int8_t)(inPlace == Py_True);
-    e->outType[j] = d.dtype;
+    e->likeArg[j] = (int8_t)(like == Py_True);
     if (e->inPlace[j])
       continue; /* the caller's tensor: nothing to allocate */
-    if (PyTuple_Size(strides) != d.ndim || d.ndim > kMaxDims)
+    if (!PyCallable_Check(make))
       return -1;
-    for (int i = 0; i < d.ndim; ++i)
-      e->strides[j][i] = PyLong_AsLongLong(PyTuple_GetItem(strides, i));
-    e->extent[j] = PyLong_AsLongLong(extent);
-    if (PyErr_Occurred() || e->extent[j] < 0)
-      return -1;
+    e->make[j] = Py_NewRef(make);
   }
   return 0;
 }
@@ -459,14 +442,15 @@ static PyObject *entry(PyObject *self, PyObject *args) {
     bad = !e->prepared || !e->launch;
   }
   if (bad) {
-    PyMem_Free(e);
+    dropEntry(e);
     if (!PyErr_Occurred())
       PyErr_SetString(PyExc_ValueError, "bitfold fast entry: bad layout");
     return NULL;
   }
   PyObject *c = PyCapsule_New(e, ENTRY_CAPSULE, freeEntry);
-  if (!c)
-    PyMem_Free(e);
+  if (!c) {
+    dropEntry(e);
+  }
   return c;
 }
 
@@ -480,7 +464,6 @@ static PyObject *init(PyObject *self, PyObject *args) {
   if (!x)
     return NULL;
   if (x->header.version.major != 1 || !x->dltensor_from_py_object_no_sync ||
-      !x->managed_tensor_allocator || !x->managed_tensor_to_py_object_no_sync ||
       !x->current_work_stream) {
     PyErr_Format(PyExc_RuntimeError,
                  "DLPack exchange API %u.%u without the functions bitfold uses",

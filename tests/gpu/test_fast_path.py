@@ -87,6 +87,22 @@ def test_a_warm_call_runs_on_the_callers_stream():
         check("fast", o, e, "side stream")
 
 
+def test_warm_call_outputs_are_caching_allocator_blocks():
+    """A warm call's outputs come from torch's caching allocator, as the
+    Python path's do: record_stream then keeps a block alive for a side
+    stream (it silently skips a foreign blob, e.g. one made through DLPack,
+    whose storage is not resizable)."""
+    m = EveryOp()
+    m(*every_op_inputs(0))
+    args = every_op_inputs(1)
+    outs, n = served_during(lambda: m(*args))
+    assert n == 5
+    side = torch.cuda.Stream()
+    for i, t in enumerate(outs):
+        assert t.untyped_storage().resizable(), f"output {i}: a foreign blob, not torch's"
+        t.record_stream(side)
+
+
 def test_warm_calls_inside_a_capture_are_served_in_c_and_replay_equal():
     args = every_op_inputs(0)
     static = [a.clone() for a in args]

@@ -214,6 +214,28 @@ class WarmCallInC(unittest.TestCase):
         self.assertEqual(n, 1)
         self.assertIsInstance(r, list, "the custom op returns its list")
 
+    def test_fresh_outputs_are_torchs_own_allocations(self):
+        # torch's factories, not a DLPack blob: a blob's storage is not
+        # resizable, and on CUDA record_stream silently skips it (its memory
+        # could be reused while another stream still reads it)
+        x, w = rand(2, 4, 2048), rand(2048, seed=2).float()  # y: w's dtype
+        res = rand(2, 4, 2048, seed=3)
+        qkv = rand(1, 16, 3 * 8 * 128, seed=4)
+        q, k = (qkv[..., i * 1024:(i + 1) * 1024].unflatten(-1, (8, 128)) for i in (0, 1))
+        calls = {"ln_modulate": lambda: self.bt.ln_modulate(*ln_inputs(3), 1e-6),
+                 "hf_rmsnorm": lambda: self.bt.hf_rmsnorm(x, w, 1e-6, res),
+                 "qk_layernorm": lambda: self.bt.qk_layernorm(rand(1, 16, 8, 128, seed=5),
+                                                              rand(1, 16, 8, 128, seed=6), 1e-6)}
+        for name, call in calls.items():
+            call()
+            r, n = self.served(call)
+            self.assertEqual(n, 1, name)
+            for y in (r if isinstance(r, tuple) else (r,)):
+                self.assertTrue(y.untyped_storage().resizable(), name)
+                self.assertEqual(y.storage_offset(), 0, name)
+        self.assertEqual(calls["hf_rmsnorm"]()[0].dtype, torch.float32)
+        del q, k
+
     def test_a_remembered_refusal_is_served_by_its_chain_and_counted(self):
         x = rand(2, 8, 128)[..., ::2]  # columns 2 apart: refused
         _, sc, sh = ln_inputs()

@@ -19,6 +19,7 @@ the package (bitfold/lib), then in a source checkout's build/python;
 BITFOLD_FAST=0 turns it off, BITFOLD_FAST=<path> loads that file.
 """
 import ctypes
+import functools
 import importlib.util
 import os
 
@@ -92,18 +93,24 @@ def _dense(y):
 
 
 def _out_spec(a, y):
-    """(argument, y, in place, strides, extent) of an output: the argument it
-    is (out=, an output written over an input), or for a fresh dense one the
-    argument it takes its shape and device from, with its exact strides;
-    None where neither."""
+    """(argument, in place, make, like) of an output: the argument it is
+    (out=, an output written over an input); or for a fresh dense one the
+    argument it takes its shape and device from and how to allocate it, the
+    way that is cheapest and gives its exact shape, strides and dtype:
+    torch.empty_like(that argument) (like) or torch.empty_strided bound to
+    them; None where neither."""
     i = next((i for i, v in enumerate(a) if v is y), None)
     if i is not None:
-        return i, y, True, (), 0
+        return i, True, None, False
     i = next((i for i, v in enumerate(a) if _plain(v) and v.shape == y.shape
               and v.device == y.device), None)
     if i is None or not _dense(y):
         return None
-    return i, y, False, tuple(y.stride()), y.numel()
+    twin = torch.empty_like(a[i])
+    if twin.dtype == y.dtype and twin.stride() == y.stride():
+        return i, False, torch.empty_like, True
+    return i, False, functools.partial(torch.empty_strided, tuple(y.shape), y.stride(),
+                                       dtype=y.dtype, device=y.device), False
 
 
 def _slots(a, outs, ts):
