@@ -108,6 +108,10 @@ struct DriverApi {
 /// text, a missing entry point, or cuInit's result.
 llvm::Expected<const DriverApi &> driver();
 
+/// driver()'s table without the check, for the handles below: they exist
+/// only once driver() has succeeded (their entry points are then set).
+const DriverApi &loadedDriver();
+
 /// "<what>: CUDA_ERROR_NAME (description)", or success for CUDA_SUCCESS.
 llvm::Error checkCuda(CUresult result, const llvm::Twine &what);
 
