@@ -972,6 +972,62 @@ bool packsRow(const KernelDef &def, const ShapeSpec &shape,
   return p->packedRow;
 }
 
+/// Whether rows of D columns run on one warp, one row a CTA, by default.
+/// Rows of 2048 to 2304 columns (64 to 72 elements a thread) whose order
+/// spans several warps (aten's vectorized LayerNorm: 128 lanes, two
+/// cross-warp stages) do: the cross-warp stages then fold in registers, not
+/// through shared memory and a barrier each (orders of 32 lanes, aten's
+/// reduce and flashinfer's, run on one warp already). LN+modulate, steady:
+/// on the H200 at (2,1024,2240) every r*.t32 config ran 7.24-7.40 us against
+/// r1.t64.v8.p1's 8.17 (bench/results/2026-12-05-s27-tune-db.json); on an
+/// H100 (bench/results/2026-12-05-s28-session.md) r1.t32.v8.p1 against
+/// r1.t64.v8.p1: 8.86 / 9.85 us at (2,1024,2240), 8.13 / 9.00 at
+/// (1,2048,2048), 15.77 / 16.10 at (1,4096,2304), 14.69 / 14.50 at
+/// (1,4096,2048); at (2,1024,1536) 6.49 / 6.46, so narrower rows keep more
+/// threads. Two rows a CTA lost at (1,2048,2048) (9.34 us: 149 registers,
+/// more than one wave).
+bool oneWarpRow(const KernelDef &def, int64_t D, int64_t headTailLanes) {
+  return !def.folds.empty() && def.folds[0].order.threads > 32 &&
+         !headTailLanes && D >= 32 * 64 && D <= 32 * 72;
+}
+
+/// The default's preference for c's threads a row and CTA size. Folds: one
+/// pass, about 32 elements of the row per thread (fewer threads per row:
+/// fewer shuffle stages and idle lanes; more: too many registers), then
+/// small CTAs (steady-stream tune on the H200: LN rows of 4096 r1.t128.v4
+/// beat r1.t64.v8 by 5%, bench/results/2026-11-30-s2-tune.md). Without
+/// folds: 256-thread CTAs; long rows take more threads per row (fewer
+/// accesses per thread, all of them in flight at once).
+int rowScore(const KernelDef &def, const ShapeSpec &shape, const TileConfig &c,
+             int64_t headTailLanes) {
+  const int64_t D = shape.cols;
+  int s = 0;
+  if (def.folds.empty()) {
+    s += c.ctaThreads() == 256 ? 300 : c.ctaThreads() == 128 ? 200 : 0;
+    s += c.rowsPerCta <= 8 ? 5 : 0;
+    if (D >= 1024)
+      s += 10 * std::countr_zero(unsigned(c.threadsPerRow));
+    return s;
+  }
+  const bool warpRow = oneWarpRow(def, D, headTailLanes);
+  double perThread = double(D) / c.threadsPerRow;
+  // Outweighs the vector (8 vs 4 elements: 4000) one octave away.
+  double want = headTailLanes ? std::log2(double(D) / headTailLanes)
+                : warpRow     ? std::log2(double(D) / 32)
+                              : 5.0;
+  s -= int(5000 * std::fabs(std::log2(std::max(perThread, 1.0)) - want));
+  // Small CTAs (H200: r1.t64 for LN/RMSNorm rows of 4096), 64 threads
+  // before 32: an SM holds at most 32 CTAs, so 32-thread ones stop at
+  // half its warps (Wan C = 96: r16.t4 162-164 us, r8.t4 164-170); 32
+  // first for a packed row, 16 such CTAs an SM (packsRow's comment), and
+  // for a row on one warp.
+  s += c.ctaThreads() == 64 ? 40
+       : c.ctaThreads() == 32
+           ? (warpRow || packsRow(def, shape, c) ? 50 : 30)
+       : c.ctaThreads() == 128 ? 20 : c.ctaThreads() == 256 ? 10 : 0;
+  return s;
+}
+
 /// Shared-row twins are not the default before H200 timings, also where
 /// their base config does not fit (hf_rmsnorm residual=1 at 5120); nor are
 /// channels-first lanes in one warp (.w1), slower than lanes a warp apart
@@ -987,13 +1043,8 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   std::erase_if(all, untimedVariant);
   if (all.empty())
     return TileConfig{};
-  // Folds: one pass, about 32 elements of the row per thread (fewer
-  // threads per row: fewer shuffle stages and idle lanes; more: too many
-  // registers), then the widest vector, then small CTAs (steady-stream
-  // tune on the H200: LN rows of 4096 r1.t128.v4 beat r1.t64.v8 by 5%,
-  // bench/results/2026-11-30-s2-tune.md). Without folds:
-  // 256-thread CTAs, the widest vector; long rows take more threads per row
-  // (fewer accesses per thread, all of them in flight at once).
+  // The layout first (channels-first lanes and pixels, passes), then the
+  // widest vector, then the threads a row and CTA size (rowScore).
   const int64_t D = shape.cols;
   // Channels-first rows of 64 channels and more run rolled (p2): on the
   // H200 at [1,C,4,240,416] the loop beat the unrolled row by 16% at C = 64,
@@ -1021,22 +1072,6 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // thread); bench/results/2026-12-02-s10-gpu-session.md, call 5.
   const int64_t headTailLanes = headTailLaneCount(def, D);
   const int orderLanes = def.folds.empty() ? 1 : def.folds[0].order.threads;
-  // Rows of 2048 to 2304 columns (64 to 72 elements a thread) whose order
-  // spans several warps (aten's vectorized LayerNorm: 128 lanes, two
-  // cross-warp stages) run on one warp, one row a CTA: the cross-warp stages
-  // then fold in registers, not through shared memory and a barrier each
-  // (orders of 32 lanes, aten's reduce and flashinfer's, already run on one
-  // warp). LN+modulate, steady: on the H200 at (2,1024,2240) every r*.t32
-  // config ran 7.24-7.40 us against r1.t64.v8.p1's 8.17
-  // (bench/results/2026-12-05-s27-tune-db.json); on an H100
-  // (bench/results/2026-12-05-s28-session.md) r1.t32.v8.p1 against
-  // r1.t64.v8.p1: 8.86 / 9.85 us at (2,1024,2240), 8.13 / 9.00 at
-  // (1,2048,2048), 15.77 / 16.10 at (1,4096,2304), 14.69 / 14.50 at
-  // (1,4096,2048); at (2,1024,1536) 6.49 / 6.46, so narrower rows keep more
-  // threads. Two rows a CTA lost at (1,2048,2048) (9.34 us: 149 registers,
-  // more than one wave).
-  const bool warpRow = orderLanes > 32 && !headTailLanes && D >= 32 * 64 &&
-                       D <= 32 * 72;
   const int wantP = pixelThreads(def, D);
   auto score = [&](const TileConfig &c) {
     int s = 0;
@@ -1052,27 +1087,7 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
     s -= std::abs(o - pixelsWanted(c)) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += vectorScore(def, c, D);
-    if (!def.folds.empty()) {
-      double perThread = double(D) / c.threadsPerRow;
-      // Outweighs the vector (8 vs 4 elements: 4000) one octave away.
-      double want = headTailLanes ? std::log2(double(D) / headTailLanes)
-                    : warpRow     ? std::log2(double(D) / 32)
-                                  : 5.0;
-      s -= int(5000 * std::fabs(std::log2(std::max(perThread, 1.0)) - want));
-      // Small CTAs (H200: r1.t64 for LN/RMSNorm rows of 4096), 64 threads
-      // before 32: an SM holds at most 32 CTAs, so 32-thread ones stop at
-      // half its warps (Wan C = 96: r16.t4 162-164 us, r8.t4 164-170); 32
-      // first for a packed row, 16 such CTAs an SM (packsRow's comment).
-      s += c.ctaThreads() == 64 ? 40
-           : c.ctaThreads() == 32
-               ? (warpRow || packsRow(def, shape, c) ? 50 : 30)
-           : c.ctaThreads() == 128 ? 20 : c.ctaThreads() == 256 ? 10 : 0;
-    } else {
-      s += c.ctaThreads() == 256 ? 300 : c.ctaThreads() == 128 ? 200 : 0;
-      s += c.rowsPerCta <= 8 ? 5 : 0;
-      if (D >= 1024)
-        s += 10 * std::countr_zero(unsigned(c.threadsPerRow));
-    }
+    s += rowScore(def, shape, c, headTailLanes);
     return s;
   };
   return *std::max_element(all.begin(), all.end(),
