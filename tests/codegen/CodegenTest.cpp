@@ -256,6 +256,25 @@ TEST(FoldMapping, AtenLayerNormOnSixtyFourThreads) {
   EXPECT_EQ(q->folds[0].stages[6].where, StagePlan::Shuffle);
 }
 
+TEST(TileConfig, LayerNormRowsOf2048To2304ColumnsDefaultToOneWarp) {
+  // aten's LayerNorm order spans four warps; rows of 64-72 elements a
+  // thread run on one (its cross-warp stages in registers), one row a CTA;
+  // narrower and wider rows keep more threads, and 32-lane orders
+  // (hf_rmsnorm's) keep their own choice.
+  auto dflt = [](const char *name, std::vector<int64_t> dims) {
+    ShapedTemplate st = shaped(req(name, dims));
+    return defaultConfig(*st.def, st.shape);
+  };
+  for (int64_t d : {2048, 2240, 2304}) {
+    TileConfig c = dflt("ln_modulate", {2, 1024, d});
+    EXPECT_EQ(c.threadsPerRow, 32) << d << ": " << c.str();
+    EXPECT_EQ(c.rowsPerCta, 1) << d << ": " << c.str();
+  }
+  for (int64_t d : {1536, 2400, 4096})
+    EXPECT_GT(dflt("ln_modulate", {2, 1024, d}).threadsPerRow, 32) << d;
+  EXPECT_EQ(dflt("hf_rmsnorm", {1, 1024, 2048}).str(), "r2.t32.v4.p1");
+}
+
 // ---- Targets, tools, errors, dumps -----------------------------------------
 
 TEST(Codegen, OtherArchsGenerateAndAssemble) {
