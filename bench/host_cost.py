@@ -15,7 +15,8 @@ per layout after the first call), never the checked path again.
 Method: shapes small enough that the GPU keeps up with the host (each
 kernel takes a few microseconds), so the wall time of N back-to-back calls
 divided by N is host time; min of 7 repetitions of N = 2000 calls after 200
-warm calls; torch.cuda.synchronize() before and after each repetition. On
+warm calls, the main table's repetitions interleaved across its cells;
+torch.cuda.synchronize() before and after each repetition. On
 the fake driver the clock is this thread's CPU time (the CPU machine is
 shared). The copy table times the GPU with CUDA events (mean of 50 calls).
 """
@@ -57,19 +58,21 @@ def sync():
         torch.cuda.synchronize()
 
 
-def per_call_us(fn):
+def one_rep_us(fn):
+    """Host time per call of fn over one repetition of N calls."""
     clock = time.thread_time if ARGS.fake_lib else time.perf_counter
+    sync()
+    t0 = clock()
+    for _ in range(ARGS.calls):
+        fn()
+    sync()
+    return (clock() - t0) / ARGS.calls * 1e6
+
+
+def per_call_us(fn):
     for _ in range(200):
         fn()
-    best = float("inf")
-    for _ in range(REPS):
-        sync()
-        t0 = clock()
-        for _ in range(ARGS.calls):
-            fn()
-        sync()
-        best = min(best, (clock() - t0) / ARGS.calls * 1e6)
-    return best
+    return min(one_rep_us(fn) for _ in range(REPS))
 
 
 def tensors():
@@ -170,21 +173,34 @@ def warm_up(fn, seconds=1.0):
 
 
 def measure_rows(bt, rows, t):
+    """The table's cells, their repetitions interleaved (each cell's first,
+    then each cell's second, ...; min of REPS): a drift of the host's speed
+    during the run (sessions 22 and 28 saw rows move by 1-3 us) then reaches
+    every row alike instead of the rows timed first."""
     warm_up(rows[0][1])
-    out = []
-    for name, direct, op, eager in rows:
+    x, sc, sh = t["x"], t["sc"], t["sh"]
+
+    def inference_rep():
+        with torch.inference_mode():
+            return one_rep_us(lambda: bt.ln_modulate(x, sc, sh))
+    cells = []  # (row, column, one repetition's time)
+    for i, (name, direct, op, eager) in enumerate(rows):
         if direct == "inference":
-            x, sc, sh = t["x"], t["sc"], t["sh"]
             with torch.inference_mode():
-                r = {"case": name, "direct_us": per_call_us(lambda: bt.ln_modulate(x, sc, sh))}
-            out.append(r)
+                for _ in range(200):
+                    bt.ln_modulate(x, sc, sh)
+            cells.append((i, "direct_us", inference_rep))
             continue
-        r = {"case": name, "direct_us": per_call_us(direct)}
-        if op is not None:
-            r["custom_op_us"] = per_call_us(op)
-        if eager is not None and not ARGS.no_eager:
-            r["eager_us"] = per_call_us(eager)
-        out.append(r)
+        for col, fn in (("direct_us", direct), ("custom_op_us", op),
+                        ("eager_us", None if ARGS.no_eager else eager)):
+            if fn is not None:
+                for _ in range(200):
+                    fn()
+                cells.append((i, col, lambda fn=fn: one_rep_us(fn)))
+    out = [{"case": name} for name, *_ in rows]
+    for _ in range(REPS):
+        for i, col, rep in cells:
+            out[i][col] = min(out[i].get(col, float("inf")), rep())
     return out
 
 
