@@ -991,7 +991,8 @@ bool oneWarpRow(const KernelDef &def, int64_t D, int64_t headTailLanes) {
          !headTailLanes && D >= 32 * 64 && D <= 32 * 72;
 }
 
-/// The default's preference for c's threads a row and CTA size. Folds: one
+/// The default's preference for c's threads a row and CTA size (warpRow:
+/// oneWarpRow of the shape, the same for every config). Folds: one
 /// pass, about 32 elements of the row per thread (fewer threads per row:
 /// fewer shuffle stages and idle lanes; more: too many registers), then
 /// small CTAs (steady-stream tune on the H200: LN rows of 4096 r1.t128.v4
@@ -999,7 +1000,7 @@ bool oneWarpRow(const KernelDef &def, int64_t D, int64_t headTailLanes) {
 /// folds: 256-thread CTAs; long rows take more threads per row (fewer
 /// accesses per thread, all of them in flight at once).
 int rowScore(const KernelDef &def, const ShapeSpec &shape, const TileConfig &c,
-             int64_t headTailLanes) {
+             int64_t headTailLanes, bool warpRow) {
   const int64_t D = shape.cols;
   int s = 0;
   if (def.folds.empty()) {
@@ -1009,7 +1010,6 @@ int rowScore(const KernelDef &def, const ShapeSpec &shape, const TileConfig &c,
       s += 10 * std::countr_zero(unsigned(c.threadsPerRow));
     return s;
   }
-  const bool warpRow = oneWarpRow(def, D, headTailLanes);
   double perThread = double(D) / c.threadsPerRow;
   // Outweighs the vector (8 vs 4 elements: 4000) one octave away.
   double want = headTailLanes ? std::log2(double(D) / headTailLanes)
@@ -1071,6 +1071,7 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // r4.t32.v1.p2 (its 32 lanes) and 36.6 at r1.t128.v1.p2 (32 elements a
   // thread); bench/results/2026-12-02-s10-gpu-session.md, call 5.
   const int64_t headTailLanes = headTailLaneCount(def, D);
+  const bool warpRow = oneWarpRow(def, D, headTailLanes);
   const int orderLanes = def.folds.empty() ? 1 : def.folds[0].order.threads;
   const int wantP = pixelThreads(def, D);
   auto score = [&](const TileConfig &c) {
@@ -1087,7 +1088,7 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
     s -= std::abs(o - pixelsWanted(c)) * 20000;
     s += c.twoPass == preferRolled ? 100000 : 0;
     s += vectorScore(def, c, D);
-    s += rowScore(def, shape, c, headTailLanes);
+    s += rowScore(def, shape, c, headTailLanes, warpRow);
     return s;
   };
   return *std::max_element(all.begin(), all.end(),
