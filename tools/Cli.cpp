@@ -248,6 +248,12 @@ cl::opt<unsigned> jobsOpt("jobs", cl::value_desc("N"),
                           cl::cat(category));
 cl::alias jobsShort("j", cl::desc("alias for --jobs"), cl::aliasopt(jobsOpt),
                     cl::cat(category));
+cl::opt<bool> everyConfigOpt(
+    "every-config",
+    cl::desc("every legal tile config of each shape instead of the one a "
+             "launch looks up (a GPU host's cache before an every-config "
+             "test or sweep; not with --tune-db)"),
+    cl::sub(prebuildCmd), cl::cat(category));
 
 // ---- Dispatch ---------------------------------------------------------------
 
@@ -374,6 +380,7 @@ int prebuildFromFlags(llvm::raw_ostream &out, llvm::raw_ostream &err) {
   o.cacheDir = prebuildCacheDir;
   o.jobs = jobsOpt;
   o.pdl = pdl;
+  o.everyConfig = everyConfigOpt;
   return prebuildCommand(o, out, err);
 }
 

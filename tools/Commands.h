@@ -147,6 +147,9 @@ struct PrebuildOptions {
   std::string cacheDir;
   unsigned jobs = 0; ///< parallel compiles; 0: one per hardware thread.
   bool pdl = false;  ///< also the programmatic-dependent-launch variants.
+  /// Every legal config of each shape (codegen::enumerateConfigs), not the
+  /// one a launch looks up; excludes tuneDb.
+  bool everyConfig = false;
 };
 /// Checks the options (archs known to the backend, counts in range); an
 /// error is a usage one.

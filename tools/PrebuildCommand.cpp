@@ -9,7 +9,9 @@
 // without a DB, the default. The DB's winners are tuneShape's, whether
 // `bitfold tune` or a runtime's tune-on-miss recorded them. The key and the compile come from
 // keys::launchCompile, the runtime's own, so a process pointed at the
-// directory ($BITFOLD_CACHE_DIR) on such a GPU compiles nothing. Compiles run
+// directory ($BITFOLD_CACHE_DIR) on such a GPU compiles nothing. With
+// --every-config every legal config of each shape is built instead (the
+// cache an every-config test or sweep then finds). Compiles run
 // on a thread pool; the cache's per-key lock makes a concurrent prebuild of
 // the same directory safe.
 //
@@ -23,6 +25,7 @@
 #include "autotune/TuneDB.h"
 
 #include "autotune/RuntimeTuner.h"
+#include "codegen/Codegen.h"
 #include "runtime/KernelCache.h"
 #include "runtime/Runtime.h"
 
@@ -89,10 +92,16 @@ struct PrebuildPlan {
 };
 
 /// The configs a launch of `t` on `arch` uses: the runtime's request to its
-/// config source, once per GPU name.
+/// config source, once per GPU name; with --every-config every legal one.
 std::vector<std::pair<keys::TileConfig, std::string>>
 configsFor(PrebuildPlan &p, const ShapeTask &t, llvm::StringRef arch) {
   const dsl::KernelDef &def = *t.problem.def;
+  if (p.opts.everyConfig) {
+    std::vector<std::pair<keys::TileConfig, std::string>> all;
+    for (const keys::TileConfig &c : codegen::enumerateConfigs(def, t.spec))
+      all.push_back({c, "every config"});
+    return all;
+  }
   keys::TileConfig dflt = p.comp.defaultConfig(def, t.spec);
   std::vector<std::string> gpus =
       p.source ? gpusFor(p.opts, p.db ? &*p.db : nullptr, arch)
@@ -262,6 +271,9 @@ llvm::Error tools::checkPrebuildOptions(const PrebuildOptions &o) {
   if (o.jobs > kMaxJobs)
     return keys::usageError(
         llvm::formatv("--jobs: expected at most {0}", kMaxJobs));
+  if (o.everyConfig && !o.tuneDb.empty())
+    return keys::usageError("--every-config builds every config: it takes no "
+                            "--tune-db");
   if (!o.gpus.empty() && o.tuneDb.empty())
     return keys::usageError(
         "--gpu selects tune DB entries: it needs --tune-db");

@@ -5,6 +5,7 @@ NaN), launches bitfold through its C API and compares with the reference:
 identical bits wherever the reference is not NaN, NaN exactly where it is
 NaN, and no element left holding the poison.
 """
+import os
 import random
 
 import pytest
@@ -333,14 +334,47 @@ def test_pdl_chains_see_their_predecessors(rt):
 # ---- every legal TileConfig at the seed shapes ------------------------------
 
 def list_configs(template, shape, cli_args):
+    """The legal configs of template at shape (the CLI's --list-configs);
+    with $BITFOLD_CACHE_DIR set (scripts/gpu-run.sh sets it), every one of
+    them is compiled first, in parallel, into that cache (`bitfold prebuild
+    --every-config`), so the launches that follow load instead of compiling
+    one by one. The launches stay the test: a config prebuild missed is
+    compiled at its launch as before."""
     import shutil
     import subprocess
     exe = shutil.which("bitfold")
     if exe is None:
         pytest.skip("bitfold CLI not on PATH (needed to list the config space)")
-    cmd = [exe, "compile", template, "--shape", ",".join(map(str, shape)), "--list-configs"] + cli_args
+    dims = ",".join(map(str, shape))
+    cmd = [exe, "compile", template, "--shape", dims, "--list-configs"] + cli_args
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    configs = [line.strip() for line in out.splitlines() if line.strip()]
+    prebuild_every_config(exe, template, dims, cli_args)
+    return configs
+
+
+def prebuild_every_config(exe, template, dims, cli_args):
+    import json
+    import subprocess
+    import tempfile
+    import warnings
+    cache = os.environ.get("BITFOLD_CACHE_DIR")
+    if not cache:
+        return
+    params = {}
+    if cli_args[:1] == ["--params"]:
+        params = dict(kv.split("=", 1) for kv in cli_args[1].split(",") if kv)
+    major, minor = torch.cuda.get_device_capability()
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump([{"template": template, "shape": dims, "params": params}], f)
+        f.flush()
+        r = subprocess.run([exe, "prebuild", "--every-config", "--shapes", f.name,
+                            "--arch", f"sm_{major}{minor}", "--cache-dir", cache,
+                            "--jobs", str(os.cpu_count() or 1)],
+                           capture_output=True, text=True)
+    if r.returncode != 0:  # the launches compile what is missing
+        warnings.warn(f"bitfold prebuild --every-config {template} {dims}: "
+                      f"{(r.stderr or r.stdout).strip()[-300:]}")
 
 
 def seed_config_cases():

@@ -169,6 +169,34 @@ TEST(Prebuild, TuneDbWinnersAreWhatALaunchWithThatDbFinds) {
   expectRunsCompileNothing(cache, {"--tune-db", db});
 }
 
+TEST(Prebuild, EveryConfigBuildsEachLegalConfigThatALaunchPinningItFinds) {
+  ASSERT_TRUE(fakeDriver);
+  TempDir dir;
+  std::string shapes = dir.write(
+      "one.json", R"([{"template": "residual_gate", "shape": "2,4,64"}])");
+  std::string cache = dir.file("cache");
+  Output o = cli({"prebuild", "--shapes", shapes, "--arch", "sm_90",
+                  "--cache-dir", cache, "--every-config", "-j", "2"});
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  auto p = templates::makeProblem("residual_gate", "", "2,4,64");
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  keys::ShapeClass cls = autotune::tunedShapeClass(*p->def, p->shape);
+  std::vector<keys::TileConfig> all =
+      codegen::enumerateConfigs(*p->def, cls.shapeSpec());
+  ASSERT_GT(all.size(), 2u);
+  EXPECT_TRUE(contains(o.out, std::to_string(all.size()) +
+                                  " compiled, 0 already cached, 0 failed"))
+      << o.out;
+  CacheDirEnv env(cache);
+  for (const keys::TileConfig &c : {all.front(), all.back()}) {
+    Output run = cli({"run", "residual_gate", "--shape", "2,4,64", "--config",
+                      c.str(), "--iters", "0"});
+    EXPECT_EQ(run.status, 3) << c.str() << "\n" << run.out << run.err;
+    EXPECT_TRUE(contains(run.out, "kernel cache: 0 compiled, 1 disk hits"))
+        << c.str() << "\n" << run.out << run.err;
+  }
+}
+
 TEST(Prebuild, BadArchsShapesAndOptionsAreUsageErrors) {
   TempDir dir;
   std::string shapes = writeShapes(dir);
@@ -202,6 +230,9 @@ TEST(Prebuild, BadArchsShapesAndOptionsAreUsageErrors) {
        "nodb.json: no such file"},
       {{"--shapes", shapes, "--cache-dir", cache, "--jobs", "100000"},
        "--jobs"},
+      {{"--shapes", shapes, "--cache-dir", cache, "--every-config",
+        "--tune-db", dir.file("nodb.json")},
+       "--every-config"},
   };
   for (const Case &c : cases) {
     std::vector<std::string> args = {"prebuild"};
