@@ -985,7 +985,10 @@ bool packsRow(const KernelDef &def, const ShapeSpec &shape,
 /// (1,2048,2048), 15.77 / 16.10 at (1,4096,2304), 14.69 / 14.50 at
 /// (1,4096,2048); at (2,1024,1536) 6.49 / 6.46, so narrower rows keep more
 /// threads. Two rows a CTA lost at (1,2048,2048) (9.34 us: 149 registers,
-/// more than one wave).
+/// more than one wave). The class holds no row count, so decode-size rows
+/// get the same config and lose there (H100, bench/results/2026-12-05-s29-session.md:
+/// (1,16,2240) r1.t32.v8.p1 3.38 us, r1.t64.v8.p1 2.72, r1.t128.v4.p1
+/// 2.69): the shapes this serves are diffusion tokens, thousands of rows.
 bool oneWarpRow(const KernelDef &def, int64_t D, int64_t headTailLanes) {
   return !def.folds.empty() && def.folds[0].order.threads > 32 &&
          !headTailLanes && D >= 32 * 64 && D <= 32 * 72;
