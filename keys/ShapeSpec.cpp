@@ -24,6 +24,8 @@ std::string ShapeSpec::str() const {
                          rowLevels[i].outer);
   if (oneSpatial)
     s += ".s1";
+  if (manyRows)
+    s += ".R";
   return s;
 }
 
@@ -35,6 +37,7 @@ ShapeSpec ShapeClass::shapeSpec() const {
   if (twoLevel)
     s.rowLevels.assign(levels.begin(), levels.begin() + numOperands);
   s.oneSpatial = oneSpatial;
+  s.manyRows = manyRows;
   return s;
 }
 
@@ -51,6 +54,11 @@ int64_t keys::definitionRowClass(const dsl::KernelDef &def) {
     if (f.order.hasRowRange())
       cls = std::max(cls, f.order.minRows);
   return cls;
+}
+
+bool keys::rowCountSplits(const dsl::KernelDef &def, int64_t cols) {
+  return !def.folds.empty() && def.folds[0].order.threads > 32 &&
+         !def.folds[0].order.stridedAxis() && cols >= 2048 && cols <= 2304;
 }
 
 bool keys::spatialSharable(const dsl::KernelDef &def) {
@@ -86,5 +94,6 @@ ShapeClass keys::denseShapeClass(const dsl::KernelDef &def, int64_t cols,
   ShapeClass c = classifyShape(cols, align, maxOffset, totalRows, bucketRows);
   c.rowClass = definitionRowClass(def);
   c.oneSpatial = spatialSharable(def);
+  c.manyRows = manyRowsOf(def, cols, totalRows);
   return c;
 }

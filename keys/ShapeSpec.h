@@ -69,6 +69,10 @@ struct ShapeSpec {
   /// same S (pixels per image), so one pixel offset and one column stride
   /// address them all. False: each operand's own S.
   bool oneSpatial = false;
+  /// At least kManyRows rows, for definitions classed by their row count
+  /// (rowCountSplits); false for every other definition. Picks the default
+  /// config, not the code: both classes compute the same bits.
+  bool manyRows = false;
   std::string str() const; ///< stable text for keys.
   /// The two-level rows of operand i (inner = 0: one level).
   RowLevels levels(size_t i) const {
@@ -134,6 +138,23 @@ int64_t definitionRowClass(const dsl::KernelDef &def);
 /// definitions whose classes may say that they share one S (oneSpatial).
 bool spatialSharable(const dsl::KernelDef &def);
 
+/// The row count from which a definition that rowCountSplits takes its
+/// many-rows class (a power of two, so that a tune DB's row buckets never
+/// straddle it).
+inline constexpr int64_t kManyRows = 1024;
+
+/// Whether launches of `def` at `cols` columns are classed by their row
+/// count: aten's vectorized LayerNorm order (lanes on several warps) at
+/// 2048-2304 columns, whose best config for thousands of rows (one warp a
+/// row, codegen::defaultConfig) loses at decode-size row counts.
+bool rowCountSplits(const dsl::KernelDef &def, int64_t cols);
+
+/// ShapeSpec::manyRows of a launch of `def` over `totalRows` rows.
+inline bool manyRowsOf(const dsl::KernelDef &def, int64_t cols,
+                       int64_t totalRows) {
+  return totalRows >= kManyRows && rowCountSplits(def, cols);
+}
+
 struct ShapeClass {
   int64_t cols = 0;
   int64_t rowBucket = 0; ///< 0: rows not bucketed.
@@ -147,6 +168,7 @@ struct ShapeClass {
   bool twoLevel = false;
   /// ShapeSpec::oneSpatial: compiled into the kernel, part of the class.
   bool oneSpatial = false;
+  bool manyRows = false; ///< ShapeSpec::manyRows.
   std::array<uint8_t, kMaxOperands> alignBytes{};
   std::array<RowLevels, kMaxOperands> levels{};
 
@@ -161,7 +183,8 @@ struct ShapeClass {
     uint64_t h = uint64_t(cols) * 0x9E3779B97F4A7C15ull;
     h ^= uint64_t(rowBucket) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
     h ^= uint64_t(rowClass) * 0x2545F4914F6CDD1Dull + (h << 6) + (h >> 2);
-    h ^= (index64 ? 17u : 0u) + (oneSpatial ? 34u : 0u) + numOperands +
+    h ^= (index64 ? 17u : 0u) + (oneSpatial ? 34u : 0u) +
+         (manyRows ? 68u : 0u) + numOperands +
          (h << 6) + (h >> 2);
     for (int i = 0; i < numOperands; ++i)
       h = h * 131 + alignBytes[i];

@@ -608,6 +608,7 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
       b.cols, llvm::ArrayRef<int>(b.alignBytes, (*def)->operands.size()),
       b.maxElementOffset, b.totalRows, rt.bucketsRows());
   key.shape.rowClass = keys::definitionRowClass(**def);
+  key.shape.manyRows = keys::manyRowsOf(**def, b.cols, b.totalRows);
   key.shape.oneSpatial = b.oneSpatial; // compiled into the kernel
   if (b.twoLevel) { // compiled into the kernel: part of the class
     key.shape.twoLevel = true;

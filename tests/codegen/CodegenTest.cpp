@@ -273,6 +273,18 @@ TEST(TileConfig, LayerNormRowsOf2048To2304ColumnsDefaultToOneWarp) {
   for (int64_t d : {1536, 2400, 4096})
     EXPECT_GT(dflt("ln_modulate", {2, 1024, d}).threadsPerRow, 32) << d;
   EXPECT_EQ(dflt("hf_rmsnorm", {1, 1024, 2048}).str(), "r2.t32.v4.p1");
+  // Only from 1024 rows (the class's manyRows): decode-size rows keep more
+  // threads a row (H100, (1,16,2240): r1.t32 3.38 us, r1.t64 2.72).
+  for (std::vector<int64_t> rows : {std::vector<int64_t>{1, 1},
+                                    {1, 16},
+                                    {1, 1023}})
+    for (int64_t d : {2048, 2240, 2304}) {
+      rows.resize(2);
+      rows.push_back(d);
+      EXPECT_EQ(dflt("ln_modulate", rows).str(), "r1.t64.v8.p1")
+          << rows[1] << " rows, " << d;
+    }
+  EXPECT_EQ(dflt("ln_modulate", {1, 1024, 2240}).str(), "r1.t32.v8.p1");
 }
 
 // ---- Targets, tools, errors, dumps -----------------------------------------

@@ -143,6 +143,38 @@ TEST(ShapeSpec, OneSpatialSplitsTheClassOnlyWhereTwoOperandsHaveAnS) {
                    .oneSpatial);
 }
 
+TEST(ShapeSpec, ManyRowsSplitsOnlyLayerNormRowsOf2048To2304Columns) {
+  // aten's LayerNorm order (128 lanes) at 2048-2304 columns: from 1024 rows
+  // a class of its own (".R", its default runs one warp a row), below it
+  // the text of before. Other widths, 32-lane orders and channels-first
+  // kernels never carry it.
+  auto ln = build("ln_modulate");
+  for (int64_t cols : {2048, 2240, 2304}) {
+    EXPECT_TRUE(rowCountSplits(*ln, cols)) << cols;
+    ShapeClass few = denseShapeClass(*ln, cols, {kManyRows - 1},
+                                     kManyRows - 1, false);
+    ShapeClass many = denseShapeClass(*ln, cols, {kManyRows}, kManyRows, false);
+    EXPECT_FALSE(few.manyRows) << cols;
+    EXPECT_TRUE(many.manyRows) << cols;
+    EXPECT_NE(few, many) << cols;
+    EXPECT_NE(few.hash(), many.hash()) << cols;
+    const std::string base =
+        "c" + std::to_string(cols) + ".a16-16-16-16.o32";
+    EXPECT_EQ(few.str(), base);
+    EXPECT_EQ(many.str(), base + ".R");
+    EXPECT_TRUE(many.shapeSpec().manyRows);
+    // A tune DB's row bucket (a power of two) never straddles kManyRows.
+    ShapeClass tuned = denseShapeClass(*ln, cols, {2047}, 2047, true);
+    EXPECT_EQ(tuned.str(), base + ".R/r1024");
+  }
+  for (int64_t cols : {1536, 2016, 2336, 4096}) {
+    EXPECT_FALSE(rowCountSplits(*ln, cols)) << cols;
+    EXPECT_FALSE(denseShapeClass(*ln, cols, {4096}, 4096, false).manyRows);
+  }
+  EXPECT_FALSE(rowCountSplits(*build("hf_rmsnorm", 2240), 2240));
+  EXPECT_FALSE(rowCountSplits(*build("residual_gate"), 2240));
+}
+
 TEST(KernelABI, PositionsAndKindsFollowTheDocumentedOrder) {
   auto def = build("qk_layernorm"); // two groups
   KernelABI abi = KernelABI::of(*def);

@@ -65,8 +65,22 @@ std::string writeShapes(TempDir &dir) {
 ])");
 }
 
-/// `bitfold run` of each shape of writeShapes() on the fake sm_90 GPU with
-/// `cache` as the cache directory: every first launch must be a disk hit.
+/// `bitfold run ARGS --iters 0` on the fake sm_90 GPU (with
+/// $BITFOLD_CACHE_DIR set by the caller): its first launch must be a disk
+/// hit.
+void expectRunCompilesNothing(std::vector<std::string> args) {
+  args.insert(args.end(), {"--iters", "0"});
+  Output o = cli(args);
+  // The fake driver runs nothing: outputs differ from the interpreter.
+  EXPECT_EQ(o.status, 3) << joined(args) << "\n" << o.out << o.err;
+  EXPECT_TRUE(contains(o.out, "kernel cache: 0 compiled, 1 disk hits"))
+      << joined(args) << " with BITFOLD_CACHE_DIR="
+      << std::getenv("BITFOLD_CACHE_DIR") << "\n"
+      << o.out << o.err;
+}
+
+/// `bitfold run` of each shape of writeShapes() with `cache` as the cache
+/// directory: every first launch must be a disk hit.
 void expectRunsCompileNothing(const std::string &cache,
                               std::vector<std::string> extra = {}) {
   CacheDirEnv env(cache);
@@ -75,14 +89,8 @@ void expectRunsCompileNothing(const std::string &cache,
       {"run", "residual_gate", "--shape", "2,4,64"},
       {"run", "prebuild_user_scale", "--shape", "4,256"}};
   for (std::vector<std::string> args : runs) {
-    args.insert(args.end(), {"--iters", "0"});
     args.insert(args.end(), extra.begin(), extra.end());
-    Output o = cli(args);
-    // The fake driver runs nothing: outputs differ from the interpreter.
-    EXPECT_EQ(o.status, 3) << joined(args) << "\n" << o.out << o.err;
-    EXPECT_TRUE(contains(o.out, "kernel cache: 0 compiled, 1 disk hits"))
-        << joined(args) << " with BITFOLD_CACHE_DIR=" << cache << "\n"
-        << o.out << o.err;
+    expectRunCompilesNothing(args);
   }
 }
 
@@ -188,13 +196,34 @@ TEST(Prebuild, EveryConfigBuildsEachLegalConfigThatALaunchPinningItFinds) {
                                   " compiled, 0 already cached, 0 failed"))
       << o.out;
   CacheDirEnv env(cache);
-  for (const keys::TileConfig &c : {all.front(), all.back()}) {
-    Output run = cli({"run", "residual_gate", "--shape", "2,4,64", "--config",
-                      c.str(), "--iters", "0"});
-    EXPECT_EQ(run.status, 3) << c.str() << "\n" << run.out << run.err;
-    EXPECT_TRUE(contains(run.out, "kernel cache: 0 compiled, 1 disk hits"))
-        << c.str() << "\n" << run.out << run.err;
-  }
+  for (const keys::TileConfig &c : {all.front(), all.back()})
+    expectRunCompilesNothing(
+        {"run", "residual_gate", "--shape", "2,4,64", "--config", c.str()});
+}
+
+TEST(Prebuild, LayerNormRowCountsEitherSideOfManyRowsFindTheirOwnEntries) {
+  // ln_modulate at 2240 columns: 16 rows and 2048 rows are two classes
+  // (keys::rowCountSplits) with different defaults; a launch of each finds
+  // the entry prebuild wrote for it.
+  ASSERT_TRUE(fakeDriver);
+  TempDir dir;
+  std::string shapes = dir.write("ln.json", R"([
+  {"template": "ln_modulate", "shape": "1,16,2240"},
+  {"template": "ln_modulate", "shape": "2,1024,2240"}
+])");
+  std::string cache = dir.file("cache");
+  Output o = cli({"prebuild", "--shapes", shapes, "--arch", "sm_90",
+                  "--cache-dir", cache, "-j", "2"});
+  ASSERT_EQ(o.status, 0) << o.out << o.err;
+  EXPECT_TRUE(contains(o.out, "2 compiled, 0 already cached, 0 failed"))
+      << o.out;
+  EXPECT_TRUE(contains(o.out, "1,16,2240 sm_90 r1.t64.v8.p1 (default)"))
+      << o.out;
+  EXPECT_TRUE(contains(o.out, "2,1024,2240 sm_90 r1.t32.v8.p1 (default)"))
+      << o.out;
+  CacheDirEnv env(cache);
+  for (const char *shape : {"1,16,2240", "2,1024,2240"})
+    expectRunCompilesNothing({"run", "ln_modulate", "--shape", shape});
 }
 
 TEST(Prebuild, BadArchsShapesAndOptionsAreUsageErrors) {
