@@ -174,7 +174,7 @@ struct ShapeClass {
 
   /// The ShapeSpec compiled for this class; its maxElementOffset is the
   /// class bound (2^31 - 1 or 2^62), never a row-dependent offset, so row
-  /// counts never split the cache.
+  /// counts split the cache only where manyRows does.
   ShapeSpec shapeSpec() const;
   /// shapeSpec().str(), then "/r<bucket>" when rows are bucketed.
   std::string str() const;
