@@ -74,12 +74,21 @@ def graph_replay_us(fn, n=100):
     return med * 1e3 / n
 
 
+# Launches one steady-stream graph holds at most: small rows rotate through
+# tens of thousands of buffer sets (steady_sets), and 20 rounds of them took
+# most of a bench run's time in capture (the HF RMSNorm decode rows).
+MAX_GRAPH_LAUNCHES = 20_000
+
+
 def steady_us(fns, rounds=20):
     """Time per launch in a back-to-back stream over rotating buffer sets
     (no flush), replayed from a CUDA graph so the host is out of the way:
     every launch pays for writing back what the one before it left dirty in
     L2, as in a pipeline of kernels, and finds its inputs outside L2 (the
-    sets together are larger than L2). (median, min, max) over 7 replays."""
+    sets together are larger than L2). `rounds` passes over the sets, fewer
+    where that would exceed MAX_GRAPH_LAUNCHES (at least one: every set
+    once). (median, min, max) over 7 replays."""
+    rounds = max(1, min(rounds, MAX_GRAPH_LAUNCHES // max(len(fns), 1)))
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
