@@ -71,11 +71,12 @@ std::string writeShapes(TempDir &dir) {
 void expectRunCompilesNothing(std::vector<std::string> args) {
   args.insert(args.end(), {"--iters", "0"});
   Output o = cli(args);
+  const char *dir = std::getenv("BITFOLD_CACHE_DIR");
   // The fake driver runs nothing: outputs differ from the interpreter.
   EXPECT_EQ(o.status, 3) << joined(args) << "\n" << o.out << o.err;
   EXPECT_TRUE(contains(o.out, "kernel cache: 0 compiled, 1 disk hits"))
-      << joined(args) << " with BITFOLD_CACHE_DIR="
-      << std::getenv("BITFOLD_CACHE_DIR") << "\n"
+      << joined(args) << " with BITFOLD_CACHE_DIR=" << (dir ? dir : "(unset)")
+      << "\n"
       << o.out << o.err;
 }
 
