@@ -69,9 +69,13 @@ def one_rep_us(fn):
     return (clock() - t0) / ARGS.calls * 1e6
 
 
-def per_call_us(fn):
-    for _ in range(200):
+def warm(fn, calls=200):
+    for _ in range(calls):
         fn()
+
+
+def per_call_us(fn):
+    warm(fn)
     return min(one_rep_us(fn) for _ in range(REPS))
 
 
@@ -187,15 +191,13 @@ def measure_rows(bt, rows, t):
     for i, (name, direct, op, eager) in enumerate(rows):
         if direct == "inference":
             with torch.inference_mode():
-                for _ in range(200):
-                    bt.ln_modulate(x, sc, sh)
+                warm(lambda: bt.ln_modulate(x, sc, sh))
             cells.append((i, "direct_us", inference_rep))
             continue
         for col, fn in (("direct_us", direct), ("custom_op_us", op),
                         ("eager_us", None if ARGS.no_eager else eager)):
             if fn is not None:
-                for _ in range(200):
-                    fn()
+                warm(fn)
                 cells.append((i, col, lambda fn=fn: one_rep_us(fn)))
     out = [{"case": name} for name, *_ in rows]
     for _ in range(REPS):
@@ -250,19 +252,12 @@ def interleaved_us(fns, rounds=15):
     """Per-call host time of each of fns, timed in turns (each round runs
     every fn ARGS.calls times), min over rounds: a drift of the host over
     the run falls on all alike, so their differences are meaningful."""
-    clock = time.thread_time if ARGS.fake_lib else time.perf_counter
     for fn in fns.values():
-        for _ in range(200):
-            fn()
+        warm(fn)
     best = {k: float("inf") for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
-            sync()
-            t0 = clock()
-            for _ in range(ARGS.calls):
-                fn()
-            sync()
-            best[k] = min(best[k], (clock() - t0) / ARGS.calls * 1e6)
+            best[k] = min(best[k], one_rep_us(fn))
     return best
 
 

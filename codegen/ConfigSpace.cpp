@@ -985,15 +985,14 @@ bool packsRow(const KernelDef &def, const ShapeSpec &shape,
 /// (1,2048,2048), 15.77 / 16.10 at (1,4096,2304), 14.69 / 14.50 at
 /// (1,4096,2048); at (2,1024,1536) 6.49 / 6.46, so narrower rows keep more
 /// threads. Two rows a CTA lost at (1,2048,2048) (9.34 us: 149 registers,
-/// more than one wave). Only from keys::kManyRows rows (the shape class
-/// says so, keys::rowCountSplits): at decode-size rows one warp a row loses
+/// more than one wave). Only in a many-rows class (ShapeSpec::manyRows, set
+/// only where keys::rowCountSplits holds, from keys::kManyRows rows): at
+/// decode-size rows one warp a row loses
 /// (H100, bench/results/2026-12-05-s29-session.md: (1,16,2240)
 /// r1.t32.v8.p1 3.38 us, r1.t64.v8.p1 2.72, r1.t128.v4.p1 2.69), and
 /// fewer rows keep the default of before, more threads a row.
-bool oneWarpRow(const KernelDef &def, const ShapeSpec &shape,
-                int64_t headTailLanes) {
-  return shape.manyRows && keys::rowCountSplits(def, shape.cols) &&
-         !headTailLanes;
+bool oneWarpRow(const ShapeSpec &shape, int64_t headTailLanes) {
+  return shape.manyRows && !headTailLanes;
 }
 
 /// The default's preference for c's threads a row and CTA size (warpRow:
@@ -1076,7 +1075,7 @@ TileConfig codegen::defaultConfig(const KernelDef &def,
   // r4.t32.v1.p2 (its 32 lanes) and 36.6 at r1.t128.v1.p2 (32 elements a
   // thread); bench/results/2026-12-02-s10-gpu-session.md, call 5.
   const int64_t headTailLanes = headTailLaneCount(def, D);
-  const bool warpRow = oneWarpRow(def, shape, headTailLanes);
+  const bool warpRow = oneWarpRow(shape, headTailLanes);
   const int orderLanes = def.folds.empty() ? 1 : def.folds[0].order.threads;
   const int wantP = pixelThreads(def, D);
   auto score = [&](const TileConfig &c) {
