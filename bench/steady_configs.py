@@ -11,16 +11,20 @@ each config compared against the default config's.
     ... steady_configs.py conv_bias 1,96,4,480,832 \
         --params residual=1,residual_layout=channels_first
 
-Configs come from `bitfold compile TEMPLATE --shape S --list-configs`, or
---configs a,b,... (a host without the CLI).
+Configs come from `bitfold compile TEMPLATE --shape S --list-configs`
+(then, where $BITFOLD_CACHE_DIR is set, `bitfold prebuild --every-config`
+compiles them all in parallel first), or --configs a,b,... (a host
+without the CLI).
 Writes DIR/steady-configs-TEMPLATE.md (-rolled.md with
 BITFOLD_ROLLED_ROWS=1: the two-pass configs then run their rows as loops,
 and the one-pass row configs their outputs, codegen/EmitRolledRows.cpp).
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -80,6 +84,29 @@ def operands(template, dims, ncdhw=False, gamma_amp=1.0, params=""):
     sys.exit(f"steady_configs: no operands for {template}")
 
 
+def prebuild(template, shape, params):
+    """Every legal config of the shape compiled in parallel into
+    $BITFOLD_CACHE_DIR (`bitfold prebuild --every-config`), so that each
+    config's first launch loads its cubin instead of compiling it; where
+    the cache directory is unset or the prebuild fails, each config still
+    compiles at its first launch."""
+    cache = os.environ.get("BITFOLD_CACHE_DIR")
+    if not cache:
+        return
+    major, minor = torch.cuda.get_device_capability()
+    kv = dict(p.split("=", 1) for p in params.split(",") if p)
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump([{"template": template, "shape": shape, "params": kv}], f)
+        f.flush()
+        r = subprocess.run(["bitfold", "prebuild", "--every-config", "--shapes", f.name,
+                            "--arch", f"sm_{major}{minor}", "--cache-dir", cache,
+                            "--jobs", str(os.cpu_count() or 1)],
+                           capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"steady_configs: prebuild failed, configs compile at their first launch: "
+              f"{(r.stderr or r.stdout).strip()[-300:]}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("template")
@@ -106,6 +133,7 @@ def main():
                                  "--params", args.params, "--list-configs"],
                                 capture_output=True, text=True, check=True)
         configs = [c for c in listed.stdout.split() if c.startswith("r")]
+        prebuild(args.template, args.shape, args.params)
     rt = bk.bitfold.torch.Runtime()
     kernel = rt.kernel(args.template, args.params)
     first = operands(args.template, dims, args.ncdhw, args.gamma_amp, args.params)
