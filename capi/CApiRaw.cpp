@@ -5,11 +5,14 @@
 // through bitfold_launch, so validation and messages are the DLTensor
 // path's by construction. Nothing is allocated. A prepared launch keeps the
 // decoded DLTensors (pointing into its own copy of the metadata) and fills
-// in only the addresses per launch, on a stack copy (so it is shareable).
+// in only the addresses per launch, on a stack copy (so it is shareable);
+// its launches go through the kernel's Rebinding, which binds the layouts
+// once and then checks only the addresses (Kernel::launch with one).
 //
 //===----------------------------------------------------------------------===//
 
 #include "capi/CApiInternal.h"
+#include "runtime/Runtime.h"
 
 #include <cstdio>
 #include <memory>
@@ -100,6 +103,8 @@ struct bitfold_prepared {
   std::vector<int64_t> meta; ///< decoded[i].shape/strides point in here.
   std::vector<float> scalars;
   DLTensor decoded[BITFOLD_RAW_MAX_TENSORS] = {};
+  /// Its launches' layouts, bound once (shared by the threads launching).
+  mutable Kernel::Rebinding rebinding;
 };
 
 extern "C" {
@@ -155,13 +160,31 @@ BITFOLD_API bitfold_status bitfold_launch_prepared(
                                : "the address array is NULL",
                      -1, "bitfold_launch_prepared");
   DLTensor decoded[BITFOLD_RAW_MAX_TENSORS];
+  const DLTensor *ptrs[BITFOLD_RAW_MAX_TENSORS];
   for (int i = 0; i < prepared->numTensors; ++i) {
     decoded[i] = prepared->decoded[i];
     decoded[i].data = const_cast<void *>(data[i]);
+    ptrs[i] = &decoded[i];
   }
-  return launchDecoded(prepared->kernel, prepared->numTensors, decoded,
-                       prepared->scalars.data(), int(prepared->scalars.size()),
-                       stream);
+  try { // no exception crosses the C ABI
+    llvm::Error e = unwrapKernel(prepared->kernel)
+                        ->launch(prepared->rebinding,
+                                 prepared->numTensors ? ptrs : nullptr,
+                                 prepared->numTensors, prepared->scalars.data(),
+                                 int(prepared->scalars.size()),
+                                 static_cast<CUstream>(stream));
+    if (!e)
+      return reportError(BITFOLD_SUCCESS, "");
+    std::string message;
+    bitfold_status code = takeCStatus(std::move(e), message);
+    return reportError(code, message.c_str());
+  } catch (const std::bad_alloc &) {
+    return reportError(BITFOLD_ERROR_INTERNAL,
+                       "bitfold_launch_prepared: out of host memory");
+  } catch (...) {
+    return reportError(BITFOLD_ERROR_INTERNAL,
+                       "bitfold_launch_prepared: unexpected exception");
+  }
 }
 
 BITFOLD_API void bitfold_prepared_destroy(bitfold_prepared *prepared) {

@@ -587,23 +587,21 @@ llvm::Error checkScalars(const KernelDef &def, const float *scalars,
 
 } // namespace
 
-llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
-                           const float *scalars, int numScalars,
-                           CUstream stream) {
+llvm::Error Kernel::bindLaunch(const DLTensor *const *tensors, int numTensors,
+                               const float *scalars, int numScalars,
+                               const KernelDef *&boundDef, LaunchBinding &b,
+                               SpecKey &key) {
   auto def = launchDef(tensors, numTensors);
   if (!def)
     return def.takeError();
-  LaunchBinding b;
+  boundDef = *def;
   if (llvm::Error e = bindTensors(**def, tensors, numTensors, b))
     return e;
   if (llvm::Error e = checkScalars(**def, scalars, numScalars))
     return e;
   if (b.totalRows == 0)
     return llvm::Error::success(); // nothing to do
-
-  // Read once: the specialisation and the launch must agree.
-  const bool wantPdl = programmatic.load(std::memory_order_relaxed);
-  SpecKey key{};
+  key = SpecKey{};
   key.shape = keys::classifyShape(
       b.cols, llvm::ArrayRef<int>(b.alignBytes, (*def)->operands.size()),
       b.maxElementOffset, b.totalRows, rt.bucketsRows());
@@ -616,6 +614,13 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
               key.shape.levels.begin());
   }
   key.device = b.device;
+  return llvm::Error::success();
+}
+
+llvm::Error Kernel::launchBound(SpecKey &key, const LaunchBinding &b,
+                                const float *scalars, CUstream stream) {
+  // Read once: the specialisation and the launch must agree.
+  const bool wantPdl = programmatic.load(std::memory_order_relaxed);
   key.pdl = wantPdl;
   auto entry = lookup(key, b);
   if (!entry)
@@ -632,6 +637,52 @@ llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
   if (!fn)
     return fn.takeError();
   return enqueue(*api, s, *fn, b, scalars, stream, wantPdl);
+}
+
+llvm::Error Kernel::bindAndLaunch(const DLTensor *const *tensors,
+                                  int numTensors, const float *scalars,
+                                  int numScalars, CUstream stream,
+                                  Rebinding *keep) {
+  const KernelDef *def = nullptr;
+  LaunchBinding b;
+  SpecKey key{};
+  if (llvm::Error e = bindLaunch(tensors, numTensors, scalars, numScalars,
+                                 def, b, key))
+    return e;
+  if (b.totalRows == 0)
+    return llvm::Error::success();
+  if (keep && !keep->ready.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(keep->mu);
+    if (!keep->ready.load(std::memory_order_relaxed)) {
+      keep->def = def;
+      keep->binding = b;
+      keep->key = key;
+      keep->ready.store(true, std::memory_order_release);
+    }
+  }
+  return launchBound(key, b, scalars, stream);
+}
+
+llvm::Error Kernel::launch(const DLTensor *const *tensors, int numTensors,
+                           const float *scalars, int numScalars,
+                           CUstream stream) {
+  return bindAndLaunch(tensors, numTensors, scalars, numScalars, stream,
+                       /*keep=*/nullptr);
+}
+
+llvm::Error Kernel::launch(Rebinding &r, const DLTensor *const *tensors,
+                           int numTensors, const float *scalars,
+                           int numScalars, CUstream stream) {
+  if (r.ready.load(std::memory_order_acquire)) {
+    // The layouts are the first launch's: its definition, binding and class
+    // hold; only the addresses are new.
+    LaunchBinding b;
+    if (rebindAddresses(*r.def, tensors, r.binding, b)) {
+      SpecKey key = r.key;
+      return launchBound(key, b, scalars, stream);
+    }
+  }
+  return bindAndLaunch(tensors, numTensors, scalars, numScalars, stream, &r);
 }
 
 // ---- Runtime ---------------------------------------------------------------

@@ -147,6 +147,20 @@ public:
   llvm::Error launch(const DLTensor *const *tensors, int numTensors,
                      const float *scalars, int numScalars, CUstream stream);
 
+  /// What a prepared launch (bitfold_launch_prepared) keeps of its first
+  /// successful binding: its tensors' layouts and scalars stay fixed while
+  /// their addresses change, so later launches re-check only what depends
+  /// on the addresses (rebindAddresses) and skip the binding of the
+  /// layouts and the shape class. One may serve many threads at once.
+  class Rebinding;
+  /// launch(), for tensors whose layouts (dtype, device, shape, strides,
+  /// byte offset) and scalars are those of every launch through `r`: the
+  /// same launch, statuses and messages. Where an address check fails or
+  /// gives another shape class, the full launch() runs and says why.
+  llvm::Error launch(Rebinding &r, const DLTensor *const *tensors,
+                     int numTensors, const float *scalars, int numScalars,
+                     CUstream stream);
+
   /// Compiles (or loads from the disk cache) the specialisations a launch
   /// on dense tensors of each of `shapes` on `device` would need, on the
   /// runtime's compile threads; returns at once. Each shape is the first
@@ -218,6 +232,34 @@ private:
   struct SpecKeyHash {
     size_t operator()(const SpecKey &k) const;
   };
+
+public:
+  class Rebinding {
+    friend class Kernel;
+    std::mutex mu; ///< taken by the launch that fills it, once
+    std::atomic<bool> ready{false};
+    // Published by `ready`: the first bound launch's definition (the
+    // kernel's, alive as long as it), binding and shape class.
+    const dsl::KernelDef *def = nullptr;
+    LaunchBinding binding;
+    SpecKey key{};
+  };
+
+private:
+  /// Binds `tensors` and computes the launch's shape class (launch()'s
+  /// first half; b.totalRows == 0: nothing to launch).
+  llvm::Error bindLaunch(const DLTensor *const *tensors, int numTensors,
+                         const float *scalars, int numScalars,
+                         const dsl::KernelDef *&def, LaunchBinding &b,
+                         SpecKey &key);
+  /// launch(), keeping the binding in `keep` (where given) unless it holds
+  /// one already.
+  llvm::Error bindAndLaunch(const DLTensor *const *tensors, int numTensors,
+                            const float *scalars, int numScalars,
+                            CUstream stream, Rebinding *keep);
+  /// Specialises (first time per shape class) and enqueues a bound launch.
+  llvm::Error launchBound(SpecKey &key, const LaunchBinding &b,
+                          const float *scalars, CUstream stream);
 
   llvm::Expected<const dsl::KernelDef *>
   launchDef(const DLTensor *const *tensors, int numTensors);

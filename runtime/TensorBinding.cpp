@@ -128,7 +128,6 @@ private:
   llvm::Error checkEnd(int g, int i, int64_t rowsStored);
   llvm::Error checkGroupLevels();
   bool sameSpatial() const;
-  llvm::Error checkOverlaps();
   llvm::Error checkOutputVec();
   llvm::Error deviceTypeError(int g, int i, int32_t type);
 
@@ -482,47 +481,74 @@ llvm::Error Binder::checkExtent(int g, int i, const DLTensor &t, Extent &ext) {
   return rowMajorExtent(g, i, t, st, ext);
 }
 
-llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
-                                 const Extent &ext) {
-  const OperandDecl &op = def.operands[i];
-  OperandView &v = out.views[g][i];
-  const unsigned elem = elemBytes[i];
-  if (ext.numel > 0 && !t.data)
-    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
-                llvm::formatv("data pointer is NULL for shape {0}",
-                              shapeText(t)));
+/// Why an operand's address cannot be bound (bindAddress).
+enum class AddressFault { None, Null, Overflow, Element, Guard };
+
+/// The checks of one view that depend on its address: its base (data +
+/// byte_offset), its alignment to the elements and to the template's
+/// guard, and the alignment the shape class reads (v's rows, row stride
+/// and levels already set). One implementation for the full binding and
+/// the re-binding of a prepared launch.
+AddressFault bindAddress(const KernelDef &def, const OperandDecl &op,
+                         const DLTensor &t, bool hasElements,
+                         OperandView &v) {
+  const unsigned elem = dsl::dtypeBytes(op.dtype);
+  if (hasElements && !t.data)
+    return AddressFault::Null;
   if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t.data),
                              t.byte_offset, &v.base))
-    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
-                llvm::formatv("data {0:x} + byte_offset {1} is beyond the "
-                              "address space",
-                              uint64_t(reinterpret_cast<uintptr_t>(t.data)),
-                              t.byte_offset));
-  v.rows = ext.rows;
-  v.rowStride = ext.rowStride;
-  v.spatial = ext.spatial;
-  v.levels = ext.levels;
-  if (ext.numel > 0 && v.base % elem)
-    return fail(BITFOLD_ERROR_ALIGNMENT, g, i,
-                llvm::formatv("address {0:x} (data + byte_offset {1}) is not "
-                              "aligned to its {2}-byte elements",
-                              uint64_t(v.base), t.byte_offset, elem));
-  if (int ref = referenceAlignBytes(def, op); ext.numel > 0 && ref &&
-                                               v.base % unsigned(ref))
-    return fail(BITFOLD_ERROR_ALIGNMENT, g, i,
-                llvm::formatv("address {0:x} is not {1}-byte aligned; {2} "
-                              "reproduces aten's vectorized layer norm, which "
-                              "aten runs only when x and y are {1}-byte "
-                              "aligned (otherwise it takes another kernel "
-                              "with different bits)",
-                              uint64_t(v.base), ref, def.name));
+    return AddressFault::Overflow;
+  if (hasElements && v.base % elem)
+    return AddressFault::Element;
+  if (int ref = referenceAlignBytes(def, op);
+      hasElements && ref && v.base % unsigned(ref))
+    return AddressFault::Guard;
   v.alignBytes =
       keys::viewAlignBytes(v.base, v.rows, uint64_t(v.rowStride) * elem);
   if (v.levels.inner > 0) // vectors must also fit every group's start
     v.alignBytes = std::min(
         v.alignBytes,
         keys::viewAlignBytes(v.base, 2, uint64_t(v.levels.outer) * elem));
-  return llvm::Error::success();
+  return AddressFault::None;
+}
+
+llvm::Error Binder::checkAddress(int g, int i, const DLTensor &t,
+                                 const Extent &ext) {
+  const OperandDecl &op = def.operands[i];
+  OperandView &v = out.views[g][i];
+  v.rows = ext.rows;
+  v.rowStride = ext.rowStride;
+  v.spatial = ext.spatial;
+  v.levels = ext.levels;
+  switch (bindAddress(def, op, t, ext.numel > 0, v)) {
+  case AddressFault::None: return llvm::Error::success();
+  case AddressFault::Null:
+    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
+                llvm::formatv("data pointer is NULL for shape {0}",
+                              shapeText(t)));
+  case AddressFault::Overflow:
+    return fail(BITFOLD_ERROR_INVALID_ARGUMENT, g, i,
+                llvm::formatv("data {0:x} + byte_offset {1} is beyond the "
+                              "address space",
+                              uint64_t(reinterpret_cast<uintptr_t>(t.data)),
+                              t.byte_offset));
+  case AddressFault::Element:
+    return fail(BITFOLD_ERROR_ALIGNMENT, g, i,
+                llvm::formatv("address {0:x} (data + byte_offset {1}) is not "
+                              "aligned to its {2}-byte elements",
+                              uint64_t(v.base), t.byte_offset,
+                              dsl::dtypeBytes(op.dtype)));
+  case AddressFault::Guard:
+    return fail(BITFOLD_ERROR_ALIGNMENT, g, i,
+                llvm::formatv("address {0:x} is not {1}-byte aligned; {2} "
+                              "reproduces aten's vectorized layer norm, which "
+                              "aten runs only when x and y are {1}-byte "
+                              "aligned (otherwise it takes another kernel "
+                              "with different bits)",
+                              uint64_t(v.base), referenceAlignBytes(def, op),
+                              def.name));
+  }
+  llvm_unreachable("every AddressFault is handled");
 }
 
 llvm::Error Binder::checkTensor(int g, int i, Extent &ext) {
@@ -770,13 +796,17 @@ std::string overlapHint(const KernelDef &def, const OperandDecl &o,
       .str();
 }
 
-llvm::Error Binder::checkOverlaps() {
+/// Outputs may overlap no other view, but exactly their own input where
+/// the kernel allows it. Depends on the addresses: the full binding and a
+/// prepared launch's re-binding run it.
+llvm::Error checkOverlaps(const KernelDef &def, const LaunchBinding &out) {
+  const int nOps = int(def.operands.size());
   for (int g = 0; g < def.groups; ++g)
     for (int i = 0; i < nOps; ++i) {
       const OperandDecl &o = def.operands[i];
       if (!o.isOutput)
         continue;
-      unsigned elem = elemBytes[i];
+      unsigned elem = dsl::dtypeBytes(o.dtype);
       const OperandView &ov = out.views[g][i];
       for (int h = 0; h < def.groups; ++h)
         for (int j = 0; j < nOps; ++j) {
@@ -790,7 +820,7 @@ llvm::Error Binder::checkOverlaps() {
           // per_row(k) views of one k interleave as rows of k columns.
           bool rowO = o.map == IndexMap::PerRow, rowX = x.map == IndexMap::PerRow;
           if (!overlaps(ov, xv, rowO && rowX ? o.rowWidth : out.cols, elem,
-                        elemBytes[j],
+                        dsl::dtypeBytes(x.dtype),
                         rowO != rowX || o.rowWidth != x.rowWidth))
             continue;
           // Elementwise kernels may write over their own input exactly;
@@ -806,10 +836,12 @@ llvm::Error Binder::checkOverlaps() {
             continue;
           if (x.isOutput && (h < g || (h == g && j < i)))
             continue; // reported once, from the first output
-          return fail(BITFOLD_ERROR_UNSUPPORTED, g, i,
-                      llvm::formatv("overlaps {0} in memory; {1}",
-                                    tensorName(def, h, j),
-                                    overlapHint(def, o, x, exact)));
+          return runtimeError(
+              BITFOLD_ERROR_UNSUPPORTED,
+              def.name + ": " + tensorName(def, g, i) + ": " +
+                  llvm::formatv("overlaps {0} in memory; {1}",
+                                tensorName(def, h, j),
+                                overlapHint(def, o, x, exact)));
         }
     }
   return llvm::Error::success();
@@ -872,7 +904,7 @@ llvm::Error Binder::run() {
                           def.name, def.operands[0].name, out.groupRows[g],
                           f.order.name, f.order.minRows, f.order.maxRows,
                           shapeText(*tensors[0])));
-  return checkOverlaps();
+  return checkOverlaps(def, out);
 }
 
 /// The two-level rows of an operand are compiled into the kernel, so its
@@ -1012,6 +1044,44 @@ llvm::Error bitfold::runtime::bindTensors(const KernelDef &def,
                                               : std::string("tensors is NULL")));
   }
   return Binder(def, tensors, out).run();
+}
+
+bool bitfold::runtime::rebindAddresses(const KernelDef &def,
+                                       const DLTensor *const *tensors,
+                                       const LaunchBinding &bound,
+                                       LaunchBinding &out) {
+  out = bound;
+  const int nOps = int(def.operands.size());
+  int align[kMaxOperands];
+  std::fill(align, align + nOps, 16);
+  for (int g = 0; g < def.groups; ++g)
+    for (int i = 0; i < nOps; ++i) {
+      const DLTensor &t = *tensors[g * nOps + i];
+      OperandView &v = out.views[g][i];
+      const bool hasElements = std::none_of(
+          t.shape, t.shape + t.ndim, [](int64_t n) { return n == 0; });
+      if (bindAddress(def, def.operands[i], t, hasElements, v) !=
+          AddressFault::None)
+        return false;
+      // checkEnd's test, kept wherever the view has elements (stricter
+      // than the full binding's at most, which then decides).
+      uint64_t bytes = 0, end = 0;
+      if (hasElements &&
+          (__builtin_mul_overflow(uint64_t(v.lastOffset) + 1,
+                                  uint64_t(dsl::dtypeBytes(def.operands[i].dtype)),
+                                  &bytes) ||
+           __builtin_add_overflow(uint64_t(v.base), bytes, &end)))
+        return false;
+      align[i] = std::min(align[i], v.alignBytes);
+    }
+  // Another alignment is another shape class: the full launch binds it.
+  if (!std::equal(align, align + nOps, bound.alignBytes))
+    return false;
+  if (llvm::Error e = checkOverlaps(def, out)) {
+    llvm::consumeError(std::move(e));
+    return false;
+  }
+  return true;
 }
 
 std::string bitfold::runtime::describeDType(DLDataType t) {

@@ -79,6 +79,17 @@ llvm::Error bindTensors(const dsl::KernelDef &def,
                         const DLTensor *const *tensors, int numTensors,
                         LaunchBinding &out);
 
+/// Binds `tensors`, whose layouts (dtype, device, shape, strides, byte
+/// offset) are those of the launch that gave `bound`, at their addresses:
+/// only the checks that depend on an address run (NULL data, alignment to
+/// the elements and to the template's guard, the end of each view, the
+/// overlaps), and the alignment must give `bound`'s shape class. True:
+/// `out` is what bindTensors would give. False wherever one of them fails
+/// or the class differs: bindTensors then says why, or binds the other
+/// class. A prepared launch's warm path (Kernel::launch with a Rebinding).
+bool rebindAddresses(const dsl::KernelDef &def, const DLTensor *const *tensors,
+                     const LaunchBinding &bound, LaunchBinding &out);
+
 /// "bf16", "float32", "int8x4"...: a DLPack dtype for messages.
 std::string describeDType(DLDataType t);
 

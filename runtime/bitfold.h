@@ -359,8 +359,10 @@ bitfold_launch_raw(bitfold_kernel *kernel, int num_tensors,
  *  not validate the tensors (no addresses yet). Each
  *  bitfold_launch_prepared then launches exactly as bitfold_launch_raw
  *  with the same kernel, metadata and scalars and these `data` addresses
- *  (every tensor validated, same statuses and messages); it allocates
- *  nothing, and one prepared launch may be used from many threads. The
+ *  (every tensor validated, same statuses and messages: its first
+ *  successful binding keeps the layouts' checks, later launches redo those
+ *  that depend on the addresses); it allocates nothing, and one prepared
+ *  launch may be used from many threads. The
  *  kernel (and its runtime) must outlive it. (Added in 0.1.) */
 typedef struct bitfold_prepared bitfold_prepared;
 BITFOLD_API bitfold_status

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -238,6 +239,100 @@ TEST_F(Raw, PreparedLaunchesValidateEachLaunchsAddresses) {
             BITFOLD_ERROR_INVALID_ARGUMENT);
   bitfold_prepared_destroy(p);
   bitfold_prepared_destroy(nullptr);
+}
+
+TEST_F(Raw, WarmPreparedLaunchesMatchTheRawLaunchAtEveryAddress) {
+  // A prepared launch binds its layouts once and then checks only the
+  // addresses: at each address set (another alignment class, misaligned,
+  // NULL, overlapping, back to the first) it must do what the raw launch
+  // does: the same status and message, the same kernel and parameters.
+  std::vector<Tensor> ts = lnTensors();
+  std::vector<const void *> data;
+  bitfold_prepared *p = prepare(k, ts, eps, data);
+  ASSERT_NE(p, nullptr);
+  const std::vector<uintptr_t> home{ts[0].addr, ts[1].addr, ts[2].addr,
+                                    ts[3].addr};
+  struct Move {
+    const char *what;
+    uintptr_t x, scale, shift, y;
+    bool ok = true;
+  };
+  const uintptr_t X = home[0], Y = home[3], S = home[1], H = home[2];
+  const Move moves[] = {
+      {"first", X, S, H, Y},
+      {"x and y 8-byte aligned (another class)", X + 8, S, H, Y + 8},
+      {"back", X, S, H, Y},
+      {"y misaligned", X, S, H, Y + 2, false},
+      {"x NULL", 0, S, H, Y, false},
+      {"y over x", X, S, H, X, false},
+      {"y over x, shifted", X, S, H, X + 64, false},
+      {"y over scale", X, S, H, S, false},
+      {"shift 2 elements on", X, S, H + 4, Y},
+      {"all moved", X + 0x1000, S + 0x100, H + 0x100, Y + 0x2000},
+  };
+  std::vector<CUfunction> functions;
+  for (const Move &m : moves) {
+    const uintptr_t at[] = {m.x, m.scale, m.shift, m.y};
+    for (int i = 0; i < 4; ++i) {
+      ts[i].addr = at[i];
+      data[i] = reinterpret_cast<const void *>(at[i]);
+    }
+    std::vector<const void *> rawData;
+    std::vector<int64_t> words;
+    for (const Tensor &t : ts)
+      t.appendRaw(rawData, words);
+    expectParams(11);
+    bitfold_status raw = bitfold_launch_raw(k, 4, rawData.data(), words.data(),
+                                            int(words.size()), &eps, 1, nullptr);
+    const std::string rawMessage = bitfold_last_error();
+    FakeLaunch viaRaw = lastLaunch();
+    expectParams(11);
+    bitfold_status prepared = bitfold_launch_prepared(p, data.data(), nullptr);
+    EXPECT_EQ(prepared, raw) << m.what;
+    EXPECT_EQ(raw == BITFOLD_SUCCESS, m.ok) << m.what << ": " << rawMessage;
+    EXPECT_EQ(std::string(bitfold_last_error()), rawMessage) << m.what;
+    if (raw != BITFOLD_SUCCESS || prepared != BITFOLD_SUCCESS)
+      continue;
+    FakeLaunch viaPrepared = lastLaunch();
+    functions.push_back(viaPrepared.function);
+    EXPECT_EQ(viaPrepared.function, viaRaw.function) << m.what;
+    EXPECT_EQ(viaPrepared.grid[0], viaRaw.grid[0]) << m.what;
+    EXPECT_EQ(viaPrepared.block[0], viaRaw.block[0]) << m.what;
+    for (int i = 0; i < 11; ++i)
+      EXPECT_EQ(viaPrepared.params[i], viaRaw.params[i])
+          << m.what << ", parameter " << i;
+  }
+  ASSERT_EQ(functions.size(), 5u);
+  EXPECT_NE(functions[1], functions[0]) << "8-byte alignment: another kernel";
+  EXPECT_EQ(functions[2], functions[0]) << "back at 16 bytes: the first";
+  bitfold_prepared_destroy(p);
+}
+
+TEST_F(Raw, ManyThreadsShareOnePreparedLaunchFromCold) {
+  // The first launches race to bind the layouts once (Kernel::Rebinding);
+  // every launch, first or warm, succeeds with its own addresses.
+  std::vector<const void *> data;
+  bitfold_prepared *p = prepare(k, lnTensors(), eps, data);
+  ASSERT_NE(p, nullptr);
+  constexpr int kThreads = 8, kLaunches = 200;
+  std::atomic<int> ready{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<const void *> mine = data;
+      mine[3] = reinterpret_cast<const void *>(uintptr_t(0x60000000) +
+                                               uintptr_t(t) * 0x100000);
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) {
+      }
+      for (int i = 0; i < kLaunches; ++i)
+        if (bitfold_launch_prepared(p, mine.data(), nullptr) != BITFOLD_SUCCESS)
+          failures.fetch_add(1);
+    });
+  for (std::thread &th : threads)
+    th.join();
+  EXPECT_EQ(failures.load(), 0) << bitfold_last_error();
+  bitfold_prepared_destroy(p);
 }
 
 TEST_F(Raw, MalformedArraysAreRefusedWhenPrepared) {
