@@ -279,6 +279,14 @@ class WarmCallInC(unittest.TestCase):
         _, n = self.served(lambda: self.bt.ln_modulate(x, sc, sh, 1e-6))
         self.assertEqual(n, 1)
 
+    def test_run_checks_its_own_arguments(self):
+        x, sc, sh = ln_inputs()
+        for bad in [({}, (x, sc, sh, 1e-6), True), ([], (x, sc, sh, 1e-6), True, True),
+                    ({}, [x, sc, sh, 1e-6], True, True)]:
+            with self.assertRaises(TypeError):
+                self.fast.run(*bad)
+        self.assertIsNone(self.fast.run({}, (x, sc, sh, 1e-6), True, True))  # no site
+
     def test_keys_of_arguments_it_does_not_key_are_none(self):
         t = rand(4)
         self.assertIsNone(self.fast.key(()))  # no tensor
