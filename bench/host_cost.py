@@ -356,7 +356,8 @@ def fmt(v):
 def report(info):
     where = "fake driver, CPU" if ARGS.fake_lib else info["gpu"]
     lines = [f"# Host time per call ({where}, torch {info['torch']}, python {info['python']})",
-             "", f"Warm call in C: {info['c_warm_call']}.",
+             "", f"Warm call in C: {info['c_warm_call']}; its fresh outputs: "
+             f"{info.get('c_outputs', 'torch factories')}.",
              "", "| op, shape | direct | torch.ops.bitfold | eager |", "|---|---|---|---|"]
     lines += [f"| {r['case']} | {fmt(r['direct_us'])} | {fmt(r.get('custom_op_us'))} | "
               f"{fmt(r.get('eager_us'))} |" for r in info["rows"]]
@@ -397,6 +398,7 @@ def main():
             "gpu": None if ARGS.fake_lib else torch.cuda.get_device_name(0),
             "bitfold_lib": bitfold.default_runtime().lib.bitfold_path,
             "c_warm_call": bt._fast.why_not or "on",  # BITFOLD_FAST (python/README.md)
+            "c_outputs": bt._fast.empty_via,  # BITFOLD_FAST_EMPTY (python/README.md)
             "method": __doc__.strip(), "rows": rows,
             "pieces_us": {**pieces(bt, bitfold, t), **refusal_pieces(bt, t, ref)},
             "copy": None if ARGS.fake_lib else copy_cost(bt), "stats": bt.stats()}

@@ -52,6 +52,21 @@ typedef struct {
   int (*current_work_stream)(DLDeviceType type, int32_t id, void **stream);
 } BfExchangeApi;
 
+/* torch's own C allocation, where this torch exports it (resolved in
+ * _fast.py): libtorch's AOTI C shim (aoti_torch_empty_strided,
+ * aoti_torch_get_data_ptr, aoti_torch_delete_tensor_object; 0 = success)
+ * and libtorch_python's THPVariable_Wrap(const at::TensorBase &), which an
+ * AtenTensorHandle (an at::Tensor *) is. The same at::empty_strided through
+ * the dispatcher and the caching allocator as torch.empty_strided, without
+ * the Python binding's argument parsing. */
+typedef int32_t (*BfEmptyStrided)(int64_t ndim, const int64_t *sizes,
+                                  const int64_t *strides, int32_t dtype,
+                                  int32_t deviceType, int32_t deviceIndex,
+                                  void **tensor);
+typedef int32_t (*BfDataPtr)(void *tensor, void **data);
+typedef int32_t (*BfDelete)(void *tensor);
+typedef PyObject *(*BfWrap)(const void *tensor);
+
 /* bitfold_launch_prepared (runtime/bitfold.h): 0 = queued. */
 typedef int (*BfLaunch)(const void *prepared, const void *const *data,
                         void *stream);
@@ -80,9 +95,23 @@ typedef struct {
    * silently skips. */
   PyObject *make[kMaxOuts];
   int8_t likeArg[kMaxOuts];
+  /* The same output through torch's C allocation where shim is bound:
+   * make()'s exact sizes, strides, dtype and device (torch's codes). */
+  struct {
+    int set, ndim;
+    int64_t sizes[kMaxDims], strides[kMaxDims];
+    int32_t dtype, deviceType, deviceIndex;
+  } shape[kMaxOuts];
 } Entry;
 
 static const BfExchangeApi *api;
+static struct {
+  BfEmptyStrided empty;
+  BfDataPtr data;
+  BfDelete drop;
+  BfWrap wrap;
+} shim;
+static long long shimMade; /* outputs made through the shim (tests, bench) */
 static PyObject *tensorType, *parameterType, *gradEnabled;
 static PyObject *sRequiresGrad, *sLaunches, *sIsNeg, *sOne;
 static long long served; /* warm calls served here (tests, bench) */
@@ -220,8 +249,29 @@ static int needsGrad(const Key *k, PyObject *a) {
   return 0;
 }
 
+/* Output j of e through torch's C allocation: 0, or -1 where the shim
+ * failed (the caller's factory call then raises torch's own error, out of
+ * memory included). */
+static int shimAllocate(const Entry *e, int j, PyObject **out, void **data) {
+  void *t = NULL, *p = NULL;
+  if (shim.empty(e->shape[j].ndim, e->shape[j].sizes, e->shape[j].strides,
+                 e->shape[j].dtype, e->shape[j].deviceType,
+                 e->shape[j].deviceIndex, &t) != 0 || !t)
+    return -1;
+  *out = shim.data(t, &p) == 0 ? shim.wrap(t) : NULL;
+  shim.drop(t); /* the Python tensor holds its own reference */
+  if (!*out) {
+    PyErr_Clear();
+    return -1;
+  }
+  *data = p;
+  ++shimMade;
+  return 0;
+}
+
 /* e's outputs into outs[] (new references) and their addresses: fresh
- * ones from torch's factories, in-place ones the arguments themselves. */
+ * ones from torch's C allocation or its factories, in-place ones the
+ * arguments themselves. */
 static int allocate(const Entry *e, const Key *k, PyObject *a,
                     PyObject **outs, void **data) {
   for (int j = 0; j < e->numOuts; ++j) {
@@ -231,6 +281,9 @@ static int allocate(const Entry *e, const Key *k, PyObject *a,
       data[j] = (char *)like->data + like->byte_offset;
       continue;
     }
+    if (e->shape[j].set && shim.empty &&
+        shimAllocate(e, j, &outs[j], &data[j]) == 0)
+      continue;
     DLTensor d;
     PyObject *arg = PyTuple_GetItem(a, e->outArg[j]);
     outs[j] = e->likeArg[j] ? PyObject_CallFunctionObjArgs(e->make[j], arg, NULL)
@@ -396,12 +449,38 @@ static void freeEntry(PyObject *capsule) {
   dropEntry(PyCapsule_GetPointer(capsule, ENTRY_CAPSULE));
 }
 
+/* Output j's shape for the shim from (sizes, strides, dtype, device type,
+ * device index), torch's codes; None leaves it unset (the factory makes
+ * it). 0, or -1 on a malformed shape. */
+static int fillShape(Entry *e, int j, PyObject *shape) {
+  if (!shape || shape == Py_None)
+    return 0;
+  PyObject *sizes = PyTuple_GetItem(shape, 0);
+  PyObject *strides = PyTuple_GetItem(shape, 1);
+  Py_ssize_t nd = sizes ? PyTuple_Size(sizes) : -1;
+  if (nd < 0 || nd > kMaxDims || PyTuple_Size(shape) != 5 ||
+      !strides || PyTuple_Size(strides) != nd)
+    return -1;
+  e->shape[j].ndim = (int)nd;
+  for (Py_ssize_t d = 0; d < nd; ++d) {
+    e->shape[j].sizes[d] = PyLong_AsLongLong(PyTuple_GetItem(sizes, d));
+    e->shape[j].strides[d] = PyLong_AsLongLong(PyTuple_GetItem(strides, d));
+  }
+  e->shape[j].dtype = (int32_t)PyLong_AsLong(PyTuple_GetItem(shape, 2));
+  e->shape[j].deviceType = (int32_t)PyLong_AsLong(PyTuple_GetItem(shape, 3));
+  e->shape[j].deviceIndex = (int32_t)PyLong_AsLong(PyTuple_GetItem(shape, 4));
+  if (PyErr_Occurred())
+    return -1;
+  e->shape[j].set = 1;
+  return 0;
+}
+
 static int fillOuts(Entry *e, PyObject *outs) {
   e->numOuts = (int)PyTuple_Size(outs);
   if (e->numOuts < 0 || e->numOuts > kMaxOuts)
     return -1;
   for (int j = 0; j < e->numOuts; ++j) {
-    /* (argument, in place, make, like): Entry's fields */
+    /* (argument, in place, make, like, shape): Entry's fields */
     PyObject *spec = PyTuple_GetItem(outs, j);
     long arg = spec ? PyLong_AsLong(PyTuple_GetItem(spec, 0)) : -1;
     PyObject *inPlace = arg >= 0 ? PyTuple_GetItem(spec, 1) : NULL;
@@ -414,7 +493,8 @@ static int fillOuts(Entry *e, PyObject *outs) {
     e->likeArg[j] = (int8_t)(like == Py_True);
     if (e->inPlace[j])
       continue; /* the caller's tensor: nothing to allocate */
-    if (!PyCallable_Check(make))
+    if (!PyCallable_Check(make) ||
+        fillShape(e, j, PyTuple_Size(spec) > 4 ? PyTuple_GetItem(spec, 4) : NULL))
       return -1;
     e->make[j] = Py_NewRef(make);
   }
@@ -489,6 +569,38 @@ static PyObject *init(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* init_empty(empty_strided, get_data_ptr, delete, wrap) -> None: torch's C
+ * allocation (function addresses; all four 0 unbinds it). */
+static PyObject *initEmpty(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *f[4];
+  if (!PyArg_ParseTuple(args, "OOOO", &f[0], &f[1], &f[2], &f[3]))
+    return NULL;
+  void *p[4];
+  int bound = 0;
+  for (int i = 0; i < 4; ++i) {
+    p[i] = f[i] == Py_None ? NULL : PyLong_AsVoidPtr(f[i]);
+    if (PyErr_Occurred())
+      return NULL;
+    bound += p[i] != NULL;
+  }
+  if (bound != 0 && bound != 4) {
+    PyErr_SetString(PyExc_ValueError, "init_empty: all four functions or none");
+    return NULL;
+  }
+  shim.empty = (BfEmptyStrided)p[0];
+  shim.data = (BfDataPtr)p[1];
+  shim.drop = (BfDelete)p[2];
+  shim.wrap = (BfWrap)p[3];
+  Py_RETURN_NONE;
+}
+
+static PyObject *shimOutputs(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromLongLong(shimMade);
+}
+
 static PyObject *servedCalls(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
@@ -502,6 +614,10 @@ static PyMethodDef methods[] = {
     {"key", key, METH_O, "The site key of an argument tuple, or None."},
     {"entry", entry, METH_VARARGS, "A site's C part (a capsule)."},
     {"served", servedCalls, METH_NOARGS, "Warm calls served here so far."},
+    {"init_empty", initEmpty, METH_VARARGS,
+     "Binds torch's C allocation (function addresses, or four None)."},
+    {"shim_outputs", shimOutputs, METH_NOARGS,
+     "Outputs made through torch's C allocation so far."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bitfold_fast",

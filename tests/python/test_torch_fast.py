@@ -226,15 +226,49 @@ class WarmCallInC(unittest.TestCase):
                  "hf_rmsnorm": lambda: self.bt.hf_rmsnorm(x, w, 1e-6, res),
                  "qk_layernorm": lambda: self.bt.qk_layernorm(rand(1, 16, 8, 128, seed=5),
                                                               rand(1, 16, 8, 128, seed=6), 1e-6)}
+        from bitfold.torch import _fast
+        shim = _fast.empty_via == "torch's C allocation"
         for name, call in calls.items():
-            call()
+            first = call()
+            made = self.fast.shim_outputs()
             r, n = self.served(call)
             self.assertEqual(n, 1, name)
-            for y in (r if isinstance(r, tuple) else (r,)):
+            ys = r if isinstance(r, tuple) else (r,)
+            firsts = first if isinstance(first, tuple) else (first,)
+            # torch's C allocation (where bound) made every fresh output
+            self.assertEqual(self.fast.shim_outputs() - made, len(ys) if shim else 0, name)
+            for y, f in zip(ys, firsts):
                 self.assertTrue(y.untyped_storage().resizable(), name)
                 self.assertEqual(y.storage_offset(), 0, name)
+                self.assertEqual(y.untyped_storage().nbytes(), f.untyped_storage().nbytes())
+                self.assertEqual((type(y), y.requires_grad, y.is_inference()),
+                                 (torch.Tensor, False, False), name)
+            with torch.inference_mode():  # as the Python path's would be
+                r, n = self.served(call)
+            self.assertEqual(n, 1, name)
+            for y in (r if isinstance(r, tuple) else (r,)):
+                self.assertTrue(y.is_inference(), name)
         self.assertEqual(calls["hf_rmsnorm"]()[0].dtype, torch.float32)
         del q, k
+
+    def test_a_failing_c_allocation_falls_back_to_torchs_factory(self):
+        from bitfold.torch import _fast
+        if _fast.empty_via != "torch's C allocation":
+            self.skipTest(_fast.empty_via)
+        real = _fast._shim_shape
+        # a shape torch rejects (a negative size): the shim fails at every call
+        bad = lambda y: (None if real(y) is None else ((-1,) + real(y)[0][1:],) + real(y)[1:])
+        _fast._shim_shape = bad
+        self.addCleanup(setattr, _fast, "_shim_shape", real)
+        self.bt.ln_modulate(*ln_inputs(0), 1e-6)  # registered with the bad shape
+        made = self.fast.shim_outputs()
+        x2, sc2, sh2 = ln_inputs(5)
+        y, n = self.served(lambda: self.bt.ln_modulate(x2, sc2, sh2, 1e-6))
+        self.assertEqual(n, 1, "still served in C, by the factory")
+        self.assertEqual(self.fast.shim_outputs(), made)
+        self.assertEqual((y.shape, y.stride(), y.dtype), (x2.shape, x2.stride(), x2.dtype))
+        with self.assertRaises(ValueError):
+            self.fast.init_empty(1, None, None, None)  # all four or none
 
     def test_a_remembered_refusal_is_served_by_its_chain_and_counted(self):
         x = rand(2, 8, 128)[..., ::2]  # columns 2 apart: refused
@@ -324,6 +358,20 @@ class Switch(unittest.TestCase):
                          "True _bitfold_fast.abi3.so not found")
         # unset is "1": the same search, the same outcome (on where built)
         self.assertEqual(state(BITFOLD_FAST=None), state(BITFOLD_FAST="1"))
+
+    def test_torchs_c_allocation_is_used_unless_bitfold_fast_empty_is_0(self):
+        code = "from bitfold.torch import _fast; print(_fast.module is None, _fast.empty_via)"
+
+        def via(**env):
+            env = {k: v for k, v in dict(os.environ, **env).items() if v is not None}
+            return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                  text=True, check=True).stdout.strip()
+        off, on = via(BITFOLD_FAST_EMPTY="0"), via(BITFOLD_FAST_EMPTY=None)
+        if off.startswith("True"):
+            self.skipTest("the C warm call is off")
+        self.assertEqual(off, "False torch factories (BITFOLD_FAST_EMPTY=0)")
+        self.assertTrue(on == "False torch's C allocation" or
+                        on.startswith("False torch factories (no C allocation in torch"), on)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,63 @@ def _load():
 module = _load()
 run = module.run if module is not None else None
 
+# The C part's allocation of fresh outputs: torch's own C functions where
+# this torch exports them (libtorch's AOTI C shim: aoti_torch_empty_strided,
+# and libtorch_python's THPVariable_Wrap(const at::TensorBase &)), the same
+# at::empty_strided as torch.empty_strided without its Python argument
+# parsing; else torch's Python factories. BITFOLD_FAST_EMPTY=0 keeps the
+# factories. `empty_via` says which.
+_SHIM = ("aoti_torch_empty_strided", "aoti_torch_get_data_ptr",
+         "aoti_torch_delete_tensor_object", "_Z16THPVariable_WrapRKN2at10TensorBaseE")
+_shim_lib = None
+empty_via = "torch factories"
+
+
+def _bind_shim():
+    global _shim_lib, empty_via
+    if module is None:
+        return
+    if os.environ.get("BITFOLD_FAST_EMPTY") == "0":
+        empty_via = "torch factories (BITFOLD_FAST_EMPTY=0)"
+        return
+    try:  # torch._C is loaded: this finds it and the libraries it links
+        lib = ctypes.CDLL(torch._C.__file__)
+        addrs = [ctypes.cast(getattr(lib, n), ctypes.c_void_p).value for n in _SHIM]
+    except (OSError, AttributeError) as e:
+        empty_via = f"torch factories (no C allocation in torch {torch.__version__}: {e})"
+        return
+    module.init_empty(*addrs)
+    _shim_lib, empty_via = lib, "torch's C allocation"
+
+
+_bind_shim()
+
+
+def _torch_code(fn, name):
+    f = getattr(_shim_lib, f"aoti_torch_{fn}_{name}", None)
+    if f is None:
+        return None
+    f.restype = ctypes.c_int32
+    return f()
+
+
+@functools.lru_cache(maxsize=None)
+def _codes(dtype, device_type):
+    """torch's C codes of a dtype and a device type, or None."""
+    d = _torch_code("dtype", str(dtype).removeprefix("torch."))
+    t = _torch_code("device_type", device_type)
+    return None if d is None or t is None else (d, t)
+
+
+def _shim_shape(y):
+    """(sizes, strides, dtype, device type, device index) of fresh output
+    y in torch's C codes, or None (the factory makes it)."""
+    codes = _codes(y.dtype, y.device.type) if _shim_lib is not None else None
+    if codes is None:
+        return None
+    index = y.device.index if y.device.index is not None else -1
+    return tuple(y.shape), y.stride(), codes[0], codes[1], index
+
 
 def _plain(v):
     return type(v) in PLAIN
@@ -93,12 +150,13 @@ def _dense(y):
 
 
 def _out_spec(a, y):
-    """(argument, in place, make, like) of an output: the argument it is
-    (out=, an output written over an input); or for a fresh dense one the
+    """(argument, in place, make, like, shape) of an output: the argument it
+    is (out=, an output written over an input); or for a fresh dense one the
     argument it takes its shape and device from and how to allocate it, the
     way that is cheapest and gives its exact shape, strides and dtype:
     torch.empty_like(that argument) (like) or torch.empty_strided bound to
-    them; None where neither."""
+    them, and the same through torch's C allocation (shape: _shim_shape);
+    None where neither."""
     i = next((i for i, v in enumerate(a) if v is y), None)
     if i is not None:
         return i, True, None, False
@@ -108,9 +166,9 @@ def _out_spec(a, y):
         return None
     twin = torch.empty_like(a[i])
     if twin.dtype == y.dtype and twin.stride() == y.stride():
-        return i, False, torch.empty_like, True
+        return i, False, torch.empty_like, True, _shim_shape(y)
     return i, False, functools.partial(torch.empty_strided, tuple(y.shape), y.stride(),
-                                       dtype=y.dtype, device=y.device), False
+                                       dtype=y.dtype, device=y.device), False, _shim_shape(y)
 
 
 def _slots(a, outs, ts):
