@@ -38,12 +38,41 @@ def interleaved_ms(fwd, model, reps):
     return statistics.median(plain), statistics.median(patched)
 
 
-def measured(out, eager, ms, patched, stats, digits=2):
+def difference(out, eager, eager_again):
+    """Where out and eager differ: how many elements (NaN against NaN
+    counts as equal), the largest |difference|, and whether eager run once
+    more (eager_again(): the unpatched forward) equals eager, which tells a
+    kernel's difference from the model's own run-to-run variation."""
+    def differing(x, y):
+        x, y = x.float().flatten(), y.float().flatten()
+        return (x != y) & ~(x.isnan() & y.isnan())
+    diff = differing(out, eager)
+    with torch.no_grad():
+        again = eager_again() if eager_again is not None else None
+    d = (out.float().flatten() - eager.float().flatten())[diff]
+    return {"elements": int(diff.sum()), "of": diff.numel(),
+            "max_abs": float(d.abs().max()) if d.numel() else 0.0,
+            "eager_repeats": None if again is None else not bool(differing(again, eager).any())}
+
+
+def difference_notes(rows, name):
+    """A line for each row whose output differs from eager."""
+    again = {True: "; eager run again equals the first eager run",
+             False: "; eager run again differs from the first eager run too", None: ""}
+    return [f"\n{r[name]} differs from eager in {d['elements']} of {d['of']} elements "
+            f"(largest |difference| {d['max_abs']:.3g}){again[d['eager_repeats']]}"
+            for r in rows if (d := r.get("difference"))]
+
+
+def measured(out, eager, ms, patched, stats, digits=2, eager_again=None):
     """The fields every row shares: torch.equal, the two medians (ms:
     unpatched, patched), the patched sites, and stats()' kernel launches,
-    fallbacks and {"op: reason": n}."""
+    fallbacks and {"op: reason": n}; where out differs from eager, how
+    (difference(), eager_again: the unpatched forward)."""
     reasons = {f"{op}: {why}": n for op, s in stats.items() for why, n in s["fallbacks"].items()}
-    return {"torch_equal": bool(torch.equal(out, eager)),
+    equal = bool(torch.equal(out, eager))
+    return {"torch_equal": equal,
+            "difference": None if equal else difference(out, eager, eager_again),
             "ms_unpatched": round(ms[0], digits), "ms_patched": round(ms[1], digits),
             "patched_sites": len(patched),
             "launches": sum(s["launches"] for s in stats.values()),

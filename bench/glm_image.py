@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "torch"))
 from glm_image_blocks import build, inputs  # noqa: E402
-from _patched_model import finish, interleaved_ms, measured  # noqa: E402
+from _patched_model import difference_notes, finish, interleaved_ms, measured  # noqa: E402
 
 CONFIGS = [  # name, heads, head_dim, latent_hw, text_len
     ("small", 4, 32, 32, 16),
@@ -56,7 +56,8 @@ def case(name, heads, head_dim, latent_hw, text_len, reps, seed=0):
         bt.unpatch(model)
     return {"config": name, "hidden": heads * head_dim, "heads": heads,
             "head_dim": head_dim, "tokens": (latent_hw // 2) ** 2 + text_len,
-            **measured(out, eager, (t_plain, t_patched), patched, stats, digits=3)}
+            **measured(out, eager, (t_plain, t_patched), patched, stats, digits=3,
+                       eager_again=fwd)}
 
 
 def table(rows, args):
@@ -76,6 +77,7 @@ def table(rows, args):
     for r in rows:
         if r["fallback_reasons"]:
             out.append(f"\n{r['config']} fallbacks: {r['fallback_reasons']}")
+    out += difference_notes(rows, "config")
     return "\n".join(out) + "\n"
 
 

@@ -26,7 +26,7 @@ import os
 
 import torch
 
-from _patched_model import finish, interleaved_ms, measured
+from _patched_model import difference_notes, finish, interleaved_ms, measured
 
 
 def build(seed, channels_last):
@@ -100,7 +100,7 @@ def case(frames, hw, reps, channels_last, seed=0, profile_dir=None):
             bt.unpatch(vae)
     return {"layout": "channels_last_3d" if channels_last else "NCDHW",
             "video": list(x.shape), "output": list(out.shape),
-            **measured(out, eager, (t_eager, t_bitfold), patched, stats)}
+            **measured(out, eager, (t_eager, t_bitfold), patched, stats, eager_again=fwd)}
 
 
 def table(rows, args):
@@ -118,6 +118,7 @@ def table(rows, args):
     for r in rows:
         if r["fallback_reasons"]:
             out.append(f"\n{r['layout']} fallbacks: {r['fallback_reasons']}")
+    out += difference_notes(rows, "layout")
     return "\n".join(out) + "\n"
 
 
