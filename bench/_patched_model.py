@@ -44,15 +44,15 @@ def difference(out, eager, eager_again):
     more (eager_again(): the unpatched forward) equals eager, which tells a
     kernel's difference from the model's own run-to-run variation."""
     def differing(x, y):
-        x, y = x.float().flatten(), y.float().flatten()
         return (x != y) & ~(x.isnan() & y.isnan())
-    diff = differing(out, eager)
+    a, b = out.float().flatten(), eager.float().flatten()
+    diff = differing(a, b)
     with torch.no_grad():
         again = eager_again() if eager_again is not None else None
-    d = (out.float().flatten() - eager.float().flatten())[diff]
+    d = (a - b)[diff].abs()
     return {"elements": int(diff.sum()), "of": diff.numel(),
-            "max_abs": float(d.abs().max()) if d.numel() else 0.0,
-            "eager_repeats": None if again is None else not bool(differing(again, eager).any())}
+            "max_abs": float(d.max()) if d.numel() else 0.0,
+            "eager_repeats": None if again is None else not bool(differing(again.float().flatten(), b).any())}
 
 
 def difference_notes(rows, name):

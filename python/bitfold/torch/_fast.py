@@ -167,8 +167,9 @@ def _out_spec(a, y):
     twin = torch.empty_like(a[i])
     if twin.dtype == y.dtype and twin.stride() == y.stride():
         return i, False, torch.empty_like, True, _shim_shape(y)
-    return i, False, functools.partial(torch.empty_strided, tuple(y.shape), y.stride(),
-                                       dtype=y.dtype, device=y.device), False, _shim_shape(y)
+    make = functools.partial(torch.empty_strided, tuple(y.shape), y.stride(),
+                             dtype=y.dtype, device=y.device)
+    return i, False, make, False, _shim_shape(y)
 
 
 def _slots(a, outs, ts):
